@@ -1,0 +1,254 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// fieldSet records which plugin settings a mapping gives, so that merging
+// a module over plugins.default takes what the module says, including
+// zeros that mean something (maxRetries: 0, callTimeout: 0s).
+type fieldSet uint16
+
+const (
+	setBindings fieldSet = 1 << iota
+	setConfig
+	setMode
+	setBufferSize
+	setMaxRetries
+	setRetryBackoff
+	setMemoryPages
+	setCallTimeout
+	setMaxConsecutiveFailures
+	setRestartBackoff
+	setMaxRestartBackoff
+
+	allFields = setMaxRestartBackoff<<1 - 1
+)
+
+// fieldsSet says which of s's fields the document sets under sp. Bindings
+// count only when non-empty: a module with "bindings: []" inherits them,
+// since a plugin bound to nothing is never called.
+func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
+	var f fieldSet
+	if len(s.Bindings) > 0 {
+		f |= setBindings
+	}
+	d, l := sp.key("delivery"), sp.key("limits")
+	for _, x := range []struct {
+		bit fieldSet
+		at  path
+	}{
+		{setConfig, sp.key("config")},
+		{setMode, d.key("mode")},
+		{setBufferSize, d.key("bufferSize")},
+		{setMaxRetries, d.key("maxRetries")},
+		{setRetryBackoff, d.key("retryBackoff")},
+		{setMemoryPages, l.key("memoryPages")},
+		{setCallTimeout, l.key("callTimeout")},
+		{setMaxConsecutiveFailures, l.key("maxConsecutiveFailures")},
+		{setRestartBackoff, l.key("restartBackoff")},
+		{setMaxRestartBackoff, l.key("maxRestartBackoff")},
+	} {
+		if p.present(x.at) {
+			f |= x.bit
+		}
+	}
+	// An empty mode string is as good as absent.
+	if s.Delivery.Mode == "" {
+		f &^= setMode
+	}
+	return f
+}
+
+// setByValue is fieldsSet for settings built in code, where there is no
+// document: a zero value counts as not set, except for durations marked
+// Set.
+func setByValue(s PluginSettings) fieldSet {
+	var f fieldSet
+	mark := func(bit fieldSet, set bool) {
+		if set {
+			f |= bit
+		}
+	}
+	isSet := func(d Duration) bool { return d.Set || d.Duration != 0 }
+	mark(setBindings, len(s.Bindings) > 0)
+	mark(setConfig, s.Config != nil)
+	mark(setMode, s.Delivery.Mode != "")
+	mark(setBufferSize, s.Delivery.BufferSize != 0)
+	mark(setMaxRetries, s.Delivery.MaxRetries != 0)
+	mark(setRetryBackoff, isSet(s.Delivery.RetryBackoff))
+	mark(setMemoryPages, s.Limits.MemoryPages != 0)
+	mark(setCallTimeout, isSet(s.Limits.CallTimeout))
+	mark(setMaxConsecutiveFailures, s.Limits.MaxConsecutiveFailures != 0)
+	mark(setRestartBackoff, isSet(s.Limits.RestartBackoff))
+	mark(setMaxRestartBackoff, isSet(s.Limits.MaxRestartBackoff))
+	return f
+}
+
+// resolveSettings returns own, with every field own does not set taken
+// from base when base sets it, and from the built-in defaults otherwise.
+// Binding events come out normalised and every duration marked set.
+func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, baseSet fieldSet) PluginSettings {
+	pick := func(bit fieldSet) (from *PluginSettings, ok bool) {
+		switch {
+		case ownSet&bit != 0:
+			return &own, true
+		case baseSet&bit != 0:
+			return &base, true
+		}
+		return nil, false
+	}
+	var out PluginSettings
+	if s, ok := pick(setBindings); ok {
+		out.Bindings = s.Bindings
+	}
+	if s, ok := pick(setConfig); ok {
+		out.Config = jsonable(s.Config)
+	}
+	str := func(bit fieldSet, get func(*PluginSettings) string, def string) string {
+		if s, ok := pick(bit); ok {
+			return get(s)
+		}
+		return def
+	}
+	num := func(bit fieldSet, get func(*PluginSettings) int, def int) int {
+		if s, ok := pick(bit); ok {
+			return get(s)
+		}
+		return def
+	}
+	dur := func(bit fieldSet, get func(*PluginSettings) Duration, def time.Duration) Duration {
+		if s, ok := pick(bit); ok {
+			return NewDuration(get(s).Duration)
+		}
+		return NewDuration(def)
+	}
+	out.Delivery = Delivery{
+		Mode:         str(setMode, func(s *PluginSettings) string { return s.Delivery.Mode }, DefaultDeliveryMode),
+		BufferSize:   num(setBufferSize, func(s *PluginSettings) int { return s.Delivery.BufferSize }, DefaultBufferSize),
+		MaxRetries:   num(setMaxRetries, func(s *PluginSettings) int { return s.Delivery.MaxRetries }, DefaultMaxRetries),
+		RetryBackoff: dur(setRetryBackoff, func(s *PluginSettings) Duration { return s.Delivery.RetryBackoff }, DefaultRetryBackoff),
+	}
+	out.Limits = Limits{
+		MemoryPages:            uint32(num(setMemoryPages, func(s *PluginSettings) int { return int(s.Limits.MemoryPages) }, DefaultMemoryPages)),
+		CallTimeout:            dur(setCallTimeout, func(s *PluginSettings) Duration { return s.Limits.CallTimeout }, DefaultCallTimeout),
+		MaxConsecutiveFailures: num(setMaxConsecutiveFailures, func(s *PluginSettings) int { return s.Limits.MaxConsecutiveFailures }, DefaultMaxConsecutiveFailures),
+		RestartBackoff:         dur(setRestartBackoff, func(s *PluginSettings) Duration { return s.Limits.RestartBackoff }, DefaultRestartBackoff),
+		MaxRestartBackoff:      dur(setMaxRestartBackoff, func(s *PluginSettings) Duration { return s.Limits.MaxRestartBackoff }, DefaultMaxRestartBackoff),
+	}
+	return out.clone()
+}
+
+// clone copies the slices so that callers of SettingsFor cannot change
+// the Config through the result, and normalises binding events.
+func (s PluginSettings) clone() PluginSettings {
+	if s.Bindings != nil {
+		bs := make([]Binding, len(s.Bindings))
+		for i, b := range s.Bindings {
+			bs[i] = Binding{Resource: b.Resource, Events: normaliseEvents(b.Events)}
+		}
+		s.Bindings = bs
+	}
+	return s
+}
+
+// normaliseEvents spells out "all events" and puts events in a fixed
+// order, so consumers never special-case an empty list and two bindings
+// that mean the same compare equal.
+func normaliseEvents(ev []string) []string {
+	out := make([]string, 0, 3)
+	for _, e := range []string{EventAdd, EventUpdate, EventDelete} {
+		if len(ev) == 0 || contains(ev, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// applyDefaults fills in everything the file left out. It runs only on a
+// valid document, so it never has to second-guess a value.
+func applyDefaults(c *Config, p *problems) {
+	if c.Plugins.Directory == "" {
+		c.Plugins.Directory = DefaultPluginDirectory
+	}
+	dp := path{"plugins", "default"}
+	def := resolveSettings(c.Plugins.Default, fieldsSet(c.Plugins.Default, p, dp), PluginSettings{}, 0)
+	c.Plugins.Default = def
+	for i := range c.Plugins.Modules {
+		m := &c.Plugins.Modules[i]
+		mp := path{"plugins", "modules", i}
+		m.PluginSettings = resolveSettings(m.PluginSettings, fieldsSet(m.PluginSettings, p, mp), def, allFields)
+	}
+
+	if c.Server.Address == "" {
+		c.Server.Address = DefaultServerAddress
+	}
+
+	le := &c.LeaderElection
+	if le.Namespace == "" {
+		le.Namespace = podNamespace(serviceAccountNamespaceFile)
+	}
+	if le.LeaseName == "" {
+		le.LeaseName = DefaultLeaseName
+	}
+	le.LeaseDuration = NewDuration(orDefault(le.LeaseDuration, DefaultLeaseDuration))
+	le.RenewDeadline = NewDuration(orDefault(le.RenewDeadline, DefaultRenewDeadline))
+	le.RetryPeriod = NewDuration(orDefault(le.RetryPeriod, DefaultRetryPeriod))
+
+	for i := range c.Resources {
+		r := &c.Resources[i]
+		r.ResyncPeriod = NewDuration(r.ResyncPeriod.Duration)
+	}
+	c.resolved = true
+}
+
+// podNamespace returns the namespace the daemon's pod runs in, so that a
+// replica set's lease lands next to it without configuration; outside a
+// cluster that is "default".
+func podNamespace(file string) string {
+	b, err := os.ReadFile(file)
+	if ns := strings.TrimSpace(string(b)); err == nil && ns != "" {
+		return ns
+	}
+	return "default"
+}
+
+// jsonable turns what yaml.v3 decodes into something encoding/json
+// accepts: mappings with non-string keys (1: x) come back as
+// map[any]any, which JSON objects cannot be, so their keys are written
+// out as strings, as a JSON author would have to.
+func jsonable(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			out[k] = jsonable(x)
+		}
+		return out
+	case map[any]any:
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			out[fmt.Sprint(k)] = jsonable(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = jsonable(x)
+		}
+		return out
+	}
+	return v
+}
