@@ -1,0 +1,93 @@
+// Command informer-host runs client-go's shared informer pipeline for the
+// resources named in a YAML file and delivers their events to WebAssembly
+// plugins.
+//
+//	informer-host run      --config config.yaml   run until SIGINT/SIGTERM
+//	informer-host validate --config config.yaml   check the file; exit 1 on problems
+//	informer-host version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+)
+
+// version is set at link time (-ldflags "-X main.version=v1.2.3"); the
+// module version from the build info stands in otherwise.
+var version = ""
+
+func main() {
+	os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Main runs the command line args and returns the exit code. It is main's
+// body, separate so tests can run the commands in-process.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runCommand(ctx, args[1:], stdout, stderr)
+	case "validate":
+		return validateCommand(ctx, args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "informer-host", versionString())
+		return 0
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "informer-host: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: informer-host <command> [flags]
+
+commands:
+  run       --config FILE   run the informers and plugins until SIGINT or SIGTERM
+  validate  --config FILE   check the config file; exit 1 and say what is wrong if it is not valid
+  version                   print the version
+
+Run "informer-host <command> -h" for a command's flags.
+`)
+}
+
+// parseFlags parses a command's flags; a false return means exit with code.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "informer-host %s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		return 2, false
+	}
+	return 0, true
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

@@ -1,0 +1,69 @@
+package informer
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Listener receives the notifications of one configured resource. Calls
+// for one listener are sequential and ordered; calls for different
+// listeners run concurrently. Objects are the informer cache's own and must
+// not be modified.
+//
+// A listener must not block for long: client-go buffers a slow listener's
+// notifications without bound. Listeners that do real work (plugins) should
+// hand the notification to a bounded queue of their own and return.
+type Listener interface {
+	OnAdd(res *ResourceRef, obj *unstructured.Unstructured, isInInitialList bool)
+	OnUpdate(res *ResourceRef, oldObj, newObj *unstructured.Unstructured)
+	OnDelete(res *ResourceRef, obj *unstructured.Unstructured, finalStateUnknown bool)
+}
+
+// ListenerFunc adapts a function over events to a Listener.
+type ListenerFunc func(ev *Event)
+
+func (f ListenerFunc) OnAdd(res *ResourceRef, obj *unstructured.Unstructured, isInInitialList bool) {
+	f(&Event{Type: EventAdd, Resource: res, Object: obj, IsInInitialList: isInInitialList})
+}
+
+func (f ListenerFunc) OnUpdate(res *ResourceRef, oldObj, newObj *unstructured.Unstructured) {
+	f(&Event{Type: EventUpdate, Resource: res, Object: newObj, OldObject: oldObj})
+}
+
+func (f ListenerFunc) OnDelete(res *ResourceRef, obj *unstructured.Unstructured, finalStateUnknown bool) {
+	f(&Event{Type: EventDelete, Resource: res, Object: obj, FinalStateUnknown: finalStateUnknown})
+}
+
+// handlerAdapter is the cache.ResourceEventHandler client-go calls; it
+// turns untyped notifications into Listener calls for one resource.
+type handlerAdapter struct {
+	res *ResourceRef
+	l   Listener
+}
+
+func (h handlerAdapter) OnAdd(obj any, isInInitialList bool) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		h.l.OnAdd(h.res, u, isInInitialList)
+	}
+}
+
+func (h handlerAdapter) OnUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(*unstructured.Unstructured)
+	n, ok2 := newObj.(*unstructured.Unstructured)
+	if ok1 && ok2 {
+		h.l.OnUpdate(h.res, o, n)
+	}
+}
+
+func (h handlerAdapter) OnDelete(obj any) {
+	switch t := obj.(type) {
+	case *unstructured.Unstructured:
+		h.l.OnDelete(h.res, t, false)
+	case cache.DeletedFinalStateUnknown:
+		// The watch missed the delete and a relist found the object gone.
+		// t.Obj is the last state the cache held; it can be stale.
+		if u, ok := t.Obj.(*unstructured.Unstructured); ok {
+			h.l.OnDelete(h.res, u, true)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package informer
+
+import (
+	"sync"
+
+	"k8s.io/client-go/tools/cache"
+)
+
+// Registration is a listener's place on a configured resource.
+type Registration struct {
+	p        *Pipeline
+	resource string
+	listener Listener
+
+	// Guarded by p.mu.
+	attached []attachment // one per informer of the resource while it is active
+	removed  bool
+
+	// detaching counts client-go listeners of this registration that are
+	// being shut down outside p.mu. Add happens under p.mu and only while
+	// removed is false, so Remove's Wait sees every one of them.
+	detaching sync.WaitGroup
+	removedCh chan struct{} // closed when Remove has finished
+}
+
+type attachment struct {
+	w *sharedWatch
+	h cache.ResourceEventHandlerRegistration
+}
+
+// detachment is a set of client-go listeners taken off a registration
+// under p.mu and still to be shut down.
+type detachment struct {
+	reg      *Registration
+	attached []attachment
+}
+
+// HasSynced reports whether the resource is active and this listener has
+// received every object of the informers' initial lists.
+func (r *Registration) HasSynced() bool {
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	st := r.p.resources[r.resource]
+	if r.removed || st == nil || st.phase != PhaseActive || len(r.attached) != len(st.watches) || len(r.attached) == 0 {
+		return false
+	}
+	for _, a := range r.attached {
+		if !a.h.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Remove stops delivery to the listener and returns only when it has
+// returned from its last callback (client-go's ShutDownEventHandler). It
+// is idempotent. It must not be called from the listener's own callbacks.
+func (r *Registration) Remove() {
+	r.p.mu.Lock()
+	if r.removed {
+		r.p.mu.Unlock()
+		<-r.removedCh
+		return
+	}
+	r.removed = true
+	delete(r.p.regs[r.resource], r)
+	d := detachment{reg: r, attached: r.attached}
+	r.attached = nil
+	r.p.mu.Unlock()
+
+	d.shutDown()
+	r.detaching.Wait()
+	close(r.removedCh)
+}
+
+// detachLocked takes the registration's client-go listeners off it so the
+// caller can shut them down without p.mu.
+func (r *Registration) detachLocked() (detachment, bool) {
+	if r.removed || len(r.attached) == 0 {
+		return detachment{}, false
+	}
+	d := detachment{reg: r, attached: r.attached}
+	r.attached = nil
+	r.detaching.Add(1)
+	return d, true
+}
+
+func (d detachment) shutDown() {
+	for _, a := range d.attached {
+		// Errors only for a foreign handle type, which cannot happen here.
+		_ = cache.ShutDownEventHandler(a.w.informer, a.h)
+	}
+}
+
+func finishDetach(ds []detachment) {
+	for _, d := range ds {
+		d.shutDown()
+		d.reg.detaching.Done()
+	}
+}

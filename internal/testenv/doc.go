@@ -1,0 +1,18 @@
+// Package testenv starts the real control plane the integration tests run
+// against: kube-apiserver and etcd on loopback, through controller-runtime's
+// envtest. Neither binary is downloaded; `make controlplane`
+// (hack/controlplane/build.sh) builds both from the Go module proxy into a
+// cache directory outside the repository.
+//
+// Start one control plane per test package, in TestMain, and give each test
+// a namespace of its own:
+//
+//	var env *testenv.Env
+//
+//	func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
+//
+//	func TestX(t *testing.T) { ns := env.Namespace(t); ... }
+//
+// It also has WatchProxy, a loopback proxy in front of the apiserver that a
+// test can use to cut watches and force a relist.
+package testenv
