@@ -1,0 +1,319 @@
+package abi
+
+// Version is the ABI version this package describes.
+const Version = 1
+
+// Names of the host's import module and of the marker export. Both carry the
+// version so a mismatch is found when a plugin is loaded, never while it runs.
+const (
+	// ImportModule is the wasm import module every host function lives in.
+	ImportModule = "informer_host_v1"
+	// ImportModulePrefix, followed by a decimal version, names the import
+	// module of any ABI version. A host recognises the prefix to report
+	// "speaks ABI v2" rather than "imports an unknown module".
+	ImportModulePrefix = "informer_host_v"
+	// MarkerExport is the function a v1 plugin must export. It has the
+	// signature () -> () and is never called: it exists so that a plugin
+	// states which ABI it was written against even when it imports nothing.
+	MarkerExport = "informer_host_abi_v1"
+	// MarkerExportPrefix, followed by a decimal version, names the marker of
+	// any ABI version.
+	MarkerExportPrefix = "informer_host_abi_v"
+)
+
+// Exports a plugin provides. All plugin-defined entry points share the
+// prefix "ih_" so they cannot collide with a toolchain's own exports.
+const (
+	// ExportMemory is the plugin's linear memory; required. The host copies
+	// data into it, only into ranges the plugin names in an import call.
+	ExportMemory = "memory"
+	// ExportInitialize is the WASI reactor initializer, () -> (); optional.
+	// The host calls it once, before ih_init.
+	ExportInitialize = "_initialize"
+	// ExportStart is the WASI command entry point. A module that exports it
+	// is refused: a command's runtime is torn down when _start returns, so
+	// calling ih_handle afterwards is undefined.
+	ExportStart = "_start"
+	// ExportInit is ih_init(config_len i32) -> i32; optional.
+	ExportInit = "ih_init"
+	// ExportHandle is ih_handle(header_len i32) -> i32; required.
+	ExportHandle = "ih_handle"
+	// ExportShutdown is ih_shutdown() -> (); optional.
+	ExportShutdown = "ih_shutdown"
+	// ExportPrefix is the prefix reserved for ABI entry points.
+	ExportPrefix = "ih_"
+)
+
+// Host functions, all in module ImportModule. Every pointer and length is an
+// i32 into the plugin's own memory; see ABI.md for the full contract.
+const (
+	// ImportHeaderRead is header_read(ptr, len i32) -> i32.
+	ImportHeaderRead = "header_read"
+	// ImportObjectRead is object_read(which, ptr, len i32) -> i32.
+	ImportObjectRead = "object_read"
+	// ImportFieldRead is field_read(which, path_ptr, path_len, ptr, len i32) -> i64.
+	ImportFieldRead = "field_read"
+	// ImportConfigRead is config_read(ptr, len i32) -> i32.
+	ImportConfigRead = "config_read"
+	// ImportSetError is set_error(ptr, len i32) -> i32.
+	ImportSetError = "set_error"
+	// ImportLog is log(level, ptr, len i32) -> i32.
+	ImportLog = "log"
+)
+
+// Results of ih_handle. Any other value is treated as ResultError.
+const (
+	ResultOK    int32 = 0 // handled
+	ResultRetry int32 = 1 // not handled now: deliver this event again later
+	ResultDrop  int32 = 2 // cannot be handled: do not deliver it again
+	ResultError int32 = 3 // the handler failed: logged with the set_error message, then dropped
+)
+
+// Results of ih_init: zero accepts the configuration, anything else refuses
+// it (the message comes from set_error).
+const (
+	InitOK      int32 = 0
+	InitRefused int32 = 1
+)
+
+// Negative results of host functions. A non-negative result is a size in
+// bytes (or, for field_read, a packed kind and size; for log, 0 or
+// LogSuppressed). The values are stable across all v1 hosts.
+const (
+	// ErrAbsent: the requested object does not exist for this event (the
+	// old object of an add or delete).
+	ErrAbsent int32 = -1
+	// ErrNotFound: the field path does not resolve in the object.
+	ErrNotFound int32 = -2
+	// ErrBadPath: the field path is not valid path syntax.
+	ErrBadPath int32 = -3
+	// ErrBounds: a (ptr, len) pair does not lie inside the plugin's memory,
+	// or len is negative.
+	ErrBounds int32 = -4
+	// ErrInvalid: an argument is out of its domain (an unknown which or
+	// log level).
+	ErrInvalid int32 = -5
+	// ErrNoEvent: an event function was called outside ih_handle.
+	ErrNoEvent int32 = -6
+	// ErrInternal: the host could not produce the value (for example the
+	// object could not be encoded as JSON). Not the plugin's fault.
+	ErrInternal int32 = -7
+)
+
+// ErrorName returns the spec name of a host function's error code, or "" if
+// code is not one.
+func ErrorName(code int32) string {
+	switch code {
+	case ErrAbsent:
+		return "ERR_ABSENT"
+	case ErrNotFound:
+		return "ERR_NOT_FOUND"
+	case ErrBadPath:
+		return "ERR_BAD_PATH"
+	case ErrBounds:
+		return "ERR_BOUNDS"
+	case ErrInvalid:
+		return "ERR_INVALID"
+	case ErrNoEvent:
+		return "ERR_NO_EVENT"
+	case ErrInternal:
+		return "ERR_INTERNAL"
+	}
+	return ""
+}
+
+// Selectors for the which argument of object_read and field_read.
+const (
+	ObjectNew int32 = 0 // the object: new state on add/update, last state on delete
+	ObjectOld int32 = 1 // the old object of an update
+)
+
+// Log levels for the log import.
+const (
+	LogDebug int32 = 0
+	LogInfo  int32 = 1
+	LogWarn  int32 = 2
+	LogError int32 = 3
+)
+
+// LogSuppressed is log's result when the line was dropped by the host's
+// rate limit. Zero means it was logged.
+const LogSuppressed int32 = 1
+
+// Limits the host applies to plugin-supplied text.
+const (
+	// MaxErrorLen is the longest set_error message kept; longer ones are
+	// truncated (at a UTF-8 boundary) and marked with "…".
+	MaxErrorLen = 4096
+	// MaxLogLineLen is the longest log line or output line kept.
+	MaxLogLineLen = 4096
+)
+
+// Field kinds, packed into field_read's result. A string comes back as its
+// raw UTF-8 bytes, every other kind as JSON text.
+const (
+	KindString int32 = 1
+	KindNumber int32 = 2
+	KindBool   int32 = 3
+	KindNull   int32 = 4
+	KindObject int32 = 5
+	KindArray  int32 = 6
+)
+
+// KindName returns a field kind's name ("string", "number", ...) or "".
+func KindName(k int32) string {
+	switch k {
+	case KindString:
+		return "string"
+	case KindNumber:
+		return "number"
+	case KindBool:
+		return "bool"
+	case KindNull:
+		return "null"
+	case KindObject:
+		return "object"
+	case KindArray:
+		return "array"
+	}
+	return ""
+}
+
+// PackField packs a field kind and a value size into field_read's result:
+// kind in the high 32 bits, size in the low 32 bits. The result is always
+// positive, so it is never mistaken for an error code.
+func PackField(kind int32, size uint32) int64 {
+	return int64(kind)<<32 | int64(size)
+}
+
+// UnpackField splits field_read's result. If r is negative, it is an error
+// code (one of the Err constants) and kind and size are zero.
+func UnpackField(r int64) (kind int32, size uint32, errCode int32) {
+	if r < 0 {
+		return 0, 0, int32(r)
+	}
+	return int32(r >> 32), uint32(r), 0
+}
+
+// ValType is a wasm value type as it appears in an ABI signature. Only i32
+// and i64 cross the boundary.
+type ValType byte
+
+const (
+	I32 ValType = 0x7f // wasm binary encoding of i32
+	I64 ValType = 0x7e // wasm binary encoding of i64
+)
+
+func (v ValType) String() string {
+	switch v {
+	case I32:
+		return "i32"
+	case I64:
+		return "i64"
+	case 0x7d:
+		return "f32"
+	case 0x7c:
+		return "f64"
+	case 0x7b:
+		return "v128"
+	case 0x70:
+		return "funcref"
+	case 0x6f:
+		return "externref"
+	}
+	return "?"
+}
+
+// Signature is a function type.
+type Signature struct {
+	Params  []ValType
+	Results []ValType
+}
+
+// String renders s the way ABI.md and the host's errors do: "(i32, i32) -> i32",
+// "() -> ()".
+func (s Signature) String() string {
+	return "(" + joinTypes(s.Params) + ") -> " + results(s.Results)
+}
+
+func results(r []ValType) string {
+	if len(r) == 1 {
+		return r[0].String()
+	}
+	return "(" + joinTypes(r) + ")"
+}
+
+func joinTypes(ts []ValType) string {
+	s := ""
+	for i, t := range ts {
+		if i > 0 {
+			s += ", "
+		}
+		s += t.String()
+	}
+	return s
+}
+
+// Equal reports whether s and o are the same function type.
+func (s Signature) Equal(o Signature) bool {
+	if len(s.Params) != len(o.Params) || len(s.Results) != len(o.Results) {
+		return false
+	}
+	for i := range s.Params {
+		if s.Params[i] != o.Params[i] {
+			return false
+		}
+	}
+	for i := range s.Results {
+		if s.Results[i] != o.Results[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Func names one function of the ABI and its signature.
+type Func struct {
+	Name      string
+	Signature Signature
+	// Required is set on exports a plugin must provide.
+	Required bool
+}
+
+func sig(params []ValType, res ...ValType) Signature {
+	return Signature{Params: params, Results: res}
+}
+
+func i32s(n int) []ValType {
+	p := make([]ValType, n)
+	for i := range p {
+		p[i] = I32
+	}
+	return p
+}
+
+// Imports returns the host functions of ABI v1, in module ImportModule. A
+// fresh slice is returned on every call.
+func Imports() []Func {
+	return []Func{
+		{Name: ImportHeaderRead, Signature: sig(i32s(2), I32)},
+		{Name: ImportObjectRead, Signature: sig(i32s(3), I32)},
+		{Name: ImportFieldRead, Signature: sig(i32s(5), I64)},
+		{Name: ImportConfigRead, Signature: sig(i32s(2), I32)},
+		{Name: ImportSetError, Signature: sig(i32s(2), I32)},
+		{Name: ImportLog, Signature: sig(i32s(3), I32)},
+	}
+}
+
+// Exports returns the function exports ABI v1 defines (memory, which must
+// also be exported, is not a function and not listed). A fresh slice is
+// returned on every call.
+func Exports() []Func {
+	return []Func{
+		{Name: MarkerExport, Signature: sig(nil), Required: true},
+		{Name: ExportHandle, Signature: sig(i32s(1), I32), Required: true},
+		{Name: ExportInit, Signature: sig(i32s(1), I32)},
+		{Name: ExportShutdown, Signature: sig(nil)},
+		{Name: ExportInitialize, Signature: sig(nil)},
+	}
+}

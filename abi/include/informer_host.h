@@ -1,0 +1,112 @@
+/*
+ * informer_host.h: the informer-host plugin ABI, version 1, for C (clang
+ * --target=wasm32-wasi). abi/ABI.md is the specification; this header
+ * declares its imports, exports and constants, and helpers to read the
+ * event header. It needs only <stdint.h> (no libc).
+ *
+ * A plugin defines:
+ *
+ *     IH_ABI_V1_MARKER();                             // required, once
+ *     IH_EXPORT("ih_handle") int32_t ih_handle(int32_t header_len);
+ *     IH_EXPORT("ih_init")   int32_t ih_init(int32_t config_len);  // optional
+ *     IH_EXPORT("ih_shutdown") void  ih_shutdown(void);           // optional
+ *
+ * and is linked as a reactor: -mexec-model=reactor.
+ */
+#ifndef INFORMER_HOST_H
+#define INFORMER_HOST_H
+
+#include <stdint.h>
+
+#define IH_ABI_VERSION 1
+
+#define IH_IMPORT(name) __attribute__((import_module("informer_host_v1"), import_name(name)))
+#define IH_EXPORT(name) __attribute__((export_name(name)))
+
+/* The marker export: the plugin speaks ABI v1. Never called. */
+#define IH_ABI_V1_MARKER() IH_EXPORT("informer_host_abi_v1") void ih_abi_v1_marker(void) {}
+
+/* ih_handle results. Any other value is treated like IH_ERROR. */
+#define IH_OK 0
+#define IH_RETRY 1
+#define IH_DROP 2
+#define IH_ERROR 3
+
+/* Host function error codes (negative results). */
+#define IH_ERR_ABSENT (-1)    /* no such object (old object of an add/delete) */
+#define IH_ERR_NOT_FOUND (-2) /* field path does not resolve */
+#define IH_ERR_BAD_PATH (-3)  /* field path syntax error */
+#define IH_ERR_BOUNDS (-4)    /* (ptr, len) outside memory, or len < 0 */
+#define IH_ERR_INVALID (-5)   /* bad selector or log level */
+#define IH_ERR_NO_EVENT (-6)  /* event function called outside ih_handle */
+#define IH_ERR_INTERNAL (-7)  /* the host failed to produce the value */
+
+/* which: the object or the old object */
+#define IH_OBJECT 0
+#define IH_OLD_OBJECT 1
+
+/* field kinds, in the high 32 bits of field_read's result */
+#define IH_KIND_STRING 1
+#define IH_KIND_NUMBER 2
+#define IH_KIND_BOOL 3
+#define IH_KIND_NULL 4
+#define IH_KIND_OBJECT 5
+#define IH_KIND_ARRAY 6
+
+/* log levels */
+#define IH_LOG_DEBUG 0
+#define IH_LOG_INFO 1
+#define IH_LOG_WARN 2
+#define IH_LOG_ERROR 3
+
+/* event types and header flags */
+#define IH_EVENT_ADD 1
+#define IH_EVENT_UPDATE 2
+#define IH_EVENT_DELETE 3
+#define IH_FLAG_INITIAL_LIST 0x01
+#define IH_FLAG_FINAL_STATE_UNKNOWN 0x02
+#define IH_FLAG_HAS_OLD_OBJECT 0x04
+
+/* header string indexes */
+#define IH_FIELD_RESOURCE_NAME 0
+#define IH_FIELD_GROUP 1
+#define IH_FIELD_VERSION 2
+#define IH_FIELD_RESOURCE 3
+#define IH_FIELD_KIND 4
+#define IH_FIELD_NAMESPACE 5
+#define IH_FIELD_NAME 6
+#define IH_FIELD_UID 7
+#define IH_FIELD_RESOURCE_VERSION 8
+#define IH_HEADER_FIELDS 9
+#define IH_HEADER_MIN_SIZE 80
+
+/* The read functions follow one size protocol: if the value fits in
+ * (ptr, len) it is copied; either way its size is returned, so a caller
+ * whose buffer was too small can grow it and call again. */
+IH_IMPORT("header_read") int32_t ih_header_read(void *ptr, int32_t len);
+IH_IMPORT("object_read") int32_t ih_object_read(int32_t which, void *ptr, int32_t len);
+/* returns (kind << 32) | size, or a negative error code */
+IH_IMPORT("field_read") int64_t ih_field_read(int32_t which, const char *path, int32_t path_len, void *ptr, int32_t len);
+IH_IMPORT("config_read") int32_t ih_config_read(void *ptr, int32_t len);
+IH_IMPORT("set_error") int32_t ih_set_error(const char *msg, int32_t len);
+/* returns 0, or 1 when the host's rate limit dropped the line */
+IH_IMPORT("log") int32_t ih_log(int32_t level, const char *msg, int32_t len);
+
+static inline uint32_t ih_u32le(const uint8_t *p) {
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Header accessors. h points at a header read with ih_header_read. */
+static inline int ih_header_version(const uint8_t *h) { return h[0]; }
+static inline int ih_header_type(const uint8_t *h) { return h[1]; }
+static inline int ih_header_flags(const uint8_t *h) { return h[2]; }
+
+/* ih_header_field sets *len and returns a pointer to string i (not
+ * NUL-terminated). */
+static inline const char *ih_header_field(const uint8_t *h, int i, int32_t *len) {
+	const uint8_t *d = h + 8 + 8 * i;
+	*len = (int32_t)ih_u32le(d + 4);
+	return (const char *)h + ih_u32le(d);
+}
+
+#endif

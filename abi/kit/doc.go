@@ -1,0 +1,60 @@
+// Package kit is the Go plugin kit for informer-host: write an event
+// handler in Go, build it for wasip1, and drop the .wasm file in the
+// host's plugin directory.
+//
+//	//go:build wasip1
+//
+//	package main
+//
+//	import "github.com/informer-host/informer-host/abi/kit"
+//
+//	func init() {
+//		kit.Handle(func(ev *kit.Event) error {
+//			phase, _ := ev.Get("status.phase")
+//			kit.Infof("%s %s phase=%s", ev.Type(), ev.Key(), phase)
+//			return nil
+//		})
+//	}
+//
+//	func main() {}
+//
+// Build it as a WASI reactor:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o my-plugin.wasm .
+//
+// Register handlers in init functions, not in main: a reactor's main is
+// never called. The host runs package initialisation (through _initialize)
+// once per instance, then ih_init with the plugin's configuration (see
+// OnInit), then ih_handle for each event, one at a time.
+//
+// The kit owns the ABI exports (ih_init, ih_handle, ih_shutdown and the
+// informer_host_abi_v1 marker) and the informer_host_v1 imports; a plugin
+// that uses it must not define them itself. abi/ABI.md is the contract
+// the kit implements.
+//
+// # Results
+//
+// A handler returns nil when the event was handled, Retry(err) to have the
+// host deliver it again later, Drop(err) to give up on it, or any other
+// error to report a failure (the host logs it and drops the event). A
+// panic in a handler is recovered and reported as a failure with the panic
+// text; the plugin stays up.
+//
+// # Costs
+//
+// The header (type, resource, namespace, name, uid, resourceVersion,
+// flags) is read into a reused buffer: no allocation per event. Get reads
+// one field, computed by the host, without transferring the object.
+// Decode transfers the whole object as JSON and decodes it with
+// encoding/json: use it when you need many fields.
+//
+// A reactor's goroutines, the garbage collector's background workers among
+// them, run only while the host is calling into the plugin. So the kit ends
+// calls by yielding (runtime.Gosched) to let them run; as a yield costs
+// about 15µs, it does so at most every 10ms of handler activity, and
+// always after OnInit.
+//
+// On platforms other than wasip1 the package compiles, so code using it
+// can be vetted and unit tested natively, but there is no host: events
+// never arrive and logging goes to standard error.
+package kit

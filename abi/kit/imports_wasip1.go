@@ -1,0 +1,78 @@
+//go:build wasip1
+
+package kit
+
+import "unsafe"
+
+// The ABI exports. The host calls them one at a time.
+
+//go:wasmexport informer_host_abi_v1
+func abiMarker() {}
+
+//go:wasmexport ih_init
+func ihInit(configLen int32) int32 { return the.init(configLen) }
+
+//go:wasmexport ih_handle
+func ihHandle(headerLen int32) int32 { return the.handle(headerLen) }
+
+//go:wasmexport ih_shutdown
+func ihShutdown() { the.shutdown() }
+
+// The imports, module informer_host_v1 (abi.ImportModule). The host checks
+// at load that every name and signature matches ABI v1.
+
+//go:wasmimport informer_host_v1 header_read
+func hHeaderRead(ptr unsafe.Pointer, n int32) int32
+
+//go:wasmimport informer_host_v1 object_read
+func hObjectRead(which int32, ptr unsafe.Pointer, n int32) int32
+
+//go:wasmimport informer_host_v1 field_read
+func hFieldRead(which int32, pathPtr unsafe.Pointer, pathLen int32, ptr unsafe.Pointer, n int32) int64
+
+//go:wasmimport informer_host_v1 config_read
+func hConfigRead(ptr unsafe.Pointer, n int32) int32
+
+//go:wasmimport informer_host_v1 set_error
+func hSetError(ptr unsafe.Pointer, n int32) int32
+
+//go:wasmimport informer_host_v1 log
+func hLog(level int32, ptr unsafe.Pointer, n int32) int32
+
+// wasmHost calls the real imports. Pointers into Go memory are wasm
+// addresses in the plugin's memory, which is what the host expects.
+type wasmHost struct{}
+
+func defaultHost() hostAPI { return wasmHost{} }
+
+func bytesPtr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(unsafe.SliceData(b))
+}
+
+func stringPtr(s string) unsafe.Pointer {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(unsafe.StringData(s))
+}
+
+func (wasmHost) headerRead(buf []byte) int32 { return hHeaderRead(bytesPtr(buf), int32(len(buf))) }
+
+func (wasmHost) objectRead(which int32, buf []byte) int32 {
+	return hObjectRead(which, bytesPtr(buf), int32(len(buf)))
+}
+
+func (wasmHost) fieldRead(which int32, path string, buf []byte) int64 {
+	return hFieldRead(which, stringPtr(path), int32(len(path)), bytesPtr(buf), int32(len(buf)))
+}
+
+func (wasmHost) configRead(buf []byte) int32 { return hConfigRead(bytesPtr(buf), int32(len(buf))) }
+
+func (wasmHost) setError(msg string) int32 { return hSetError(stringPtr(msg), int32(len(msg))) }
+
+func (wasmHost) log(level int32, msg string) int32 {
+	return hLog(level, stringPtr(msg), int32(len(msg)))
+}

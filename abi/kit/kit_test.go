@@ -1,0 +1,261 @@
+package kit
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/informer-host/informer-host/abi"
+)
+
+// fakeHost implements the import module over a JSON object, the way the
+// host does, so the kit's side of the protocol can be tested natively.
+type fakeHost struct {
+	header    []byte
+	obj, old  []byte
+	config    []byte
+	errMsg    string
+	logs      []string
+	inEvent   bool
+	headerLie int32 // if set, header_read returns this
+}
+
+func (h *fakeHost) headerRead(buf []byte) int32 {
+	if !h.inEvent {
+		return abi.ErrNoEvent
+	}
+	if h.headerLie != 0 {
+		return h.headerLie
+	}
+	return copySized(buf, h.header)
+}
+
+func copySized(buf, data []byte) int32 {
+	if len(data) <= len(buf) {
+		copy(buf, data)
+	}
+	return int32(len(data))
+}
+
+func (h *fakeHost) pick(which int32) []byte {
+	if which == abi.ObjectOld {
+		return h.old
+	}
+	return h.obj
+}
+
+func (h *fakeHost) objectRead(which int32, buf []byte) int32 {
+	o := h.pick(which)
+	if o == nil {
+		return abi.ErrAbsent
+	}
+	return copySized(buf, o)
+}
+
+func (h *fakeHost) fieldRead(which int32, path string, buf []byte) int64 {
+	o := h.pick(which)
+	if o == nil {
+		return int64(abi.ErrAbsent)
+	}
+	segs, err := abi.ParsePath(path)
+	if err != nil {
+		return int64(abi.ErrBadPath)
+	}
+	var cur any
+	json.Unmarshal(o, &cur)
+	for _, s := range segs {
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[s.Key]
+			if !ok || s.IsIndex {
+				return int64(abi.ErrNotFound)
+			}
+			cur = v
+		case []any:
+			if !s.IsIndex || s.Index >= len(c) {
+				return int64(abi.ErrNotFound)
+			}
+			cur = c[s.Index]
+		default:
+			return int64(abi.ErrNotFound)
+		}
+	}
+	if s, ok := cur.(string); ok {
+		return abi.PackField(abi.KindString, uint32(copySized(buf, []byte(s))))
+	}
+	b, _ := json.Marshal(cur)
+	kind := abi.KindNumber
+	switch b[0] {
+	case '{':
+		kind = abi.KindObject
+	case '[':
+		kind = abi.KindArray
+	case 't', 'f':
+		kind = abi.KindBool
+	case 'n':
+		kind = abi.KindNull
+	}
+	return abi.PackField(kind, uint32(copySized(buf, b)))
+}
+
+func (h *fakeHost) configRead(buf []byte) int32 { return copySized(buf, h.config) }
+func (h *fakeHost) setError(msg string) int32   { h.errMsg = msg; return 0 }
+func (h *fakeHost) log(level int32, msg string) int32 {
+	h.logs = append(h.logs, msg)
+	return 0
+}
+
+func newPlugin(h *fakeHost, handle func(*Event) error) *plugin {
+	return &plugin{host: h, onHandle: handle}
+}
+
+func (h *fakeHost) deliver(p *plugin, typ uint8, flags uint8, obj, old string) int32 {
+	h.header = abi.AppendHeader(nil, &abi.Header{Type: typ, Flags: flags, Fields: [abi.HeaderFieldCount]string{
+		"pods", "", "v1", "pods", "Pod", "shop", "web-0", "u1", "7"}})
+	h.obj, h.old = nil, nil
+	if obj != "" {
+		h.obj = []byte(obj)
+	}
+	if old != "" {
+		h.old = []byte(old)
+	}
+	h.errMsg = ""
+	h.inEvent = true
+	defer func() { h.inEvent = false }()
+	return p.handle(int32(len(h.header)))
+}
+
+const bigPod = `{"metadata":{"name":"web-0","labels":{"app.kubernetes.io/name":"shop"}},"spec":{"containers":[{"image":"nginx"}]},"status":{"phase":"Running","padding":"` +
+	"................................................................................................................................................................................................................................................................................................" + `"}}`
+
+func TestHandle(t *testing.T) {
+	h := &fakeHost{}
+	var seen []string
+	p := newPlugin(h, func(ev *Event) error {
+		phase, _ := ev.Get("status.phase")
+		oldPhase, hasOld := ev.GetOld("status.phase")
+		name, _ := ev.Get(`metadata.labels["app.kubernetes.io/name"]`)
+		pad, _ := ev.Field("status.padding")
+		var o struct {
+			Spec struct {
+				Containers []struct{ Image string }
+			}
+		}
+		if err := ev.Decode(&o); err != nil {
+			return err
+		}
+		seen = append(seen, strings.Join([]string{ev.Type().String(), ev.Key(), ev.Resource().Kind, ev.UID(), ev.ResourceVersion(),
+			phase, oldPhase, name, o.Spec.Containers[0].Image}, " "))
+		if hasOld != ev.HasOld() || len(pad.Text) < 200 || pad.Kind != String {
+			return errors.New("old object or padding mismatch")
+		}
+		return nil
+	})
+	if rc := h.deliver(p, abi.EventAdd, abi.FlagInitialList, bigPod, ""); rc != abi.ResultOK {
+		t.Fatalf("rc %d: %s", rc, h.errMsg)
+	}
+	if rc := h.deliver(p, abi.EventUpdate, abi.FlagHasOldObject, bigPod, `{"status":{"phase":"Pending"}}`); rc != abi.ResultOK {
+		t.Fatalf("rc %d: %s", rc, h.errMsg)
+	}
+	want := []string{
+		"add shop/web-0 Pod u1 7 Running  shop nginx",
+		"update shop/web-0 Pod u1 7 Running Pending shop nginx",
+	}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestResults(t *testing.T) {
+	tests := []struct {
+		name string
+		f    func(*Event) error
+		rc   int32
+		msg  string
+	}{
+		{"ok", func(*Event) error { return nil }, abi.ResultOK, ""},
+		{"retry", func(*Event) error { return Retry(errors.New("later")) }, abi.ResultRetry, "later"},
+		{"drop", func(*Event) error { return Drop(nil) }, abi.ResultDrop, ""},
+		{"error", func(*Event) error { return errors.New("boom") }, abi.ResultError, "boom"},
+		{"panic", func(*Event) error { panic("kaboom") }, abi.ResultError, "panic: kaboom"},
+		{"missing field", func(ev *Event) error {
+			_, err := ev.Field("status.nope")
+			if !errors.Is(err, ErrNotFound) {
+				return Drop(err)
+			}
+			_, err = ev.OldField("x")
+			if !errors.Is(err, ErrNoObject) {
+				return Drop(err)
+			}
+			return nil
+		}, abi.ResultOK, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &fakeHost{}
+			p := newPlugin(h, tc.f)
+			if rc := h.deliver(p, abi.EventAdd, 0, bigPod, ""); rc != tc.rc || h.errMsg != tc.msg {
+				t.Fatalf("got %d %q, want %d %q", rc, h.errMsg, tc.rc, tc.msg)
+			}
+		})
+	}
+}
+
+func TestHeaderReadMismatch(t *testing.T) {
+	h := &fakeHost{headerLie: abi.ErrBounds}
+	p := newPlugin(h, func(*Event) error { return nil })
+	if rc := h.deliver(p, abi.EventAdd, 0, "{}", ""); rc != abi.ResultError || !strings.Contains(h.errMsg, "header_read returned -4") {
+		t.Fatalf("%d %q", rc, h.errMsg)
+	}
+}
+
+func TestInit(t *testing.T) {
+	h := &fakeHost{config: []byte(`{"logEvery":2}`)}
+	p := newPlugin(h, func(*Event) error { return nil })
+	var got []byte
+	p.onInit = func(c []byte) error { got = c; return nil }
+	if rc := p.init(int32(len(h.config))); rc != abi.InitOK || string(got) != `{"logEvery":2}` {
+		t.Fatalf("rc %d, config %q", rc, got)
+	}
+	p.onInit = func([]byte) error { return errors.New("bad config") }
+	if rc := p.init(int32(len(h.config))); rc != abi.InitRefused || h.errMsg != "bad config" {
+		t.Fatalf("rc %d %q", rc, h.errMsg)
+	}
+	p.onHandle = nil
+	p.onInit = nil
+	if rc := p.init(int32(len(h.config))); rc != abi.InitRefused || !strings.Contains(h.errMsg, "no handler") {
+		t.Fatalf("rc %d %q", rc, h.errMsg)
+	}
+}
+
+func TestHeaderNoAlloc(t *testing.T) {
+	h := &fakeHost{}
+	p := newPlugin(h, func(ev *Event) error {
+		_ = ev.Resource()
+		_ = ev.Namespace()
+		_ = ev.Type()
+		return nil
+	})
+	h.deliver(p, abi.EventAdd, 0, "{}", "") // warm up buffers and interned strings
+	h.header = abi.AppendHeader(nil, &abi.Header{Type: abi.EventAdd, Fields: [abi.HeaderFieldCount]string{
+		"pods", "", "v1", "pods", "Pod", "shop", "web-0", "u1", "7"}})
+	h.inEvent = true
+	allocs := testing.AllocsPerRun(100, func() { p.handle(int32(len(h.header))) })
+	if allocs != 0 {
+		t.Errorf("%v allocations per event for the header", allocs)
+	}
+}
+
+func TestLog(t *testing.T) {
+	h := &fakeHost{}
+	old := the.host
+	the.host = h
+	defer func() { the.host = old }()
+	Log.With("pod", "shop/web-0").Info("moved", "from", "Pending", "to", "Running", "note", "two words")
+	Infof("n=%d", 3)
+	want := []string{`moved pod=shop/web-0 from=Pending to=Running note="two words"`, "n=3"}
+	if strings.Join(h.logs, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got %q", h.logs)
+	}
+}

@@ -1,0 +1,184 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Benchmarks measure; they assert nothing about time. Results on the
+// development machine are recorded in abi/RATIONALE.md.
+
+// deadlineStrategies are the ways a call can be bounded.
+var deadlineStrategies = []struct {
+	name   string
+	limits Limits
+	mode   deadlineMode
+}{
+	{"none", Limits{MemoryPages: 64}, modeWatchdog},
+	{"watchdog", Limits{MemoryPages: 64, CallTimeout: time.Second}, modeWatchdog},
+	{"ctxtimeout", Limits{MemoryPages: 64, CallTimeout: time.Second}, modeCtxTimeout},
+}
+
+func benchInstance(b *testing.B, wasm []byte, name string, limits Limits, mode deadlineMode, config string) *Instance {
+	b.Helper()
+	e := newEngine(b, Options{})
+	e.mode = mode
+	m, err := e.Load(context.Background(), name, wasm, limits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close(context.Background()) })
+	return instantiate(b, m, InstanceOptions{Config: []byte(config)})
+}
+
+func runHandle(b *testing.B, i *Instance, env *Envelope) {
+	b.Helper()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		if _, err := i.Handle(ctx, env); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHandleNoop is the cost of one ih_handle call that does nothing,
+// per deadline strategy.
+func BenchmarkHandleNoop(b *testing.B) {
+	wasm := fixture(b, "bench")
+	env := addEvent(pod("ns", "p", "Running"))
+	for _, s := range deadlineStrategies {
+		b.Run(s.name, func(b *testing.B) {
+			runHandle(b, benchInstance(b, wasm, "bench.wasm", s.limits, s.mode, "n"), env)
+		})
+	}
+}
+
+// BenchmarkHandleSpin is a loop-heavy call (100k iterations, no host
+// calls): the price of termination checks in compiled loops.
+func BenchmarkHandleSpin(b *testing.B) {
+	wasm := fixture(b, "bench")
+	env := addEvent(pod("ns", "p", "Running"))
+	for _, s := range deadlineStrategies[:2] {
+		b.Run(s.name, func(b *testing.B) {
+			runHandle(b, benchInstance(b, wasm, "bench.wasm", s.limits, s.mode, "s"), env)
+		})
+	}
+}
+
+// BenchmarkRead is one call that reads the header, one field, or the whole
+// object (already encoded, and encoded afresh for every call).
+func BenchmarkRead(b *testing.B) {
+	wasm := fixture(b, "bench")
+	p := pod("ns", "p", "Running")
+	lim := Limits{MemoryPages: 64, CallTimeout: time.Second}
+	for _, tc := range []struct{ name, config string }{{"header", "h"}, {"field", "f"}, {"object", "o"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			runHandle(b, benchInstance(b, wasm, "bench.wasm", lim, modeWatchdog, tc.config), addEvent(p))
+		})
+	}
+	b.Run("object-encode", func(b *testing.B) {
+		i := benchInstance(b, wasm, "bench.wasm", lim, modeWatchdog, "o")
+		ctx := context.Background()
+		b.ReportAllocs()
+		for n := 0; n < b.N; n++ {
+			if _, err := i.Handle(ctx, addEvent(p)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkNewEnvelope is the per-event cost paid once for all plugins.
+func BenchmarkNewEnvelope(b *testing.B) {
+	p := pod("ns", "web-0", "Running")
+	b.ReportAllocs()
+	for n := 0; n < b.N; n++ {
+		_ = addEvent(p)
+	}
+}
+
+// BenchmarkGoDecode is a Go plugin decoding the object with encoding/json,
+// with and without termination checks.
+func BenchmarkGoDecode(b *testing.B) {
+	wasm := examples.get(b, "gofail")
+	env := addEvent(pod("ns", "p", "Running"))
+	for _, s := range deadlineStrategies[:2] {
+		b.Run(s.name, func(b *testing.B) {
+			lim := s.limits
+			lim.MemoryPages = 1024
+			runHandle(b, benchInstance(b, wasm, "gofail.wasm", lim, s.mode, "decode"), env)
+		})
+	}
+}
+
+// BenchmarkGoNoop is a Go plugin's handler that reads the header and
+// returns: the kit's fixed cost.
+func BenchmarkGoNoop(b *testing.B) {
+	wasm := examples.get(b, "gofail")
+	env := addEvent(pod("ns", "p", "Running"))
+	runHandle(b, benchInstance(b, wasm, "gofail.wasm", Limits{MemoryPages: 1024, CallTimeout: time.Second}, modeWatchdog, "none"), env)
+}
+
+// BenchmarkCompile is Load of the Go examples, from scratch (a new engine
+// without cache each time) and from a warm on-disk compilation cache.
+// Run with -benchtime=3x: a cold compile takes seconds.
+func BenchmarkCompile(b *testing.B) {
+	for _, name := range []string{"pod-logger", "pod-phases"} {
+		wasm := examples.get(b, name)
+		for _, deadline := range []bool{false, true} {
+			lim := Limits{MemoryPages: 1024}
+			if deadline {
+				lim.CallTimeout = time.Second
+			}
+			b.Run(fmt.Sprintf("%s/deadline=%v/cold", name, deadline), func(b *testing.B) {
+				for n := 0; n < b.N; n++ {
+					e, _ := New(context.Background(), Options{})
+					if _, err := e.Load(context.Background(), name, wasm, lim); err != nil {
+						b.Fatal(err)
+					}
+					e.Close(context.Background())
+				}
+			})
+			dir := b.TempDir()
+			warm, _ := New(context.Background(), Options{CacheDir: dir})
+			if _, err := warm.Load(context.Background(), name, wasm, lim); err != nil {
+				b.Fatal(err)
+			}
+			warm.Close(context.Background())
+			b.Run(fmt.Sprintf("%s/deadline=%v/cached", name, deadline), func(b *testing.B) {
+				for n := 0; n < b.N; n++ {
+					e, _ := New(context.Background(), Options{CacheDir: dir})
+					if _, err := e.Load(context.Background(), name, wasm, lim); err != nil {
+						b.Fatal(err)
+					}
+					e.Close(context.Background())
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkInstantiate is a fresh instance of a compiled Go plugin: the
+// cost of a restart.
+func BenchmarkInstantiate(b *testing.B) {
+	wasm := examples.get(b, "pod-phases")
+	e := newEngine(b, Options{})
+	m, err := e.Load(context.Background(), "pod-phases.wasm", wasm, Limits{MemoryPages: 1024, CallTimeout: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		i, err := m.Instantiate(context.Background(), InstanceOptions{Config: []byte(`{"logEvery":1}`)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		i.Close(context.Background())
+	}
+}

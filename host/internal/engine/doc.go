@@ -1,0 +1,69 @@
+// Package engine runs informer-host plugins: WebAssembly modules that
+// speak the plugin ABI (abi/ABI.md), on wazero's compiler. It is the only
+// package that knows about wazero; the host drives it through a small API:
+//
+//	e, err := engine.New(ctx, engine.Options{CacheDir: dir, Logger: log})
+//	defer e.Close(ctx)
+//
+//	// Once per plugin file. Refusals list every ABI problem at once.
+//	m, err := e.Load(ctx, "pod-logger.wasm", wasm, engine.Limits{
+//		MemoryPages: 1024,             // 64 MiB
+//		CallTimeout: 2 * time.Second,  // 0: trusted, no deadline
+//	})
+//
+//	// Once per (re)start of the plugin.
+//	inst, err := m.Instantiate(ctx, engine.InstanceOptions{Config: cfg})
+//
+//	// Once per event, shared by every plugin:
+//	env := engine.NewEnvelope(ev)
+//	res, err := inst.Handle(ctx, env)
+//	var f *engine.Failure
+//	switch {
+//	case errors.As(err, &f):
+//		// Trap, timeout, out of memory or ABI violation: the instance is
+//		// dead. Close it and instantiate afresh (then replay the cache as
+//		// initial-list adds, as client-go does for a new listener).
+//	case err != nil:
+//		// ctx done, or instance closed: nothing happened.
+//	case res.Code == engine.CodeRetry:
+//		// deliver env again later
+//	}
+//
+//	inst.Shutdown(ctx) // ih_shutdown, on an orderly stop
+//	inst.Close(ctx)
+//
+// # Isolation
+//
+// Every instance has its own linear memory, capped by Limits.MemoryPages,
+// no files, no environment, no network, and one argument (its name). A
+// trap, exit, timeout or exhausted memory fails only the call in progress
+// with a *Failure and kills only that instance; nothing a plugin does can
+// panic the host (host functions check every pointer, and everything that
+// calls into wazero recovers). Plugin output (stdout, stderr, the log
+// import) goes to the logger line by line, rate limited per instance.
+//
+// # Runtimes and compilation
+//
+// wazero fixes the memory limit and the termination checks per Runtime, so
+// the engine keeps one Runtime per distinct (MemoryPages, CallTimeout > 0)
+// and shares one compilation cache among them: identical bytes are
+// compiled once per termination mode, and concurrent Loads of the same
+// bytes wait for one compilation. With Options.CacheDir the compiled code
+// also survives restarts of the host.
+//
+// # Deadlines
+//
+// A module with a CallTimeout is compiled with termination checks in its
+// loops, and every call runs with a context that one engine-wide watchdog
+// cancels when the call overruns (see watchdog.go). Without CallTimeout
+// there are no checks: calls are 20x cheaper and loops several times
+// faster, but a plugin that loops forever hangs its instance; Load still
+// runs its start functions once under a deadline, so a module that cannot
+// even start is refused. abi/RATIONALE.md has the measurements.
+//
+// # Concurrency
+//
+// Engine and Module are safe for concurrent use. An Instance is not: the
+// host calls each instance from one goroutine at a time. An Envelope is
+// safe for concurrent use by any number of instances.
+package engine

@@ -1,0 +1,431 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/informer-host/informer-host/abi"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// CacheDir holds compiled machine code across restarts of the host
+	// (wazero's file cache, keyed by module content, wazero version and
+	// CPU). "" keeps compiled code in memory only.
+	CacheDir string
+	// Logger receives the engine's own messages and, unless an instance
+	// names another, plugin output. nil discards them.
+	Logger *slog.Logger
+	// StartTimeout bounds instantiation: the wasm start function,
+	// _initialize and ih_init. Zero selects DefaultStartTimeout.
+	StartTimeout time.Duration
+}
+
+// DefaultStartTimeout is the bound on instantiation when Options.StartTimeout
+// is zero. Go plugins initialise their runtime and every imported package
+// in _initialize, which takes milliseconds, not seconds.
+const DefaultStartTimeout = 10 * time.Second
+
+// MaxMemoryPages is the wasm32 maximum, 4 GiB; Limits.MemoryPages zero
+// selects it.
+const MaxMemoryPages = 65536
+
+// Limits confine one plugin.
+type Limits struct {
+	// MemoryPages caps the plugin's linear memory in 64 KiB pages. Zero
+	// means MaxMemoryPages. A module whose declared maximum exceeds it is
+	// refused at Load.
+	MemoryPages uint32
+	// CallTimeout bounds every ih_handle and ih_shutdown call. Zero means no
+	// deadline: the module is compiled without termination checks, which
+	// makes loops in the plugin run faster (up to 3x) but lets a looping
+	// plugin hang its instance forever. Use zero only for trusted plugins.
+	CallTimeout time.Duration
+}
+
+// Engine loads and runs plugins. It is safe for concurrent use.
+//
+// Internally there is one wazero Runtime per class of Limits (memory limit,
+// deadline on or off), because wazero sets both per runtime, and one
+// compilation cache shared by all of them, so identical bytes are compiled
+// once per termination mode however many classes use them.
+type Engine struct {
+	logger       *slog.Logger
+	cache        wazero.CompilationCache
+	startTimeout time.Duration
+	wasiSigs     map[string]abi.Signature // read-only after New
+	wd           *watchdog
+	epoch        time.Time // origin of the monotonic clock instances use for deadlines
+
+	// mode selects how call deadlines are enforced; tests and benchmarks
+	// switch it to measure the alternatives. Set before any Instantiate.
+	mode deadlineMode
+
+	mu       sync.Mutex // guards the fields below
+	closed   bool
+	classes  map[classKey]*class
+	compiled map[compileKey]*compiled
+}
+
+type deadlineMode int
+
+const (
+	modeWatchdog   deadlineMode = iota // one engine-wide watchdog goroutine (default)
+	modeCtxTimeout                     // context.WithTimeout per call (for comparison)
+)
+
+// classKey identifies a runtime: the Limits that wazero fixes per runtime.
+type classKey struct {
+	pages    uint32
+	deadline bool
+}
+
+type class struct {
+	key classKey
+	rt  wazero.Runtime
+}
+
+// compileKey identifies a compilation: same bytes, same runtime class.
+type compileKey struct {
+	sum   [sha256.Size]byte
+	class classKey
+}
+
+// compiled is one compiled module shared by every Module loaded from the
+// same bytes with the same class. It is reference counted: the compiled
+// code is released when the last Module is closed.
+type compiled struct {
+	key  compileKey
+	done chan struct{} // closed when err, cm and cls are set
+	err  error         // a *problemsError or a compile error, without the plugin name
+	cm   wazero.CompiledModule
+	cls  *class
+	refs int // guarded by Engine.mu
+}
+
+// problemsError carries ABI problems until Load names the plugin.
+type problemsError struct{ problems []string }
+
+func (p *problemsError) Error() string { return fmt.Sprint(p.problems) }
+
+// errClosed is returned by every method of a closed Engine.
+var errClosed = errors.New("engine is closed")
+
+// New returns an Engine. Runtimes are created on first use.
+func New(ctx context.Context, opts Options) (*Engine, error) {
+	e := &Engine{
+		logger:       opts.Logger,
+		startTimeout: opts.StartTimeout,
+		classes:      map[classKey]*class{},
+		compiled:     map[compileKey]*compiled{},
+		epoch:        time.Now(),
+	}
+	if e.logger == nil {
+		e.logger = slog.New(slog.DiscardHandler)
+	}
+	if e.startTimeout <= 0 {
+		e.startTimeout = DefaultStartTimeout
+	}
+	if opts.CacheDir != "" {
+		c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("compilation cache %s: %w", opts.CacheDir, err)
+		}
+		e.cache = c
+	} else {
+		e.cache = wazero.NewCompilationCache()
+	}
+	sigs, err := wasiSignatures(ctx, e.cache)
+	if err != nil {
+		_ = e.cache.Close(ctx)
+		return nil, err
+	}
+	e.wasiSigs = sigs
+	e.wd = newWatchdog(e.now)
+	return e, nil
+}
+
+// now is the engine's monotonic clock, in nanoseconds since New.
+func (e *Engine) now() int64 { return int64(time.Since(e.epoch)) }
+
+// wasiSignatures lists the WASI preview1 functions wazero provides.
+func wasiSignatures(ctx context.Context, cache wazero.CompilationCache) (map[string]abi.Signature, error) {
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
+	defer rt.Close(ctx)
+	cm, err := wasi_snapshot_preview1.NewBuilder(rt).Compile(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("WASI: %w", err)
+	}
+	defer cm.Close(ctx)
+	sigs := map[string]abi.Signature{}
+	for name, def := range cm.ExportedFunctions() {
+		var s abi.Signature
+		for _, t := range def.ParamTypes() {
+			s.Params = append(s.Params, abi.ValType(t))
+		}
+		for _, t := range def.ResultTypes() {
+			s.Results = append(s.Results, abi.ValType(t))
+		}
+		sigs[name] = s
+	}
+	return sigs, nil
+}
+
+// Close releases every runtime, module and instance, and the compilation
+// cache. Instances in use fail their next call.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	classes := e.classes
+	e.classes = nil
+	e.mu.Unlock()
+
+	e.wd.close()
+	var errs []error
+	for _, c := range classes {
+		errs = append(errs, c.rt.Close(ctx))
+	}
+	errs = append(errs, e.cache.Close(ctx))
+	return errors.Join(errs...)
+}
+
+// class returns the runtime for key, creating it (with WASI and the host
+// module instantiated in it) on first use.
+func (e *Engine) class(ctx context.Context, key classKey) (*class, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errClosed
+	}
+	if c, ok := e.classes[key]; ok {
+		return c, nil
+	}
+	cfg := wazero.NewRuntimeConfig().
+		WithCompilationCache(e.cache).
+		WithMemoryLimitPages(key.pages).
+		WithCloseOnContextDone(key.deadline)
+	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("instantiate WASI: %w", err)
+	}
+	if _, err := instantiateHostModule(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("instantiate %s: %w", abi.ImportModule, err)
+	}
+	c := &class{key: key, rt: rt}
+	e.classes[key] = c
+	return c, nil
+}
+
+// Load validates wasm against ABI v1 and compiles it. name (the file name)
+// appears in every error, as in `plugin "x.wasm": ...`. A module that is not
+// an ABI v1 plugin yields a *LoadError listing every problem.
+//
+// Loads of identical bytes with the same class of limits share one
+// compilation, also when they run concurrently; the compiled code lives
+// until the last Module using it is closed. Unless CallTimeout is set, Load
+// also runs the module's start functions once under StartTimeout, in a
+// termination-checked compilation, so that a start function that never
+// returns is refused here rather than hanging Instantiate later.
+func (e *Engine) Load(ctx context.Context, name string, wasm []byte, limits Limits) (*Module, error) {
+	pages := limits.MemoryPages
+	if pages == 0 {
+		pages = MaxMemoryPages
+	}
+	if pages > MaxMemoryPages {
+		return nil, fmt.Errorf("plugin %q: memory limit %d pages exceeds the wasm32 maximum of %d", name, pages, MaxMemoryPages)
+	}
+	if limits.CallTimeout < 0 {
+		return nil, fmt.Errorf("plugin %q: negative call timeout %v", name, limits.CallTimeout)
+	}
+	key := compileKey{sum: sha256.Sum256(wasm), class: classKey{pages: pages, deadline: limits.CallTimeout > 0}}
+	c, err := e.acquire(ctx, name, key, wasm)
+	if err != nil {
+		var pe *problemsError
+		if errors.As(err, &pe) {
+			return nil, &LoadError{Plugin: name, Problems: pe.problems}
+		}
+		return nil, fmt.Errorf("plugin %q: %w", name, err)
+	}
+	limits.MemoryPages = pages
+	return &Module{e: e, c: c, name: name, limits: limits}, nil
+}
+
+// acquire returns the compilation for key, compiling it if no Load has,
+// and waiting for a Load that is compiling it.
+func (e *Engine) acquire(ctx context.Context, name string, key compileKey, wasm []byte) (*compiled, error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, errClosed
+	}
+	if c, ok := e.compiled[key]; ok {
+		c.refs++
+		e.mu.Unlock()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			e.release(c)
+			return nil, ctx.Err()
+		}
+		if c.err != nil {
+			return nil, c.err
+		}
+		return c, nil
+	}
+	c := &compiled{key: key, done: make(chan struct{}), refs: 1}
+	e.compiled[key] = c
+	e.mu.Unlock()
+
+	c.err = e.compile(ctx, name, c, wasm)
+	if c.err != nil {
+		e.mu.Lock()
+		if e.compiled[key] == c {
+			delete(e.compiled, key) // a later Load tries again
+		}
+		e.mu.Unlock()
+	}
+	close(c.done)
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c, nil
+}
+
+// release drops a reference to c, closing its code with the last one.
+func (e *Engine) release(c *compiled) {
+	e.mu.Lock()
+	c.refs--
+	last := c.refs == 0 && e.compiled[c.key] == c
+	if last {
+		delete(e.compiled, c.key)
+	}
+	e.mu.Unlock()
+	if last {
+		<-c.done
+		if c.cm != nil {
+			_ = c.cm.Close(context.Background())
+		}
+	}
+}
+
+func (e *Engine) compile(ctx context.Context, name string, c *compiled, wasm []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil { // wazero must not take the host down
+			err = fmt.Errorf("compile: internal error: %v", r)
+		}
+	}()
+	info, err := inspect(wasm)
+	if err != nil {
+		return &problemsError{problems: []string{err.Error()}}
+	}
+	problems, warnings := checkABI(info, e.wasiSigs)
+	if len(problems) > 0 {
+		return &problemsError{problems: problems}
+	}
+	for _, w := range warnings {
+		e.logger.Warn(w, slog.String("plugin", name))
+	}
+	cls, err := e.class(ctx, c.key.class)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	cm, err := cls.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return fmt.Errorf("compile: %w", err)
+	}
+	e.logger.Debug("compiled plugin", slog.String("plugin", name), slog.Duration("took", time.Since(start)),
+		slog.Bool("deadline", c.key.class.deadline), slog.Int("bytes", len(wasm)))
+	c.cm, c.cls = cm, cls
+	if !c.key.class.deadline {
+		if err := e.probe(ctx, name, c.key, wasm); err != nil {
+			_ = cm.Close(ctx)
+			c.cm = nil
+			return err
+		}
+	}
+	return nil
+}
+
+// probe runs the start functions of a module that will run without
+// deadlines once, in a termination-checked compilation and under
+// StartTimeout, so a start function that never returns is refused at Load.
+// Start functions see no configuration and no event, so their behaviour
+// here is the behaviour every instance will see.
+func (e *Engine) probe(ctx context.Context, name string, key compileKey, wasm []byte) error {
+	key.class.deadline = true
+	c, err := e.acquire(ctx, name, key, wasm)
+	if err != nil {
+		return err
+	}
+	defer e.release(c)
+	inst, err := e.instantiate(ctx, c, name, Limits{MemoryPages: key.class.pages}, InstanceOptions{
+		Logger: slog.New(slog.DiscardHandler),
+	}, false)
+	if err != nil {
+		return fmt.Errorf("start functions (run once at load, with a %v limit): %w", e.startTimeout, unwrapPlugin(err))
+	}
+	return inst.Close(ctx)
+}
+
+// unwrapPlugin strips the `plugin "x": ` prefix a Failure adds, for errors
+// that are wrapped again with it.
+func unwrapPlugin(err error) error {
+	var f *Failure
+	if errors.As(err, &f) {
+		return &phaseError{f}
+	}
+	return err
+}
+
+type phaseError struct{ f *Failure }
+
+func (p *phaseError) Error() string { return p.f.Phase + ": " + p.f.describe() }
+func (p *phaseError) Unwrap() error { return p.f }
+
+// Module is a compiled plugin, ready to instantiate any number of times.
+// It is safe for concurrent use.
+type Module struct {
+	e      *Engine
+	c      *compiled
+	name   string
+	limits Limits
+	closed atomic.Bool
+}
+
+// Name returns the name the module was loaded under.
+func (m *Module) Name() string { return m.name }
+
+// SHA256 returns the hex SHA-256 of the module's bytes.
+func (m *Module) SHA256() string { return hex.EncodeToString(m.c.key.sum[:]) }
+
+// ABIVersion returns the ABI version the module speaks.
+func (m *Module) ABIVersion() int { return abi.Version }
+
+// Limits returns the module's limits, with defaults filled in.
+func (m *Module) Limits() Limits { return m.limits }
+
+// Close releases the module. Instances already created keep working until
+// they are closed.
+func (m *Module) Close(context.Context) error {
+	if m.closed.CompareAndSwap(false, true) {
+		m.e.release(m.c)
+	}
+	return nil
+}

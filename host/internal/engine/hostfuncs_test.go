@@ -1,0 +1,253 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/informer-host/informer-host/abi"
+	"github.com/informer-host/informer-host/informer"
+)
+
+// TestHostFunctionsThroughWasm drives every read function from a guest
+// (the echo fixture), through the size protocol.
+func TestHostFunctionsThroughWasm(t *testing.T) {
+	old, cur := pod("shop", "web-0", "Pending"), pod("shop", "web-0", "Running")
+	add, upd := addEvent(cur), updateEvent(old, cur)
+	objJSON, _ := encodeJSON(cur.Object)
+	oldJSON, _ := encodeJSON(old.Object)
+	tests := []struct {
+		config string
+		env    *Envelope
+		raw    int32  // kind, 0, or error code
+		value  string // the bytes returned
+	}{
+		{config: "h", env: upd, raw: 0, value: string(upd.Header())},
+		{config: "o", env: upd, raw: 0, value: string(objJSON)},
+		{config: "O", env: upd, raw: 0, value: string(oldJSON)},
+		{config: "O", env: add, raw: abi.ErrAbsent},
+		{config: "fstatus.phase", env: upd, raw: abi.KindString, value: "Running"},
+		{config: "Fstatus.phase", env: upd, raw: abi.KindString, value: "Pending"},
+		{config: "Fstatus.phase", env: add, raw: abi.ErrAbsent},
+		{config: "fstatus.message", env: add, raw: abi.KindString, value: `<ok> & "quoted"`},
+		{config: "fmetadata.labels.app", env: add, raw: abi.KindString, value: "web"},
+		{config: `fmetadata.labels["app.kubernetes.io/name"]`, env: add, raw: abi.KindString, value: "shop"},
+		{config: "fspec.containers[0].image", env: add, raw: abi.KindString, value: "nginx:1.27"},
+		{config: "fspec.containers[0].ports[0].containerPort", env: add, raw: abi.KindNumber, value: "80"},
+		{config: "fspec.priority", env: add, raw: abi.KindNumber, value: "-3"},
+		{config: "fspec.weight", env: add, raw: abi.KindNumber, value: "1.5"},
+		{config: "fspec.hostNetwork", env: add, raw: abi.KindBool, value: "false"},
+		{config: "fspec.overhead", env: add, raw: abi.KindNull, value: "null"},
+		{config: "fmetadata.labels", env: add, raw: abi.KindObject, value: `{"app":"web","app.kubernetes.io/name":"shop"}`},
+		{config: "fspec.containers[0].ports", env: add, raw: abi.KindArray, value: `[{"containerPort":80}]`},
+		{config: "fstatus.nope", env: add, raw: abi.ErrNotFound},
+		{config: "fspec.containers[1]", env: add, raw: abi.ErrNotFound},
+		{config: "fspec.containers.x", env: add, raw: abi.ErrNotFound},
+		{config: "fstatus[0]", env: add, raw: abi.ErrNotFound},
+		{config: "fstatus.phase.x", env: add, raw: abi.ErrNotFound},
+		{config: "fnope..x", env: add, raw: abi.ErrBadPath},
+		{config: "f", env: add, raw: abi.ErrBadPath},
+		{config: `fstatus["phase`, env: add, raw: abi.ErrBadPath},
+	}
+	e := newEngine(t, Options{})
+	m := load(t, e, "echo", Limits{CallTimeout: time.Minute})
+	for _, tc := range tests {
+		t.Run(tc.config, func(t *testing.T) {
+			i := instantiate(t, m, InstanceOptions{Config: []byte(tc.config)})
+			r, err := i.Handle(context.Background(), tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.raw < 0 {
+				r.Message = "" // the host's "not a result code" note
+			}
+			if r.Raw != tc.raw || r.Message != tc.value {
+				t.Fatalf("got %d %q, want %d %q", r.Raw, r.Message, tc.raw, tc.value)
+			}
+		})
+	}
+}
+
+func TestEnvelopeHeader(t *testing.T) {
+	ref := &informer.ResourceRef{Name: "widgets", Group: "example.com", Version: "v1alpha1", Resource: "widgets", Kind: "Widget"}
+	o := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
+		"name": "w", "uid": "u-1", "resourceVersion": "9"}}}
+	tests := []struct {
+		ev    informer.Event
+		flags uint8
+	}{
+		{informer.Event{Type: informer.EventAdd, Resource: ref, Object: o, IsInInitialList: true}, abi.FlagInitialList},
+		{informer.Event{Type: informer.EventUpdate, Resource: ref, Object: o, OldObject: o}, abi.FlagHasOldObject},
+		{informer.Event{Type: informer.EventDelete, Resource: ref, Object: o, FinalStateUnknown: true}, abi.FlagFinalStateUnknown},
+	}
+	for _, tc := range tests {
+		env := NewEnvelope(&tc.ev)
+		v, err := abi.ParseHeader(env.Header())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := abi.Header{Type: uint8(tc.ev.Type), Flags: tc.flags, Fields: [abi.HeaderFieldCount]string{
+			"widgets", "example.com", "v1alpha1", "widgets", "Widget", "", "w", "u-1", "9"}}
+		if got := v.Header(); got != want {
+			t.Errorf("got %+v\nwant %+v", got, want)
+		}
+	}
+	// An event without a resource or object does not panic.
+	env := NewEnvelope(&informer.Event{Type: informer.EventDelete})
+	if _, err := abi.ParseHeader(env.Header()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEnvelopeSharedJSON checks the object is encoded once and shared.
+func TestEnvelopeSharedJSON(t *testing.T) {
+	env := addEvent(pod("a", "b", "Running"))
+	a, err := env.json(abi.ObjectNew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := env.json(abi.ObjectNew)
+	if &a[0] != &b[0] {
+		t.Error("encoded twice")
+	}
+	if bytes.Contains(a, []byte(`\u003c`)) {
+		t.Error("HTML-escaped JSON")
+	}
+}
+
+// fuzzHarness calls host functions directly on a real instance's memory.
+type fuzzHarness struct {
+	inst *Instance
+	mod  api.Module
+	env  *Envelope
+}
+
+func newFuzzHarness(t testing.TB) *fuzzHarness {
+	e := newEngine(t, Options{})
+	m := load(t, e, "healthy", Limits{CallTimeout: time.Minute, MemoryPages: 2})
+	i := instantiate(t, m, InstanceOptions{Config: []byte(`{"x":1}`), LogRate: LogRate{PerSecond: -1}})
+	return &fuzzHarness{inst: i, mod: i.mod, env: updateEvent(pod("ns", "old", "Pending"), pod("ns", "cur", "Running"))}
+}
+
+// FuzzHostFunctions hands arbitrary pointers, lengths, selectors and paths
+// to every host function. It checks they never panic, return only
+// documented codes, never write outside the buffer they were given, and
+// honour the size protocol.
+func FuzzHostFunctions(f *testing.F) {
+	f.Add(uint8(0), int32(0), uint32(0), int32(100), uint32(0), int32(12), []byte("status.phase"), true)
+	f.Add(uint8(1), int32(1), uint32(65536), int32(1), uint32(0), int32(0), []byte("x"), true)
+	f.Add(uint8(2), int32(0), uint32(0xfffffff0), int32(32), uint32(16), int32(-1), []byte(`metadata.labels["app.kubernetes.io/name"]`), true)
+	f.Add(uint8(2), int32(0), uint32(100), int32(300), uint32(50), int32(41), []byte(`metadata.labels["app.kubernetes.io/name"]`), false)
+	f.Add(uint8(3), int32(7), uint32(131071), int32(1), uint32(0), int32(0), []byte(""), false)
+	f.Add(uint8(4), int32(-1), uint32(5), int32(-2147483648), uint32(0), int32(0), []byte("a..b"), true)
+	f.Add(uint8(5), int32(2), uint32(0), int32(131072), uint32(0), int32(0), []byte("spec.containers[0].image"), true)
+	h := newFuzzHarness(f)
+	f.Fuzz(func(t *testing.T, fn uint8, which int32, ptr uint32, n int32, pathPtr uint32, pathLen int32, path []byte, inEvent bool) {
+		mem := h.mod.Memory()
+		size := mem.Size()
+		// Place the path in memory where the fuzzer says, if it fits.
+		if len(path) > 0 && uint64(pathPtr)+uint64(len(path)) <= uint64(size) {
+			mem.Write(pathPtr, path)
+		}
+		// Fill memory with a canary so writes can be checked.
+		buf, _ := mem.Read(0, size)
+		for i := range buf {
+			buf[i] = 0xCD
+		}
+		if len(path) > 0 && uint64(pathPtr)+uint64(len(path)) <= uint64(size) {
+			mem.Write(pathPtr, path)
+		}
+		before := append([]byte(nil), buf...)
+
+		st := h.inst.st
+		if inEvent {
+			st.env = h.env
+		} else {
+			st.env = nil
+		}
+		defer func() { st.env = nil }()
+		ctx := h.inst.ctx
+		stack := make([]uint64, 5)
+		var res int64
+		switch fn % 6 {
+		case 0:
+			stack[0], stack[1] = uint64(ptr), uint64(uint32(n))
+			headerRead(ctx, h.mod, stack)
+			res = int64(int32(stack[0]))
+		case 1:
+			stack[0], stack[1], stack[2] = uint64(uint32(which)), uint64(ptr), uint64(uint32(n))
+			objectRead(ctx, h.mod, stack)
+			res = int64(int32(stack[0]))
+		case 2:
+			stack[0], stack[1], stack[2], stack[3], stack[4] = uint64(uint32(which)), uint64(pathPtr), uint64(uint32(pathLen)), uint64(ptr), uint64(uint32(n))
+			fieldRead(ctx, h.mod, stack)
+			res = int64(stack[0])
+		case 3:
+			stack[0], stack[1] = uint64(ptr), uint64(uint32(n))
+			configRead(ctx, h.mod, stack)
+			res = int64(int32(stack[0]))
+		case 4:
+			stack[0], stack[1] = uint64(ptr), uint64(uint32(n))
+			setError(ctx, h.mod, stack)
+			res = int64(int32(stack[0]))
+		case 5:
+			stack[0], stack[1], stack[2] = uint64(uint32(which)), uint64(ptr), uint64(uint32(n))
+			logFn(ctx, h.mod, stack)
+			res = int64(int32(stack[0]))
+		}
+
+		inBounds := n >= 0 && uint64(ptr)+uint64(n) <= uint64(size)
+		pathInBounds := pathLen >= 0 && uint64(pathPtr)+uint64(pathLen) <= uint64(size)
+		if (!inBounds || (fn%6 == 2 && !pathInBounds)) && res != int64(abi.ErrBounds) {
+			t.Fatalf("fn %d: out-of-bounds region returned %d, want ERR_BOUNDS", fn%6, res)
+		}
+		if res < 0 && abi.ErrorName(int32(res)) == "" {
+			t.Fatalf("fn %d: undocumented error %d", fn%6, res)
+		}
+		if res >= 0 && !inEvent && (fn%6 <= 2) {
+			t.Fatalf("fn %d: outside an event returned %d", fn%6, res)
+		}
+		var written int64 // bytes the function may have written at ptr
+		switch fn % 6 {
+		case 0, 1, 3:
+			if res >= 0 && res <= int64(n) {
+				written = res
+			}
+		case 2:
+			if res >= 0 {
+				kind, sz, _ := abi.UnpackField(res)
+				if abi.KindName(kind) == "" {
+					t.Fatalf("field_read: unknown kind %d", kind)
+				}
+				if int64(sz) <= int64(n) {
+					written = int64(sz)
+				}
+			}
+		case 5:
+			if res != 0 && res != int64(abi.LogSuppressed) && res != int64(abi.ErrBounds) && res != int64(abi.ErrInvalid) {
+				t.Fatalf("log returned %d", res)
+			}
+		}
+		after, _ := mem.Read(0, size)
+		for i := range after {
+			if after[i] != before[i] && (int64(i) < int64(ptr) || int64(i) >= int64(ptr)+written) {
+				t.Fatalf("fn %d wrote byte %d outside [%d, %d)", fn%6, i, ptr, int64(ptr)+written)
+			}
+		}
+		// The header read with room to spare is the real header.
+		if fn%6 == 0 && res >= 0 && res <= int64(n) {
+			got := after[ptr : ptr+uint32(res)]
+			if !bytes.Equal(got, h.env.header) {
+				t.Fatal("header_read copied the wrong bytes")
+			}
+			if binary.LittleEndian.Uint32(got[4:]) != uint32(len(got)) {
+				t.Fatal("header length field")
+			}
+		}
+	})
+}

@@ -1,0 +1,581 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/informer-host/informer-host/abi"
+)
+
+// InstanceOptions configure one instance of a module.
+type InstanceOptions struct {
+	// Config is handed to ih_init (the plugin pulls it with config_read).
+	// It is copied.
+	Config []byte
+	// Logger receives the plugin's stdout and stderr, line by line, and
+	// its log import calls. nil selects the engine's logger, with
+	// plugin=<name> added; a Logger given here is used as it is (the
+	// caller has usually named the plugin already).
+	Logger *slog.Logger
+	// LogRate limits how fast the plugin may log. The zero value selects
+	// the defaults.
+	LogRate LogRate
+}
+
+// Code is the outcome of a successful ih_handle call.
+type Code int
+
+const (
+	CodeOK    Code = iota // handled
+	CodeRetry             // deliver the event again later
+	CodeDrop              // do not deliver the event again
+	CodeError             // the handler failed (returned 3 or an unknown value); drop and log Message
+)
+
+func (c Code) String() string {
+	switch c {
+	case CodeOK:
+		return "ok"
+	case CodeRetry:
+		return "retry"
+	case CodeDrop:
+		return "drop"
+	}
+	return "error"
+}
+
+// Result is what ih_handle returned.
+type Result struct {
+	Code Code
+	// Message is what the plugin passed to set_error during the call, if
+	// anything.
+	Message string
+	// Raw is ih_handle's return value.
+	Raw int32
+}
+
+// Kind classifies a Failure.
+type Kind int
+
+const (
+	// KindTrap: the plugin trapped (unreachable, out-of-bounds access,
+	// stack overflow, division by zero, ...) or exited (a Go plugin's
+	// panic or os.Exit calls proc_exit).
+	KindTrap Kind = iota + 1
+	// KindTimeout: a call ran past its deadline.
+	KindTimeout
+	// KindMemory: the plugin ran out of memory at its limit.
+	KindMemory
+	// KindABI: the plugin broke the ABI at run time (for example it exited
+	// with code 0 in the middle of a call, so there is no result).
+	KindABI
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindTrap:
+		return "trap"
+	case KindTimeout:
+		return "timeout"
+	case KindMemory:
+		return "out of memory"
+	case KindABI:
+		return "ABI violation"
+	}
+	return "unknown"
+}
+
+// Failure is the error of a call that did not complete. The instance is
+// dead afterwards: its next calls fail with ErrInstanceDead, and the caller
+// should Close it and instantiate afresh.
+type Failure struct {
+	Plugin string
+	Phase  string // "instantiate", "_initialize", "ih_init", "ih_handle", "ih_shutdown"
+	Kind   Kind
+	Err    error
+	// Stack is the wasm stack trace wazero reported, one frame per line
+	// (empty for exits and timeouts).
+	Stack string
+	// Output is the last lines the plugin wrote during the call (a Go
+	// plugin's panic message and goroutine dump land here).
+	Output string
+	// ExitCode is the plugin's exit code when it exited (KindTrap from
+	// proc_exit), else 0.
+	ExitCode uint32
+}
+
+func (f *Failure) describe() string { return f.Kind.String() + ": " + f.Err.Error() }
+
+func (f *Failure) Error() string {
+	return fmt.Sprintf("plugin %q: %s: %s", f.Plugin, f.Phase, f.describe())
+}
+
+func (f *Failure) Unwrap() error { return f.Err }
+
+// ErrInstanceDead is returned by calls on an instance after a Failure.
+var ErrInstanceDead = errors.New("instance is dead after a failure; close it and instantiate again")
+
+// ErrRefused is wrapped by Instantiate's error when ih_init refused the
+// configuration.
+var ErrRefused = errors.New("plugin refused its configuration")
+
+// callState is the mutable state of one instance that host functions and
+// WASI output see during a call. It is touched only by the goroutine
+// calling into the instance (guest host calls run on it), so it needs no
+// locking: Instance methods must not be called concurrently.
+type callState struct {
+	env    *Envelope // the event being handled; nil outside ih_handle
+	config []byte
+	errMsg []byte
+	errSet bool
+	logger *slog.Logger
+	out    *output
+	path   abi.PathScanner
+	// scratch formats numbers for field_read without allocating.
+	scratch []byte
+	// abort is closed when the current call is being killed; a guest
+	// sleeping in poll_oneoff wakes on it.
+	abort <-chan struct{}
+}
+
+// instanceCtx is the context every call into an instance runs with. It is
+// created once per instance: it carries the callState to host functions
+// (Value) and, for instances with a deadline, the channel the watchdog
+// closes to kill the running call (Done/Err), which wazero watches.
+type instanceCtx struct {
+	st     *callState
+	done   chan struct{} // nil without a deadline
+	killed atomic.Bool
+}
+
+func (c *instanceCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *instanceCtx) Done() <-chan struct{}       { return c.done }
+func (c *instanceCtx) Err() error {
+	if c.killed.Load() {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+func (c *instanceCtx) Value(k any) any {
+	if _, ok := k.(stateKey); ok {
+		return c.st
+	}
+	return nil
+}
+
+// kill makes the running call fail with a deadline error. Idempotent.
+func (c *instanceCtx) kill() {
+	if c.done != nil && c.killed.CompareAndSwap(false, true) {
+		close(c.done)
+	}
+}
+
+// stateCtx adds a callState to another context (instantiation uses it with
+// a timeout context).
+type stateCtx struct {
+	context.Context
+	st *callState
+}
+
+func (c *stateCtx) Value(k any) any {
+	if _, ok := k.(stateKey); ok {
+		return c.st
+	}
+	return c.Context.Value(k)
+}
+
+// Instance is one instantiation of a Module, with its own memory. It is not
+// safe for concurrent use: the host drives each instance from one goroutine
+// at a time (calls may move between goroutines if they are serialised).
+type Instance struct {
+	e       *Engine
+	c       *compiled
+	name    string
+	limits  Limits
+	mod     api.Module
+	handle  api.Function
+	init    api.Function
+	initz   api.Function
+	shut    api.Function
+	st      *callState
+	ctx     *instanceCtx
+	stdout  *lineWriter
+	stderr  *lineWriter
+	stack   []uint64
+	dead    *Failure
+	closed  bool
+	timeout time.Duration
+
+	// callStart is the watchdog's view of the running call: 0 when idle,
+	// the call's start time (engine clock, ns) while a call runs, -1 once
+	// the watchdog has killed it. The calling goroutine sets it with Store
+	// and clears it with CompareAndSwap; the watchdog kills only with a
+	// CompareAndSwap from the start time it read. So a call that returned
+	// in time can never be killed late, and a kill is never lost.
+	callStart atomic.Int64
+	lastStart int64 // makes start times unique per instance; caller goroutine only
+}
+
+// Instantiate creates an instance: it instantiates the module (running its
+// start function), calls _initialize if exported, then ih_init with
+// o.Config if exported, all under the engine's StartTimeout (for modules
+// with a CallTimeout; see Load for the others). If ih_init refuses, the
+// error wraps ErrRefused and carries the plugin's set_error message.
+func (m *Module) Instantiate(ctx context.Context, o InstanceOptions) (*Instance, error) {
+	if m.closed.Load() {
+		return nil, fmt.Errorf("plugin %q: instantiate: module is closed", m.name)
+	}
+	return m.e.instantiate(ctx, m.c, m.name, m.limits, o, true)
+}
+
+func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limits Limits, o InstanceOptions, runInit bool) (_ *Instance, err error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("plugin %q: instantiate: %w", name, errClosed)
+	}
+	c.refs++
+	e.mu.Unlock()
+
+	logger := o.Logger
+	if logger == nil {
+		logger = e.logger.With(slog.String("plugin", name))
+	}
+	out := newOutput(logger, o.LogRate)
+	st := &callState{
+		config:  append([]byte(nil), o.Config...),
+		logger:  logger,
+		out:     out,
+		scratch: make([]byte, 0, 32),
+	}
+	i := &Instance{
+		e:       e,
+		c:       c,
+		name:    name,
+		limits:  limits,
+		st:      st,
+		ctx:     &instanceCtx{st: st},
+		stdout:  &lineWriter{out: out, level: slog.LevelInfo, stream: "stdout"},
+		stderr:  &lineWriter{out: out, level: slog.LevelInfo, stream: "stderr"},
+		stack:   make([]uint64, 1),
+		timeout: limits.CallTimeout,
+	}
+	if c.key.class.deadline {
+		i.ctx.done = make(chan struct{})
+	}
+	defer func() {
+		if err != nil {
+			i.Close(context.Background())
+		}
+	}()
+
+	cfg := wazero.NewModuleConfig().
+		WithName("").         // anonymous: any number of instances, whatever the name section says
+		WithStartFunctions(). // _initialize is called below, where its failure is classified
+		WithArgs(name).       // argv[0]; Go packages such as klog read os.Args[0] at init
+		WithSysWalltime().
+		WithSysNanotime().
+		WithNanosleep(i.sleep).
+		WithRandSource(rand.Reader).
+		WithStdout(i.stdout).
+		WithStderr(i.stderr)
+
+	initCtx := context.Context(&stateCtx{Context: ctx, st: st})
+	if c.key.class.deadline {
+		tctx, cancel := context.WithTimeout(ctx, e.startTimeout)
+		defer cancel()
+		initCtx = &stateCtx{Context: tctx, st: st}
+		st.abort = tctx.Done()
+	}
+	defer func() { st.abort = i.ctx.done }()
+
+	mod, err := func() (mod api.Module, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("internal error: %v", r)
+			}
+		}()
+		return c.cls.rt.InstantiateModule(initCtx, c.cm, cfg)
+	}()
+	if err != nil {
+		return nil, i.failure(ctx, "instantiate", err, false)
+	}
+	i.mod = mod
+	i.handle = mod.ExportedFunction(abi.ExportHandle)
+	i.init = mod.ExportedFunction(abi.ExportInit)
+	i.initz = mod.ExportedFunction(abi.ExportInitialize)
+	i.shut = mod.ExportedFunction(abi.ExportShutdown)
+	if i.handle == nil { // checked at Load; belt and braces
+		return nil, &Failure{Plugin: name, Phase: "instantiate", Kind: KindABI, Err: errors.New("no ih_handle export")}
+	}
+
+	if i.initz != nil {
+		if err := i.callInit(initCtx, i.initz); err != nil {
+			return nil, i.failure(ctx, abi.ExportInitialize, err, false)
+		}
+	}
+	if runInit && i.init != nil {
+		i.stack[0] = uint64(len(st.config))
+		if err := i.callInit(initCtx, i.init); err != nil {
+			return nil, i.failure(ctx, abi.ExportInit, err, false)
+		}
+		if rc := int32(uint32(i.stack[0])); rc != abi.InitOK {
+			msg := string(st.errMsg)
+			if !st.errSet {
+				msg = fmt.Sprintf("ih_init returned %d", rc)
+			}
+			return nil, fmt.Errorf("plugin %q: ih_init: %w: %s", name, ErrRefused, msg)
+		}
+	}
+	if c.key.class.deadline && e.mode == modeWatchdog {
+		e.wd.add(i)
+	}
+	return i, nil
+}
+
+// callInit calls an instantiation-time export under ctx (which carries the
+// StartTimeout for deadline classes).
+func (i *Instance) callInit(ctx context.Context, fn api.Function) (err error) {
+	i.st.errMsg, i.st.errSet = i.st.errMsg[:0], false
+	i.st.out.resetCall()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error: %v", r)
+		}
+		i.stdout.flush()
+		i.stderr.flush()
+	}()
+	return fn.CallWithStack(ctx, i.stack)
+}
+
+// sleep implements WASI's nanosleep (poll_oneoff on a clock) for the guest:
+// a real sleep that ends early when the running call is killed, so a
+// plugin sleeping past its deadline does not hold the host goroutine.
+func (i *Instance) sleep(ns int64) {
+	if ns <= 0 {
+		return
+	}
+	t := time.NewTimer(time.Duration(ns))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-i.st.abort:
+	}
+}
+
+// Name returns the plugin's name.
+func (i *Instance) Name() string { return i.name }
+
+func (i *Instance) usable() error {
+	if i.closed {
+		return fmt.Errorf("plugin %q: instance is closed", i.name)
+	}
+	if i.dead != nil {
+		return fmt.Errorf("plugin %q: %w (%s)", i.name, ErrInstanceDead, i.dead.describe())
+	}
+	return nil
+}
+
+// Handle delivers one event. A nil error means the plugin returned; its
+// verdict is in Result. A *Failure means it did not, and the instance is
+// dead. Other errors (ctx done, instance closed or dead) leave the
+// instance as it was.
+//
+// ctx is checked before the call; during the call only CallTimeout bounds
+// it, so a call is never abandoned halfway because a caller gave up.
+func (i *Instance) Handle(ctx context.Context, ev *Envelope) (Result, error) {
+	if err := i.usable(); err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	i.st.env = ev
+	i.stack[0] = uint64(len(ev.header))
+	err := i.call(i.handle)
+	i.st.env = nil
+	if err != nil {
+		return Result{}, i.failure(ctx, abi.ExportHandle, err, true)
+	}
+	raw := int32(uint32(i.stack[0]))
+	r := Result{Raw: raw}
+	switch raw {
+	case abi.ResultOK:
+		r.Code = CodeOK
+	case abi.ResultRetry:
+		r.Code = CodeRetry
+	case abi.ResultDrop:
+		r.Code = CodeDrop
+	default:
+		r.Code = CodeError
+	}
+	if i.st.errSet {
+		r.Message = string(i.st.errMsg)
+	} else if r.Code == CodeError && raw != abi.ResultError {
+		r.Message = fmt.Sprintf("ih_handle returned %d, which is not a result code", raw)
+	}
+	return r, nil
+}
+
+// call runs fn with the instance's deadline. The results are in i.stack.
+func (i *Instance) call(fn api.Function) (err error) {
+	i.st.errMsg, i.st.errSet = i.st.errMsg[:0], false
+	i.st.out.resetCall()
+	defer func() {
+		if r := recover(); r != nil { // wazero recovers guest panics itself; this guards the host side
+			err = fmt.Errorf("internal error: %v", r)
+		}
+		i.stdout.flush()
+		i.stderr.flush()
+	}()
+	if i.timeout <= 0 {
+		return fn.CallWithStack(i.ctx, i.stack)
+	}
+	if i.e.mode == modeCtxTimeout {
+		ctx, cancel := context.WithTimeout(context.Background(), i.timeout)
+		sc := &stateCtx{Context: ctx, st: i.st}
+		i.st.abort = ctx.Done()
+		err = fn.CallWithStack(sc, i.stack)
+		cancel()
+		return err
+	}
+	start := i.e.now()
+	if start <= i.lastStart {
+		start = i.lastStart + 1
+	}
+	i.lastStart = start
+	i.callStart.Store(start)
+	err = fn.CallWithStack(i.ctx, i.stack)
+	if !i.callStart.CompareAndSwap(start, 0) {
+		// The watchdog killed this call. It may have returned normally an
+		// instant later, but its module is closed: it is a timeout.
+		if err == nil {
+			err = sys.NewExitError(sys.ExitCodeDeadlineExceeded)
+		}
+	}
+	return err
+}
+
+// Shutdown calls ih_shutdown, if the plugin exports it, under CallTimeout.
+// It does not close the instance.
+func (i *Instance) Shutdown(ctx context.Context) error {
+	if err := i.usable(); err != nil {
+		return err
+	}
+	if i.shut == nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := i.call(i.shut); err != nil {
+		return i.failure(ctx, abi.ExportShutdown, err, true)
+	}
+	return nil
+}
+
+// Close releases the instance. It is idempotent.
+func (i *Instance) Close(ctx context.Context) error {
+	if i.closed {
+		return nil
+	}
+	i.closed = true
+	i.e.wd.remove(i)
+	i.stdout.flush()
+	i.stderr.flush()
+	var err error
+	if i.mod != nil {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("plugin %q: close: internal error: %v", i.name, r)
+				}
+			}()
+			err = i.mod.Close(ctx)
+		}()
+	}
+	i.e.release(i.c)
+	return err
+}
+
+// failure classifies err from a call in phase, marks the instance dead and
+// returns the Failure. ctx is the caller's, to tell a cancelled
+// instantiation from a timeout.
+func (i *Instance) failure(ctx context.Context, phase string, err error, running bool) error {
+	f := &Failure{Plugin: i.name, Phase: phase, Kind: KindTrap, Err: err}
+	var exit *sys.ExitError
+	switch {
+	case i.ctx.killed.Load() && running:
+		f.Kind = KindTimeout
+		f.Err = fmt.Errorf("call exceeded its %v limit", i.timeout)
+	case errors.As(err, &exit):
+		switch code := exit.ExitCode(); code {
+		case sys.ExitCodeDeadlineExceeded:
+			f.Kind = KindTimeout
+			limit := i.timeout
+			if !running {
+				limit = i.e.startTimeout
+			}
+			f.Err = fmt.Errorf("call exceeded its %v limit", limit)
+		case sys.ExitCodeContextCanceled:
+			if ctx.Err() != nil {
+				return fmt.Errorf("plugin %q: %s: %w", i.name, phase, ctx.Err())
+			}
+			f.Kind = KindTimeout
+			f.Err = errors.New("call canceled")
+		case 0:
+			f.Kind = KindABI
+			f.Err = errors.New("exited with code 0 during the call (proc_exit), so it returned no result")
+		default:
+			f.ExitCode = code
+			f.Err = fmt.Errorf("exited with code %d", code)
+		}
+	default:
+		msg := err.Error()
+		if k := strings.Index(msg, "\nwasm stack trace:\n"); k >= 0 {
+			f.Stack = strings.TrimSpace(msg[k+len("\nwasm stack trace:\n"):])
+			msg = msg[:k]
+		}
+		f.Err = errors.New(strings.TrimPrefix(msg, "wasm error: "))
+	}
+	f.Output = i.st.out.takeTail()
+	if f.Kind == KindTrap && (i.st.out.oom || i.memoryFull()) {
+		f.Kind = KindMemory
+	}
+	if f.Kind == KindMemory {
+		f.Err = fmt.Errorf("%w (memory %d of %d pages)", f.Err, i.memoryPages(), i.limits.MemoryPages)
+	}
+	if running {
+		i.dead = f
+	}
+	return f
+}
+
+func (i *Instance) memoryPages() uint32 {
+	if i.mod == nil || i.mod.Memory() == nil {
+		return 0
+	}
+	return i.mod.Memory().Size() / 65536
+}
+
+// memoryFull reports whether the instance's memory is within a quarter of
+// its limit. wazero offers no hook on a failed memory.grow, so this is a
+// heuristic: allocators grow in steps (Go's runtime by 4 MiB arenas or
+// more), so the failing grow usually leaves memory short of the limit, and
+// a trap in that state is most likely the allocator giving up.
+func (i *Instance) memoryFull() bool {
+	if i.mod == nil {
+		return false
+	}
+	return uint64(i.memoryPages())*4 >= uint64(i.limits.MemoryPages)*3
+}

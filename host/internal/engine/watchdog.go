@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"sync"
+	"time"
+)
+
+// watchdog enforces CallTimeout for every instance of an engine with one
+// goroutine and no per-call allocation.
+//
+// Why not context.WithTimeout per call: wazero compiled with termination
+// checks (WithCloseOnContextDone) already starts a goroutine per call to
+// watch the call's context; a timeout context adds a timer, a cancel
+// function and two allocations on top, for a deadline that almost never
+// fires. Here a call costs a clock read, an atomic store and a
+// compare-and-swap (Instance.call), and the instance's context, created
+// once, is what wazero watches. See abi/RATIONALE.md for measurements.
+//
+// The watchdog wakes every tick while at least one instance with a
+// deadline exists, and kills the calls that have run longer than their
+// timeout. A call is therefore stopped between its timeout and its timeout
+// plus one tick (plus scheduling delay). The tick is a tenth of the
+// shortest timeout, clamped to [1ms, 100ms].
+type watchdog struct {
+	now func() int64
+
+	mu    sync.Mutex // guards the fields below
+	insts map[*Instance]struct{}
+	tick  time.Duration
+	t     *time.Ticker
+	stop  chan struct{} // closed to end the current goroutine
+	done  chan struct{} // closed when it has ended
+}
+
+const (
+	minTick = time.Millisecond
+	maxTick = 100 * time.Millisecond
+)
+
+func newWatchdog(now func() int64) *watchdog {
+	return &watchdog{now: now, insts: map[*Instance]struct{}{}}
+}
+
+func (w *watchdog) add(i *Instance) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.insts == nil { // closed
+		return
+	}
+	w.insts[i] = struct{}{}
+	w.retick()
+}
+
+func (w *watchdog) remove(i *Instance) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.insts[i]; !ok {
+		return
+	}
+	delete(w.insts, i)
+	w.retick()
+}
+
+// retick starts, stops or re-paces the goroutine after a change of the
+// instance set. Called with mu held.
+func (w *watchdog) retick() {
+	if len(w.insts) == 0 {
+		w.halt()
+		return
+	}
+	tick := maxTick
+	for i := range w.insts {
+		if t := i.timeout / 10; t < tick {
+			tick = t
+		}
+	}
+	if tick < minTick {
+		tick = minTick
+	}
+	if w.t == nil {
+		w.t = time.NewTicker(tick)
+		w.stop, w.done = make(chan struct{}), make(chan struct{})
+		go w.run(w.t, w.stop, w.done)
+	} else if tick != w.tick {
+		w.t.Reset(tick)
+	}
+	w.tick = tick
+}
+
+// halt stops the goroutine. Called with mu held; it does not wait for the
+// goroutine, which may be waiting for mu to scan.
+func (w *watchdog) halt() {
+	if w.t != nil {
+		w.t.Stop()
+		close(w.stop)
+		w.t, w.stop, w.done = nil, nil, nil
+	}
+}
+
+func (w *watchdog) run(t *time.Ticker, stop, done chan struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			w.scan()
+		}
+	}
+}
+
+func (w *watchdog) scan() {
+	now := w.now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.insts {
+		start := i.callStart.Load()
+		if start > 0 && now-start > int64(i.timeout) && i.callStart.CompareAndSwap(start, -1) {
+			i.ctx.kill()
+		}
+	}
+}
+
+// close stops the watchdog for good and waits for its goroutine.
+func (w *watchdog) close() {
+	w.mu.Lock()
+	done := w.done
+	w.halt()
+	w.insts = nil
+	w.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
