@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/informer-host/informer-host/filter"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -144,6 +146,26 @@ type PluginSettings struct {
 type Binding struct {
 	Resource string   `yaml:"resource" json:"resource"` // a Resource.Name
 	Events   []string `yaml:"events" json:"events"`     // subset of add, update, delete; empty = all three
+
+	// Filter is a CEL expression over type, object, oldObject and
+	// resource; events for which it is false are not delivered. See
+	// package filter for what a plugin sees when an object starts or stops
+	// matching.
+	Filter string `yaml:"filter" json:"filter,omitempty"`
+	// Changed lists field paths; an update is delivered only when one of
+	// them differs between the old and the new object.
+	Changed []string `yaml:"changed" json:"changed,omitempty"`
+	// Resyncs delivers updates that change nothing (informer resyncs and
+	// relists); they are dropped by default.
+	Resyncs bool `yaml:"resyncs" json:"resyncs,omitempty"`
+	// OnFilterError is what a filter evaluation error means: "open"
+	// (deliver, the default) or "closed" (drop).
+	OnFilterError string `yaml:"onFilterError" json:"onFilterError,omitempty"`
+}
+
+// FilterSpec returns the binding's host-side filter.
+func (b *Binding) FilterSpec() filter.Spec {
+	return filter.Spec{Expression: b.Filter, Changed: b.Changed, Resyncs: b.Resyncs, OnError: b.OnFilterError}
 }
 
 // Wants reports whether the binding asks for events of type event. An

@@ -148,7 +148,9 @@ func (s PluginSettings) clone() PluginSettings {
 	if s.Bindings != nil {
 		bs := make([]Binding, len(s.Bindings))
 		for i, b := range s.Bindings {
-			bs[i] = Binding{Resource: b.Resource, Events: normaliseEvents(b.Events)}
+			b.Events = normaliseEvents(b.Events)
+			b.Changed = append([]string(nil), b.Changed...)
+			bs[i] = b
 		}
 		s.Bindings = bs
 	}

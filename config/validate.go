@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/informer-host/informer-host/filter"
 )
 
 // validate checks what the decoder cannot: values that have the right
@@ -223,6 +226,7 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 				p.add(ep, "unknown event %q; expected add, update or delete", e)
 			}
 		}
+		validateFilter(p, bp, b)
 	}
 
 	dp := sp.key("delivery")
@@ -251,6 +255,36 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 		if _, err := json.Marshal(jsonable(s.Config)); err != nil {
 			p.add(sp.key("config"), "cannot be handed to the plugin as JSON: %v", err)
 		}
+	}
+}
+
+// validateFilter compiles the binding's filter as the host will, so a
+// syntax, type or cost problem is reported with its line before anything
+// runs. CEL's own message is kept whole.
+func validateFilter(p *problems, bp path, b *Binding) {
+	spec := b.FilterSpec()
+	if spec.Expression == "" && len(spec.Changed) == 0 && spec.OnError == "" {
+		return
+	}
+	_, err := filter.Compile(spec, filter.Options{})
+	var probs filter.Errors
+	if !errors.As(err, &probs) {
+		if err != nil {
+			p.add(bp.key("filter"), "%v", err)
+		}
+		return
+	}
+	for _, fp := range probs {
+		at := bp.key("filter")
+		switch {
+		case fp.Field == "onError":
+			at = bp.key("onFilterError")
+		case strings.HasPrefix(fp.Field, "changed["):
+			if i, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(fp.Field, "changed["), "]")); err == nil {
+				at = bp.key("changed").index(i)
+			}
+		}
+		p.add(at, "%s", fp.Message)
 	}
 }
 

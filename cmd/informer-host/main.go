@@ -38,7 +38,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "run":
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return runCommand(ctx, args[1:], stdout, stderr)
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		return runCommand(ctx, args[1:], stdout, stderr, runOptions{stopping: stop, reload: hup})
 	case "validate":
 		return validateCommand(ctx, args[1:], stdout, stderr)
 	case "version":

@@ -6,14 +6,22 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/host"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/filewatch"
+	"github.com/informer-host/informer-host/server"
 )
 
 // logOptions are the flags every long-running command shares.
@@ -42,9 +50,11 @@ func (o *logOptions) logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format: %q is neither text nor json", o.format)
 }
 
-func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ro runOptions) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "config.yaml", "config file")
+	fs.BoolVar(&ro.logEvents, "log-events", false, "log every informer event (resource, type, namespace/name)")
+	fs.DurationVar(&ro.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long plugins may take to handle what is queued")
 	var lo logOptions
 	lo.register(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -60,15 +70,43 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	if err := run(ctx, cfg, log); err != nil {
+	if err := run(ctx, cfg, log, ro); err != nil {
 		log.Error("informer-host stopped", "err", err)
 		return 1
 	}
 	return 0
 }
 
-// run runs the pipeline until ctx ends.
-func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+// runOptions are run's flags beyond the config file.
+type runOptions struct {
+	logEvents    bool
+	drainTimeout time.Duration
+	// stopping is called when the first stop signal arrives; it restores
+	// the default signal handling so that a second signal exits at once.
+	stopping func()
+	// reload receives a value for every SIGHUP.
+	reload <-chan os.Signal
+	// started, if set, is called once everything runs (tests).
+	started func(*daemon)
+}
+
+// daemon is a running informer-host: the pipeline, the plugins, the HTTP
+// endpoint, and the configuration they run with.
+type daemon struct {
+	log      *slog.Logger
+	pipeline *informer.Pipeline
+	host     *host.Host
+	server   *server.Server
+	// cfg is the configuration in force; only the reload goroutine swaps it.
+	cfg *config.Config
+}
+
+// run runs the pipeline and the plugins until ctx ends, then shuts down
+// gracefully: no new events, plugins drain their buffers (for at most
+// drainTimeout), their shutdown exports run, the informers stop.
+func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions) error {
+	// client-go logs through klog; send it to the same handler.
+	klog.SetSlogLogger(log)
 	restCfg, source, err := restConfig(cfg)
 	if err != nil {
 		return err
@@ -82,16 +120,121 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := p.Apply(ctx, cfg.Resources); err != nil {
 		return err
 	}
-	// Until plugins are loaded, every event is logged so the pipeline can
-	// be watched.
-	for _, r := range cfg.Resources {
-		if _, err := p.AddListener(r.Name, eventLogger(log)); err != nil {
+	if o.logEvents {
+		for _, r := range cfg.Resources {
+			if _, err := p.AddListener(r.Name, eventLogger(log)); err != nil {
+				return err
+			}
+		}
+	}
+	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log})
+	if err != nil {
+		return err
+	}
+	d := &daemon{log: log, pipeline: p, host: h, cfg: cfg}
+	if cfg.Server.Address != config.ServerOff {
+		d.server, err = server.Start(ctx, server.Options{Address: cfg.Server.Address, Pipeline: p, Host: h, Resources: resourceNames(cfg), Logger: log})
+		if err != nil {
 			return err
 		}
 	}
+	// A module that does not load is logged and reported in the plugin
+	// status; the others run.
+	if err := h.LoadDir(ctx); err != nil && errors.Is(err, fs.ErrNotExist) {
+		log.Warn("plugin directory does not exist; modules dropped into it later are loaded", "dir", cfg.PluginDir())
+		if err := os.MkdirAll(cfg.PluginDir(), 0o755); err != nil {
+			return fmt.Errorf("create plugin directory: %w", err)
+		}
+	}
+
+	var wg sync.WaitGroup
+	bg, cancelBG := context.WithCancel(ctx)
+	wg.Go(func() {
+		if err := h.Watch(bg, host.WatchOptions{}); err != nil {
+			log.Error("plugin directory not watched; reloads need a restart", "err", err)
+		}
+	})
+	changed := make(chan struct{}, 1)
+	wg.Go(func() {
+		err := filewatch.Watch(bg, cfg.File, filewatch.Options{Debounce: 200 * time.Millisecond, Rescan: 30 * time.Second,
+			OnChange: func() {
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			}})
+		if err != nil {
+			log.Error("config file not watched; send SIGHUP to reload it", "err", err)
+		}
+	})
+	wg.Go(func() {
+		for {
+			select {
+			case <-bg.Done():
+				return
+			case <-changed:
+				d.reload(bg, "file changed")
+			case <-o.reload:
+				d.reload(bg, "SIGHUP")
+			}
+		}
+	})
+
+	if o.started != nil {
+		o.started(d)
+	}
 	<-ctx.Done()
-	log.Info("informer-host stopping")
+	if o.stopping != nil {
+		o.stopping()
+	}
+	log.Info("informer-host stopping", "drainTimeout", o.drainTimeout)
+	cancelBG()
+	wg.Wait()
+	drainCtx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
+	defer cancel()
+	h.Stop(drainCtx)
+	if d.server != nil {
+		_ = d.server.Shutdown(drainCtx)
+	}
+	log.Info("informer-host stopped")
 	return nil
+}
+
+// reload reads the config file again and applies it: resources start and
+// stop, plugins whose settings changed are reloaded. An invalid file is
+// refused with the same file:line messages as validate, and the running
+// configuration stays.
+func (d *daemon) reload(ctx context.Context, why string) {
+	next, err := config.Load(d.cfg.File)
+	if err != nil {
+		d.log.Error("config not reloaded: the running configuration stays", "reason", why, "problems", err.Error())
+		return
+	}
+	if next.PluginDir() != d.cfg.PluginDir() || next.Kubeconfig != d.cfg.Kubeconfig || next.Server != d.cfg.Server {
+		d.log.Warn("plugins.directory, kubeconfig and server take effect only after a restart")
+	}
+	if err := d.pipeline.Apply(ctx, next.Resources); err != nil {
+		d.log.Error("config reload: resources", "err", err)
+		return
+	}
+	if err := d.host.ApplyConfig(ctx, next); err != nil {
+		d.log.Error("config reload: some plugins keep their previous settings", "err", err)
+	}
+	if d.server != nil {
+		if err := d.server.SetResources(resourceNames(next)); err != nil {
+			d.log.Error("config reload: event counters", "err", err)
+		}
+	}
+	d.cfg = next
+	d.log.Info("config reloaded", "reason", why, "resources", len(next.Resources))
+}
+
+func resourceNames(cfg *config.Config) []string {
+	names := make([]string, 0, len(cfg.Resources))
+	for _, r := range cfg.Resources {
+		names = append(names, r.Name)
+	}
+	return names
 }
 
 func eventLogger(log *slog.Logger) informer.ListenerFunc {

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines(substr ...string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, l := range strings.Split(s.b.String(), "\n") {
+		ok := l != ""
+		for _, sub := range substr {
+			ok = ok && strings.Contains(l, sub)
+		}
+		if ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func wat(t *testing.T, src string) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out.wasm")
+	if b, err := exec.Command("wat2wasm", src, "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm %s (install wabt): %v\n%s", src, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+const daemonConfig = `apiVersion: informer-host/v1
+kubeconfig: kubeconfig
+resources:
+  - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
+%s
+plugins:
+  directory: plugins
+  default:
+    bindings: [%s]
+    limits: {restartBackoff: 10ms}
+server:
+  address: 127.0.0.1:0
+`
+
+var countRE = regexp.MustCompile(`msg="count=(\d+)"`)
+
+// The daemon end to end: plugins load and deliver; /readyz, /metrics and
+// /debug/plugins say so; config reloads add and remove resources and
+// refuse an invalid file with its line; SIGTERM's path drains the plugins
+// and returns cleanly.
+func TestDaemonEndToEnd(t *testing.T) {
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	if err := env.WriteKubeconfig(filepath.Join(dir, "kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "plugins"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	counter := wat(t, "../../host/testdata/plugins/counter.wat")
+	if err := os.WriteFile(filepath.Join(dir, "plugins", "counter.wasm"), counter, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "plugins", "broken.wasm"), []byte("not wasm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "config.yaml")
+	writeConfig := func(extraResources, bindings string) {
+		t.Helper()
+		text := strings.ReplaceAll(fmt.Sprintf(daemonConfig, extraResources, bindings), "NS", ns)
+		tmp := cfgPath + ".tmp"
+		if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, cfgPath); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeConfig("", "{resource: cms}")
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	daemons := make(chan *daemon, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, cfg, log, runOptions{drainTimeout: 30 * time.Second, started: func(d *daemon) { daemons <- d }})
+	}()
+	var d *daemon
+	select {
+	case d = <-daemons:
+	case err := <-done:
+		t.Fatalf("run returned early: %v\n%s", err, strings.Join(logs.lines(), "\n"))
+	}
+	base := "http://" + d.server.Addr().String()
+	defer func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", strings.Join(logs.lines(), "\n"))
+		}
+	}()
+
+	if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d", code)
+	}
+	// broken.wasm keeps the process from being ready, and /readyz says why.
+	eventually(t, "/readyz to name broken.wasm", func() bool {
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "plugin broken.wasm: failed") &&
+			!strings.Contains(body, "counter.wasm")
+	})
+	if _, m := get(t, base+"/metrics"); !strings.Contains(m, `informer_host_plugin_state{plugin="broken.wasm",state="failed"} 1`) ||
+		!strings.Contains(m, `informer_host_plugin_reloads_total{outcome="refused",plugin="broken.wasm"} 1`) {
+		t.Error("/metrics does not report broken.wasm as failed and refused")
+	}
+	if err := os.Remove(filepath.Join(dir, "plugins", "broken.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "/readyz 200 once broken.wasm is gone", func() bool {
+		code, _ := get(t, base+"/readyz")
+		return code == http.StatusOK
+	})
+
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	secrets := env.Client.CoreV1().Secrets(ns)
+	for i := range 3 {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("cm-", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s-0"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lastCount := func() int {
+		lines := logs.lines("plugin=counter.wasm", `msg="count=`)
+		if len(lines) == 0 {
+			return -1
+		}
+		n, _ := strconv.Atoi(countRE.FindStringSubmatch(lines[len(lines)-1])[1])
+		return n
+	}
+	eventually(t, "counter to count 3 configmaps", func() bool { return lastCount() == 3 })
+
+	_, body := get(t, base+"/debug/plugins")
+	for _, want := range []string{`"file": "counter.wasm"`, `"state": "running"`, `"sha256": "`, `"abiVersion": 1`, `"bindings": [`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/debug/plugins lacks %s:\n%s", want, body)
+		}
+	}
+	_, metrics := get(t, base+"/metrics")
+	for _, want := range []string{
+		`informer_host_plugin_events_total{plugin="counter.wasm",result="ok"} 3`,
+		`informer_host_plugin_state{plugin="counter.wasm",state="running"} 1`,
+		`informer_host_resource_synced{resource="cms"} 1`,
+		`informer_host_resource_events_total{resource="cms",type="add"} 3`,
+		`informer_host_plugin_handle_seconds_count{plugin="counter.wasm"} 3`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(metrics, "cm-0") {
+		t.Error("/metrics carries object names in labels")
+	}
+
+	// Add secrets and bind the counter to them: the reloaded plugin counts
+	// both kinds.
+	writeConfig("  - {name: secrets, version: v1, resource: secrets, namespaces: [NS]}", "{resource: cms}, {resource: secrets}")
+	eventually(t, "counter to count configmaps and secrets", func() bool { return lastCount() == 4 })
+	if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s-1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a new secret to be counted", func() bool { return lastCount() == 5 })
+
+	// An invalid file is refused with its line; the running config stays.
+	if err := os.WriteFile(cfgPath, []byte("apiVersion: informer-host/v1\nresources:\n  - name: cms\n    colour: blue\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the invalid config to be refused", func() bool {
+		return len(logs.lines("config not reloaded", `config.yaml:4: unknown field \"colour\"`)) > 0
+	})
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-after-invalid"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the running config to keep delivering", func() bool { return lastCount() == 6 })
+
+	// Remove secrets again: its informer stops, the plugin counts configmaps only.
+	writeConfig("", "{resource: cms}")
+	eventually(t, "counter back to configmaps only", func() bool { return lastCount() == 4 })
+	for _, r := range d.pipeline.Status() {
+		if r.Name == "secrets" {
+			t.Errorf("secrets still configured after its removal: %+v", r)
+		}
+	}
+	if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s-2"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-last"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the last configmap to be counted", func() bool { return lastCount() == 5 })
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("run did not return after its context ended")
+	}
+	if len(logs.lines("plugin=counter.wasm", "shutdown events=")) == 0 {
+		t.Error("the plugin's shutdown export did not run")
+	}
+	if len(logs.lines("informer-host stopped")) != 1 {
+		t.Error("no clean stop logged")
+	}
+}

@@ -1,0 +1,301 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
+
+// wat assembles a WAT file with wat2wasm. A missing wat2wasm fails the
+// test with what to install: these tests never skip.
+func wat(t testing.TB, src string) []byte {
+	t.Helper()
+	bin, err := exec.LookPath("wat2wasm")
+	if err != nil {
+		t.Fatalf("wat2wasm not found: install wabt (apt-get install wabt; .ci/run does)")
+	}
+	out := filepath.Join(t.TempDir(), "out.wasm")
+	if b, err := exec.Command(bin, src, "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm %s: %v\n%s", src, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// fixture is a conformance fixture from testdata/fixtures.
+func fixture(t testing.TB, name string) []byte {
+	return wat(t, filepath.Join("testdata", "fixtures", name+".wat"))
+}
+
+// testPlugin is one of the host tests' own WAT plugins in testdata/plugins.
+func testPlugin(t testing.TB, name string) []byte {
+	return wat(t, filepath.Join("testdata", "plugins", name+".wat"))
+}
+
+// example is an example plugin built by `make plugins`.
+func example(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "build", "plugins", name+".wasm"))
+	if err != nil {
+		t.Fatalf("example plugin %s not built: run `make plugins` (make test does): %v", name, err)
+	}
+	return b
+}
+
+// delivery is one observed ih_handle call.
+type observed struct {
+	Type     informer.EventType
+	Key      string
+	RV       string
+	OldRV    string
+	Initial  bool
+	Unknown  bool
+	Code     engine.Code
+	Failure  engine.Kind // 0 when the call completed
+	Resource string
+}
+
+func (d observed) String() string {
+	s := fmt.Sprintf("%s %s", d.Type, d.Key)
+	if d.Initial {
+		s += " initial"
+	}
+	if d.Failure != 0 {
+		return s + " " + d.Failure.String()
+	}
+	return s + " " + d.Code.String()
+}
+
+// recorder keeps every observed call, by plugin. A plugin with a gate
+// has its worker held after each call until the gate is opened: the test
+// decides when a "slow" plugin makes progress.
+type recorder struct {
+	mu      sync.Mutex
+	by      map[string][]observed
+	gates   map[string]chan struct{}
+	blocked map[string]chan struct{} // receives each time a gated worker is held
+}
+
+// gate holds plugin's worker after every call until open is called.
+func (r *recorder) gate(plugin string) (held <-chan struct{}, open func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g, b := make(chan struct{}), make(chan struct{}, 1000)
+	r.gates[plugin], r.blocked[plugin] = g, b
+	return b, func() { close(g) }
+}
+
+func (r *recorder) observe(plugin string, ev *informer.Event, res engine.Result, err error) {
+	d := observed{Type: ev.Type, Key: ev.Key(), RV: ev.Object.GetResourceVersion(), Initial: ev.IsInInitialList,
+		Unknown: ev.FinalStateUnknown, Code: res.Code, Resource: ev.Resource.Name}
+	if ev.OldObject != nil {
+		d.OldRV = ev.OldObject.GetResourceVersion()
+	}
+	if f, ok := err.(*engine.Failure); ok {
+		d.Failure = f.Kind
+	} else if err != nil {
+		d.Failure = -1
+	}
+	r.mu.Lock()
+	r.by[plugin] = append(r.by[plugin], d)
+	g, b := r.gates[plugin], r.blocked[plugin]
+	r.mu.Unlock()
+	if g != nil {
+		b <- struct{}{}
+		<-g
+	}
+}
+
+func (r *recorder) of(plugin string) []observed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.by[plugin])
+}
+
+// strings renders a plugin's deliveries.
+func (r *recorder) strings(plugin string) []string {
+	var out []string
+	for _, d := range r.of(plugin) {
+		out = append(out, d.String())
+	}
+	return out
+}
+
+// logs captures log records as text for assertions.
+type logs struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logs) lines(substr ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		ok := true
+		for _, s := range substr {
+			ok = ok && strings.Contains(line, s)
+		}
+		if ok && line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// harness is a pipeline and a host on a namespace of the test's own.
+type harness struct {
+	t    *testing.T
+	ns   string
+	dir  string
+	cfg  *config.Config
+	p    *informer.Pipeline
+	h    *Host
+	rec  *recorder
+	logs *logs
+}
+
+// newHarness parses cfgYAML (with NS and DIR replaced by the test's
+// namespace and plugin directory), writes plugins into the directory and
+// starts the pipeline and the host; LoadDir's error is returned. setup, if
+// given, runs before anything starts.
+func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup ...func(*harness)) (*harness, error) {
+	t.Helper()
+	hs := &harness{t: t, ns: env.Namespace(t), dir: t.TempDir(), rec: &recorder{by: map[string][]observed{}, gates: map[string]chan struct{}{}, blocked: map[string]chan struct{}{}}, logs: &logs{}}
+	for name, b := range plugins {
+		hs.write(name, b)
+	}
+	text := strings.NewReplacer("NS", hs.ns, "DIR", hs.dir).Replace(cfgYAML)
+	cfg, err := config.Parse(filepath.Join(hs.dir, "config.yaml"), []byte(text))
+	if err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	hs.cfg = cfg
+	for _, f := range setup {
+		f(hs)
+	}
+	log := slog.New(slog.NewTextHandler(hs.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	hs.p, err = informer.New(informer.Options{RESTConfig: env.Config, Logger: log, PendingRetryPeriod: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hs.p.Stop)
+	if err := hs.p.Apply(context.Background(), cfg.Resources); err != nil {
+		t.Fatal(err)
+	}
+	hs.h, err = New(context.Background(), Options{Pipeline: hs.p, Config: cfg, Logger: log, observe: hs.rec.observe,
+		StartTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		hs.h.Stop(ctx)
+		if t.Failed() {
+			t.Logf("host log:\n%s", hs.logs.buf.String())
+		}
+	})
+	loadErr := hs.h.LoadDir(context.Background())
+	// Objects the test creates from now on arrive as watch events, not as
+	// part of an initial list.
+	eventually(t, "the informers to sync", func() bool {
+		for _, r := range hs.p.Status() {
+			if !r.Synced {
+				return false
+			}
+		}
+		return true
+	})
+	return hs, loadErr
+}
+
+func (hs *harness) write(name string, b []byte) {
+	hs.t.Helper()
+	if err := os.WriteFile(filepath.Join(hs.dir, name), b, 0o644); err != nil {
+		hs.t.Fatal(err)
+	}
+}
+
+func (hs *harness) status(name string) PluginStatus {
+	for _, s := range hs.h.Status() {
+		if s.File == name {
+			return s
+		}
+	}
+	hs.t.Fatalf("no plugin %s", name)
+	return PluginStatus{}
+}
+
+func (hs *harness) createCM(name string, data map[string]string) *corev1.ConfigMap {
+	hs.t.Helper()
+	cm, err := env.Client.CoreV1().ConfigMaps(hs.ns).Create(context.Background(),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{})
+	if err != nil {
+		hs.t.Fatal(err)
+	}
+	return cm
+}
+
+func (hs *harness) updateCM(cm *corev1.ConfigMap, k, v string) *corev1.ConfigMap {
+	hs.t.Helper()
+	cm = cm.DeepCopy()
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[k] = v
+	out, err := env.Client.CoreV1().ConfigMaps(hs.ns).Update(context.Background(), cm, metav1.UpdateOptions{})
+	if err != nil {
+		hs.t.Fatal(err)
+	}
+	return out
+}
+
+func (hs *harness) deleteCM(name string) {
+	hs.t.Helper()
+	if err := env.Client.CoreV1().ConfigMaps(hs.ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		hs.t.Fatal(err)
+	}
+}
+
+// eventually polls cond. The timeout only detects a hang.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,442 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/filter"
+	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/informer"
+)
+
+// Options configure a Host.
+type Options struct {
+	// Pipeline delivers the informer events plugins bind to. Required.
+	Pipeline *informer.Pipeline
+	// Config names the plugin directory and each plugin's settings.
+	// Required.
+	Config *config.Config
+	// Logger receives the host's logs and the plugins' output. Default:
+	// slog.Default().
+	Logger *slog.Logger
+	// CacheDir overrides the config's compilation cache directory ("" =
+	// the config's, "-" = no on-disk cache).
+	CacheDir string
+	// StartTimeout bounds a plugin's start: start function, _initialize
+	// and ih_init. Zero selects the engine's default (10s).
+	StartTimeout time.Duration
+
+	// observe, when set, is told of every call into a plugin's ih_handle
+	// and its outcome. Tests use it to see exactly what each plugin got.
+	observe func(plugin string, ev *informer.Event, res engine.Result, err error)
+	// logRate overrides the engine's limit on plugin output (tests).
+	logRate engine.LogRate
+}
+
+// Host runs the plugins of one directory: one PluginSlot per *.wasm file.
+// It is a prometheus.Collector of the plugins' metrics.
+type Host struct {
+	log       *slog.Logger
+	dir       string // the plugin directory, fixed for the host's life
+	metrics   *metrics
+	pipeline  *informer.Pipeline
+	engine    *engine.Engine
+	observe   func(plugin string, ev *informer.Event, res engine.Result, err error)
+	logRate   engine.LogRate
+	envelopes *envelopeCache
+	// filters compiles each distinct expression once, so plugins whose
+	// bindings share one evaluate it once per event.
+	filters      *filter.Cache
+	filterErrors *filter.ErrorLimiter
+
+	mu    sync.Mutex
+	cfg   *config.Config
+	slots map[string]*PluginSlot
+	// loadMu serialises loads of one file: a reload that arrives while
+	// the previous one compiles waits, rather than racing it to the swap.
+	loadMu map[string]*sync.Mutex
+}
+
+// New creates a host and its WebAssembly engine. It loads nothing; see
+// LoadDir and Load.
+func New(ctx context.Context, opts Options) (*Host, error) {
+	if opts.Pipeline == nil || opts.Config == nil {
+		return nil, errors.New("host: Options needs Pipeline and Config")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	eng, err := newEngine(ctx, opts.Config, opts.CacheDir, opts.StartTimeout, log)
+	if err != nil {
+		return nil, err
+	}
+	filters, err := filter.NewCache(filter.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("host: filters: %w", err)
+	}
+	return &Host{
+		filters: filters, filterErrors: filter.NewErrorLimiter(time.Minute),
+		log: log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
+		observe: opts.observe, logRate: opts.logRate,
+		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*sync.Mutex{},
+	}, nil
+}
+
+func newEngine(ctx context.Context, cfg *config.Config, cacheDir string, startTimeout time.Duration, log *slog.Logger) (*engine.Engine, error) {
+	switch cacheDir {
+	case "":
+		dir, err := cfg.CompilationCacheDir()
+		if err != nil {
+			log.Warn("no on-disk compilation cache; every start compiles every plugin", "err", err)
+		}
+		cacheDir = dir
+	case "-":
+		cacheDir = ""
+	}
+	eng, err := engine.New(ctx, engine.Options{CacheDir: cacheDir, Logger: log, StartTimeout: startTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("host: start the WebAssembly engine: %w", err)
+	}
+	return eng, nil
+}
+
+// LoadDir loads every *.wasm file in the plugin directory, compiling up to
+// one module per CPU at once. A module that fails to load is reported (in
+// the log and in Status) and skipped; the others load. The error joins
+// every failure.
+func (h *Host) LoadDir(ctx context.Context) error {
+	dir := h.dir
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("host: plugin directory: %w", err)
+	}
+	var files []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".wasm") && !e.IsDir() {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	errs := make([]error, len(files))
+	sem := make(chan struct{}, runtime.NumCPU())
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = h.Load(ctx, f)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Load loads the module at path, or swaps in a new version of it. The new
+// version is compiled, instantiated and initialised while the old one (if
+// any) keeps serving; if any of that fails, the old version keeps running
+// and the error says what is wrong. On success the new version's listeners
+// are registered, which replays the informer cache to it as initial-list
+// adds, and only then is the old version stopped, after the event it is
+// handling. An unchanged file (same sha256) is not loaded again.
+func (h *Host) Load(ctx context.Context, path string) error {
+	return h.load(ctx, path, false)
+}
+
+// load is Load; force loads even unchanged bytes (new settings).
+func (h *Host) load(ctx context.Context, path string, force bool) error {
+	name := filepath.Base(path)
+	mu := h.fileLock(name)
+	mu.Lock()
+	defer mu.Unlock()
+
+	slot := h.slot(name)
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return slot.loadFailed(fmt.Errorf("plugin %q: read: %w", name, err), "")
+	}
+	sum := sha256.Sum256(wasm)
+	sha := hex.EncodeToString(sum[:])
+	slot.mu.Lock()
+	// Same bytes as the running (or quarantined) version, or as a version
+	// that was refused: loading them again cannot end differently.
+	unchanged := slot.sha256 == sha && slot.current != nil
+	refused := slot.refusedSHA == sha
+	refusal := slot.lastErr
+	slot.mu.Unlock()
+	if unchanged && !force {
+		return nil
+	}
+	if refused && !force {
+		return errors.New(refusal)
+	}
+
+	cfg := h.config()
+	settings := cfg.SettingsFor(name)
+	configJSON, err := cfg.ConfigJSON(name)
+	if err != nil {
+		return slot.loadFailed(fmt.Errorf("plugin %q: %w", name, err), sha)
+	}
+	start := time.Now()
+	mod, err := h.engine.Load(ctx, name, wasm, engine.Limits{
+		MemoryPages: settings.Limits.MemoryPages,
+		CallTimeout: settings.Limits.CallTimeout.Duration,
+	})
+	if err != nil {
+		return slot.loadFailed(err, sha)
+	}
+	compiled := time.Since(start)
+	g := newGeneration(slot, mod, settings, configJSON)
+	inst, err := g.instantiate(ctx)
+	if err != nil {
+		_ = mod.Close(context.Background())
+		return slot.loadFailed(err, sha)
+	}
+	if err := g.register(); err != nil {
+		_ = inst.Close(context.Background())
+		_ = mod.Close(context.Background())
+		return slot.loadFailed(err, sha)
+	}
+	go g.run(inst)
+
+	slot.mu.Lock()
+	old := slot.current
+	slot.current, slot.sha256, slot.state, slot.lastErr, slot.failures = g, sha, StateRunning, "", 0
+	slot.refusedSHA = ""
+	slot.mu.Unlock()
+	if old != nil {
+		slot.c.reloads.Add(1)
+		old.retire()
+	}
+	slot.log.Info("plugin loaded", "sha256", sha[:12], "compile", compiled.Round(time.Millisecond),
+		"total", time.Since(start).Round(time.Millisecond), "bindings", bindingNames(settings))
+	return nil
+}
+
+// retire stops a generation: its listeners go first (so it receives
+// nothing more), then its worker after its current event, then its module.
+// On a reload the replacement is registered before this is called.
+func (g *generation) retire() {
+	g.close()
+	g.stopOnce.Do(func() { close(g.stopCh) })
+	<-g.done
+	_ = g.module.Close(context.Background())
+}
+
+// Unload stops and removes the plugin of file name (a base name): its
+// listeners are removed, its worker stops after its current event, its
+// shutdown export is called. It returns when all of that is done.
+func (h *Host) Unload(name string) {
+	mu := h.fileLock(name)
+	mu.Lock()
+	defer mu.Unlock()
+	h.mu.Lock()
+	slot := h.slots[name]
+	delete(h.slots, name)
+	h.mu.Unlock()
+	if slot == nil {
+		return
+	}
+	slot.mu.Lock()
+	g := slot.current
+	slot.current, slot.state = nil, StateStopped
+	slot.mu.Unlock()
+	if g != nil {
+		g.retire()
+	}
+	h.metrics.forget(name)
+	slot.log.Info("plugin unloaded")
+}
+
+// Stop unloads every plugin. Each drains its queue first, for as long as
+// ctx allows; then it is stopped after its current event.
+func (h *Host) Stop(ctx context.Context) {
+	h.mu.Lock()
+	slots := make([]*PluginSlot, 0, len(h.slots))
+	for _, s := range h.slots {
+		slots = append(slots, s)
+	}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.mu.Lock()
+			g := s.current
+			s.mu.Unlock()
+			if g == nil {
+				return
+			}
+			// No new events; then let the worker finish what is queued.
+			g.close()
+			close(g.drainCh)
+			select {
+			case <-g.done:
+			case <-ctx.Done():
+				s.log.Warn("plugin did not drain its queue before the shutdown deadline", "waiting", g.queue.Stats().Depth)
+			}
+			h.Unload(s.name)
+		}()
+	}
+	wg.Wait()
+	_ = h.engine.Close(context.Background())
+}
+
+// ApplyConfig switches to a new configuration. Every loaded plugin whose
+// effective settings changed (bindings, delivery, limits, config value) is
+// reloaded with them, through the same swap as a new file: the running
+// version keeps running if the new settings cannot be applied. Plugins
+// whose settings did not change are not touched. The plugin directory is
+// taken from the configuration the host started with.
+func (h *Host) ApplyConfig(ctx context.Context, cfg *config.Config) error {
+	h.mu.Lock()
+	old := h.cfg
+	h.cfg = cfg
+	names := make([]string, 0, len(h.slots))
+	for name := range h.slots {
+		names = append(names, name)
+	}
+	h.mu.Unlock()
+	sort.Strings(names)
+	var errs []error
+	for _, name := range names {
+		oldJSON, _ := old.ConfigJSON(name)
+		newJSON, _ := cfg.ConfigJSON(name)
+		if reflect.DeepEqual(old.SettingsFor(name), cfg.SettingsFor(name)) && bytes.Equal(oldJSON, newJSON) {
+			continue
+		}
+		h.log.Info("plugin settings changed; reloading", "plugin", name)
+		errs = append(errs, h.load(ctx, filepath.Join(h.dir, name), true))
+	}
+	return errors.Join(errs...)
+}
+
+func (h *Host) config() *config.Config {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cfg
+}
+
+func (h *Host) fileLock(name string) *sync.Mutex {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	mu := h.loadMu[name]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		h.loadMu[name] = mu
+	}
+	return mu
+}
+
+// slot returns the slot for name, creating it in StateLoading.
+func (h *Host) slot(name string) *PluginSlot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.slots[name]
+	if s == nil {
+		s = &PluginSlot{name: name, h: h, log: h.log.With("plugin", name), state: StateLoading, obs: h.metrics.forSlot(name)}
+		h.slots[name] = s
+	}
+	return s
+}
+
+// loadFailed records a version that could not be loaded (sha "" when its
+// bytes could not even be read). A running version keeps running.
+func (s *PluginSlot) loadFailed(err error, sha string) error {
+	s.mu.Lock()
+	s.lastErr = err.Error()
+	s.refusedSHA = sha
+	running := s.current != nil
+	if !running {
+		s.state = StateFailed
+	}
+	s.mu.Unlock()
+	s.c.reloadFailures.Add(1)
+	if running {
+		s.log.Error("new version refused; the running version keeps running", "err", err)
+	} else {
+		s.log.Error("plugin not loaded", "err", err)
+	}
+	return err
+}
+
+// PluginStatus reports one plugin.
+type PluginStatus struct {
+	File       string      `json:"file"`
+	SHA256     string      `json:"sha256,omitempty"`
+	ABIVersion int         `json:"abiVersion,omitempty"`
+	State      PluginState `json:"state"`
+	Bindings   []string    `json:"bindings,omitempty"`
+	Synced     bool        `json:"synced"` // every listener has received its initial list
+	Queue      QueueStats  `json:"queue"`
+	Counters   Counters    `json:"counters"`
+	// Filtered counts, per binding (resource name), the events its filter
+	// kept from the plugin.
+	Filtered  map[string]FilterCounts `json:"filtered,omitempty"`
+	LastError string                  `json:"lastError,omitempty"`
+}
+
+// FilterCounts are the events one binding's filter kept from its plugin.
+type FilterCounts struct {
+	Filtered   uint64 `json:"filtered"`   // the expression was false
+	Unchanged  uint64 `json:"unchanged"`  // an update changed none of the changed fields
+	Resync     uint64 `json:"resync"`     // an update that changed nothing
+	Error      uint64 `json:"error"`      // evaluation failed and onFilterError is closed
+	EvalErrors uint64 `json:"evalErrors"` // evaluations that failed, delivered or not
+}
+
+// Status reports every plugin, sorted by file name.
+func (h *Host) Status() []PluginStatus {
+	h.mu.Lock()
+	slots := make([]*PluginSlot, 0, len(h.slots))
+	for _, s := range h.slots {
+		slots = append(slots, s)
+	}
+	h.mu.Unlock()
+	out := make([]PluginStatus, 0, len(slots))
+	for _, s := range slots {
+		s.mu.Lock()
+		st := PluginStatus{File: s.name, SHA256: s.sha256, State: s.state, LastError: s.lastErr, Counters: s.c.snapshot()}
+		for res, c := range s.counts {
+			if st.Filtered == nil {
+				st.Filtered = map[string]FilterCounts{}
+			}
+			st.Filtered[res] = FilterCounts{Filtered: c.filtered.Load(), Unchanged: c.unchanged.Load(),
+				Resync: c.resync.Load(), Error: c.errors.Load(), EvalErrors: c.evalErrors.Load()}
+		}
+		if g := s.current; g != nil {
+			st.ABIVersion = g.module.ABIVersion()
+			st.Bindings = bindingNames(g.settings)
+			st.Queue = g.queue.Stats()
+			st.Synced = s.state == StateRunning && g.synced()
+		}
+		s.mu.Unlock()
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
+	return out
+}
+
+func bindingNames(s config.PluginSettings) []string {
+	out := make([]string, 0, len(s.Bindings))
+	for _, b := range s.Bindings {
+		out = append(out, b.Resource)
+	}
+	return out
+}

@@ -1,0 +1,138 @@
+package host
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the host's Prometheus metrics. Counters and gauges are read
+// from the plugin slots when scraped (a Collector), so the event path only
+// pays for the two histograms. Labels are the plugin's file name and fixed
+// words: never an object's name, so cardinality is bounded by the number
+// of plugin files.
+type metrics struct {
+	wait, handle, filter *prometheus.HistogramVec
+}
+
+// latencyBuckets span 10µs to ~10s: a no-op Wasm call is microseconds, a
+// Go plugin decoding a Pod hundreds of microseconds, a deadline a second.
+var latencyBuckets = prometheus.ExponentialBuckets(10e-6, 4, 11)
+
+func newMetrics() *metrics {
+	return &metrics{
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "informer_host_plugin_queue_wait_seconds", Help: "Time an event waited in the plugin's buffer before the plugin was called.",
+			Buckets: latencyBuckets,
+		}, []string{"plugin"}),
+		handle: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "informer_host_plugin_handle_seconds", Help: "Time the plugin spent handling one event (one ih_handle call).",
+			Buckets: latencyBuckets,
+		}, []string{"plugin"}),
+		filter: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "informer_host_filter_decide_seconds", Help: "Time a binding's filter took to decide on one event (memo hits included).",
+			Buckets: prometheus.ExponentialBuckets(100e-9, 4, 10),
+		}, []string{"plugin"}),
+	}
+}
+
+// slotObservers are a slot's histogram children, looked up once per slot
+// rather than once per event.
+type slotObservers struct {
+	wait, handle, filter prometheus.Observer
+}
+
+func (m *metrics) forSlot(name string) slotObservers {
+	return slotObservers{wait: m.wait.WithLabelValues(name), handle: m.handle.WithLabelValues(name), filter: m.filter.WithLabelValues(name)}
+}
+
+func (m *metrics) forget(name string) {
+	m.wait.DeleteLabelValues(name)
+	m.handle.DeleteLabelValues(name)
+	m.filter.DeleteLabelValues(name)
+}
+
+var (
+	descEvents = prometheus.NewDesc("informer_host_plugin_events_total",
+		"Events the plugin handled, by result: ok, retry, drop, error (the plugin's answers), trap, timeout, memory, abi (failures), retry_exhausted.",
+		[]string{"plugin", "result"}, nil)
+	descDelivered = prometheus.NewDesc("informer_host_plugin_events_delivered_total",
+		"ih_handle calls that returned a result.", []string{"plugin"}, nil)
+	descDepth = prometheus.NewDesc("informer_host_plugin_buffer_depth",
+		"Events waiting in the plugin's buffer.", []string{"plugin"}, nil)
+	descBufferDrops = prometheus.NewDesc("informer_host_plugin_buffer_dropped_total",
+		"Events dropped because the plugin's buffer was full (delivery mode every).", []string{"plugin"}, nil)
+	descCoalesced = prometheus.NewDesc("informer_host_plugin_buffer_coalesced_total",
+		"Events merged into a waiting event of the same object (delivery mode latest).", []string{"plugin"}, nil)
+	descRestarts = prometheus.NewDesc("informer_host_plugin_restarts_total",
+		"Fresh instances started after a failure.", []string{"plugin"}, nil)
+	descSuperseded = prometheus.NewDesc("informer_host_plugin_superseded_total",
+		"Waiting events replaced by a replay of the cache when a fresh instance started.", []string{"plugin"}, nil)
+	descReloads = prometheus.NewDesc("informer_host_plugin_reloads_total",
+		"New versions of the plugin's file, by outcome: swapped or refused.", []string{"plugin", "outcome"}, nil)
+	descFiltered = prometheus.NewDesc("informer_host_plugin_filtered_total",
+		"Events a binding's filter kept from the plugin, by reason: filtered, unchanged, resync, error.",
+		[]string{"plugin", "binding", "reason"}, nil)
+	descFilterErrors = prometheus.NewDesc("informer_host_plugin_filter_errors_total",
+		"Filter evaluations that failed, whether the event was then delivered (onFilterError open) or not.",
+		[]string{"plugin", "binding"}, nil)
+	descState = prometheus.NewDesc("informer_host_plugin_state",
+		"1 for the plugin's current state (loading, running, restarting, quarantined, failed).", []string{"plugin", "state"}, nil)
+)
+
+var allStates = []PluginState{StateLoading, StateRunning, StateRestarting, StateQuarantined, StateFailed}
+
+// Describe implements prometheus.Collector.
+func (h *Host) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descEvents, descDelivered, descDepth, descBufferDrops, descCoalesced,
+		descRestarts, descSuperseded, descReloads, descState, descFiltered, descFilterErrors} {
+		ch <- d
+	}
+	h.metrics.wait.Describe(ch)
+	h.metrics.handle.Describe(ch)
+	h.metrics.filter.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (h *Host) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for _, s := range h.Status() {
+		p, c := s.File, s.Counters
+		for _, r := range []struct {
+			result string
+			v      uint64
+		}{{"ok", c.OK}, {"retry", c.Retries}, {"drop", c.Dropped}, {"error", c.Errors}, {"trap", c.Traps},
+			{"timeout", c.Timeouts}, {"memory", c.MemoryFailures}, {"abi", c.ABIFailures}, {"retry_exhausted", c.RetryExhausted}} {
+			counter(descEvents, r.v, p, r.result)
+		}
+		counter(descDelivered, c.Delivered, p)
+		ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(s.Queue.Depth), p)
+		counter(descBufferDrops, s.Queue.Dropped, p)
+		counter(descCoalesced, s.Queue.Coalesced, p)
+		counter(descRestarts, c.Restarts, p)
+		counter(descSuperseded, c.Superseded, p)
+		counter(descReloads, c.Reloads, p, "swapped")
+		counter(descReloads, c.ReloadFailures, p, "refused")
+		for b, f := range s.Filtered {
+			counter(descFiltered, f.Filtered, p, b, "filtered")
+			counter(descFiltered, f.Unchanged, p, b, "unchanged")
+			counter(descFiltered, f.Resync, p, b, "resync")
+			counter(descFiltered, f.Error, p, b, "error")
+			counter(descFilterErrors, f.EvalErrors, p, b)
+		}
+		for _, st := range allStates {
+			v := 0.0
+			if s.State == st {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v, p, string(st))
+		}
+	}
+	h.metrics.wait.Collect(ch)
+	h.metrics.handle.Collect(ch)
+	h.metrics.filter.Collect(ch)
+}
+
+func since(t time.Time) float64 { return time.Since(t).Seconds() }

@@ -1,0 +1,162 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/informer-host/informer-host/informer"
+)
+
+var testRes = &informer.ResourceRef{Name: "cms", Version: "v1", Resource: "configmaps", Kind: "ConfigMap"}
+
+func obj(name, uid, rv string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetNamespace("ns")
+	u.SetName(name)
+	u.SetUID(types.UID(uid))
+	u.SetResourceVersion(rv)
+	return u
+}
+
+func add(name, rv string) *informer.Event {
+	return &informer.Event{Type: informer.EventAdd, Resource: testRes, Object: obj(name, "u-"+name, rv)}
+}
+
+func update(name, oldRV, newRV string) *informer.Event {
+	return &informer.Event{Type: informer.EventUpdate, Resource: testRes, Object: obj(name, "u-"+name, newRV), OldObject: obj(name, "u-"+name, oldRV)}
+}
+
+func del(name, rv string) *informer.Event {
+	return &informer.Event{Type: informer.EventDelete, Resource: testRes, Object: obj(name, "u-"+name, rv)}
+}
+
+// describe renders an entry as "type name old->new".
+func describe(d *delivery) string {
+	s := fmt.Sprintf("%s %s %s", d.ev.Type, d.ev.Object.GetName(), d.ev.Object.GetResourceVersion())
+	if d.ev.OldObject != nil {
+		s = fmt.Sprintf("%s %s %s->%s", d.ev.Type, d.ev.Object.GetName(), d.ev.OldObject.GetResourceVersion(), d.ev.Object.GetResourceVersion())
+	}
+	if d.ev.IsInInitialList {
+		s += " initial"
+	}
+	return s
+}
+
+func drain(q *DeliveryQueue) []string {
+	var out []string
+	for {
+		d, ok := q.take()
+		if !ok {
+			return out
+		}
+		out = append(out, describe(d))
+	}
+}
+
+func TestDeliveryQueueEveryKeepsOrderAndDropsOldestPastCap(t *testing.T) {
+	q := NewDeliveryQueue(DeliverEvery, 3)
+	for _, ev := range []*informer.Event{add("a", "1"), update("a", "1", "2"), add("b", "3"), del("a", "4"), add("c", "5")} {
+		q.Push(ev, nil)
+	}
+	got := strings.Join(drain(q), "; ")
+	if want := "add b 3; delete a 4; add c 5"; got != want {
+		t.Errorf("every, cap 3:\n got %s\nwant %s", got, want)
+	}
+	if st := q.Stats(); st.Dropped != 2 || st.Depth != 0 {
+		t.Errorf("stats %+v; want 2 dropped, none waiting", st)
+	}
+}
+
+func TestDeliveryQueueLatestCoalesces(t *testing.T) {
+	initial := add("a", "1")
+	initial.IsInInitialList = true
+	tests := []struct {
+		name   string
+		events []*informer.Event
+		want   string
+	}{
+		{"add then updates: add of the newest, initial flag kept", []*informer.Event{initial, update("a", "1", "2"), update("a", "2", "3")}, "add a 3 initial"},
+		{"add then delete: nothing", []*informer.Event{add("a", "1"), update("a", "1", "2"), del("a", "2")}, ""},
+		{"updates: first old to newest new", []*informer.Event{update("a", "1", "2"), update("a", "2", "3"), update("a", "3", "4")}, "update a 1->4"},
+		{"update then delete: delete", []*informer.Event{update("a", "1", "2"), del("a", "2")}, "delete a 2"},
+		{"delete then add: update from the deleted to the recreated", []*informer.Event{del("a", "2"), add("a", "5")}, "update a 2->5"},
+		{"objects keep their first position", []*informer.Event{add("a", "1"), add("b", "2"), update("a", "1", "3"), add("c", "4"), update("b", "2", "5")},
+			"add a 3; add b 5; add c 4"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := NewDeliveryQueue(DeliverLatest, 100)
+			for _, ev := range tc.events {
+				q.Push(ev, nil)
+			}
+			if got := strings.Join(drain(q), "; "); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeliveryQueueLatestNeverHoldsMoreThanDistinctObjects(t *testing.T) {
+	q := NewDeliveryQueue(DeliverLatest, 1000)
+	for i := 0; i < 10_000; i++ {
+		name := fmt.Sprintf("o%d", i%7)
+		switch i % 3 {
+		case 0:
+			q.Push(update(name, fmt.Sprint(i), fmt.Sprint(i+1)), nil)
+		case 1:
+			q.Push(del(name, fmt.Sprint(i)), nil)
+		case 2:
+			q.Push(add(name, fmt.Sprint(i)), nil)
+		}
+		if st := q.Stats(); st.Depth > 7 {
+			t.Fatalf("after %d events: %d entries waiting for 7 objects", i+1, st.Depth)
+		}
+	}
+	// Cancelled pairs must not pile up in the ring either.
+	q.mu.Lock()
+	size := q.size
+	q.mu.Unlock()
+	if size > 64 {
+		t.Errorf("ring holds %d entries (dead included) for 7 objects", size)
+	}
+}
+
+func TestDeliveryQueuePopWaitsAndStopsWithContext(t *testing.T) {
+	q := NewDeliveryQueue(DeliverEvery, 10)
+	got := make(chan string)
+	go func() {
+		d, ok := q.pop(context.Background())
+		if ok {
+			got <- describe(d)
+		}
+	}()
+	q.Push(add("a", "1"), nil)
+	if s := <-got; s != "add a 1" {
+		t.Errorf("pop = %q", s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, ok := q.pop(ctx); ok {
+		t.Error("pop on an empty queue with a cancelled context returned an entry")
+	}
+}
+
+func TestDeliveryQueueClear(t *testing.T) {
+	for _, mode := range []DeliveryMode{DeliverEvery, DeliverLatest} {
+		q := NewDeliveryQueue(mode, 10)
+		q.Push(add("a", "1"), nil)
+		q.Push(add("b", "1"), nil)
+		if n := q.Clear(); n != 2 {
+			t.Errorf("mode %d: Clear = %d, want 2", mode, n)
+		}
+		q.Push(update("a", "1", "2"), nil)
+		if got := strings.Join(drain(q), "; "); got != "update a 1->2" {
+			t.Errorf("mode %d: after Clear: %s", mode, got)
+		}
+	}
+}

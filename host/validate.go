@@ -1,0 +1,76 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/host/internal/engine"
+)
+
+// ModuleReport is the verdict on one module of the plugin directory.
+type ModuleReport struct {
+	File string
+	Err  error // nil: compiles, instantiates, speaks the ABI and accepts its config
+}
+
+// ValidateModules loads every *.wasm module in cfg's plugin directory the
+// way the host would (compile, ABI check, instantiate, init with its
+// config from cfg) and closes it again. Instantiation runs under the
+// engine's start deadline, so a module whose start function never returns
+// is reported, not waited for.
+func ValidateModules(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]ModuleReport, error) {
+	dir := cfg.PluginDir()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("plugin directory %s: %w", dir, err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	eng, err := newEngine(ctx, cfg, "", 0, log)
+	if err != nil {
+		return nil, err
+	}
+	defer eng.Close(context.Background())
+	var out []ModuleReport
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".wasm") {
+			continue
+		}
+		out = append(out, ModuleReport{File: e.Name(), Err: validateModule(ctx, eng, cfg, filepath.Join(dir, e.Name()))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
+	return out, nil
+}
+
+func validateModule(ctx context.Context, eng *engine.Engine, cfg *config.Config, path string) error {
+	name := filepath.Base(path)
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("plugin %q: read: %w", name, err)
+	}
+	settings := cfg.SettingsFor(name)
+	configJSON, err := cfg.ConfigJSON(name)
+	if err != nil {
+		return fmt.Errorf("plugin %q: %w", name, err)
+	}
+	mod, err := eng.Load(ctx, name, wasm, engine.Limits{
+		MemoryPages: settings.Limits.MemoryPages,
+		CallTimeout: settings.Limits.CallTimeout.Duration,
+	})
+	if err != nil {
+		return err
+	}
+	defer mod.Close(context.Background())
+	inst, err := mod.Instantiate(ctx, engine.InstanceOptions{Config: configJSON})
+	if err != nil {
+		return err
+	}
+	return inst.Close(context.Background())
+}

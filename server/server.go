@@ -1,0 +1,245 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/informer-host/informer-host/host"
+	"github.com/informer-host/informer-host/informer"
+)
+
+// Options configure the server.
+type Options struct {
+	// Address to listen on, "host:port" or ":port".
+	Address  string
+	Pipeline *informer.Pipeline
+	Host     *host.Host
+	// Resources are the configured resource names whose events are
+	// counted (informer_host_resource_events_total).
+	Resources []string
+	Logger    *slog.Logger
+}
+
+// Server serves the endpoints until Shutdown.
+type Server struct {
+	srv      *http.Server
+	addr     net.Addr
+	log      *slog.Logger
+	counts   *resourceCounts
+	done     chan struct{}
+	pipeline *informer.Pipeline
+	host     *host.Host
+}
+
+// Start listens on o.Address and serves in the background.
+func Start(ctx context.Context, o Options) (*Server, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if o.Host != nil {
+		if err := reg.Register(o.Host); err != nil {
+			return nil, fmt.Errorf("server: register plugin metrics: %w", err)
+		}
+	}
+	s := &Server{log: log, done: make(chan struct{}), pipeline: o.Pipeline, host: o.Host}
+	if o.Pipeline != nil {
+		s.counts = &resourceCounts{p: o.Pipeline}
+		if err := s.counts.watch(o.Resources); err != nil {
+			return nil, err
+		}
+		reg.MustRegister(s.counts)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /debug/plugins", s.debugPlugins)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.Address)
+	if err != nil {
+		return nil, fmt.Errorf("server: listen on %s: %w", o.Address, err)
+	}
+	s.addr = ln.Addr()
+	s.srv = &http.Server{Handler: mux}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "err", err)
+		}
+	}()
+	log.Info("serving /metrics, /healthz, /readyz and /debug/plugins", "address", s.addr.String())
+	return s, nil
+}
+
+// Addr is the address the server listens on (useful with port 0).
+func (s *Server) Addr() net.Addr { return s.addr }
+
+// Shutdown stops the server and its event counters.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	<-s.done
+	if s.counts != nil {
+		s.counts.stop()
+	}
+	return err
+}
+
+// SetResources makes the event counters follow a new configuration:
+// resources no longer configured stop being counted (their totals stay
+// exported), new ones start.
+func (s *Server) SetResources(names []string) error {
+	if s.counts == nil {
+		return nil
+	}
+	return s.counts.watch(names)
+}
+
+// NotReady lists why the process is not ready; empty means ready.
+func NotReady(p *informer.Pipeline, h *host.Host) []string {
+	var why []string
+	if p != nil {
+		for _, r := range p.Status() {
+			switch {
+			case r.Phase != informer.PhaseActive:
+				why = append(why, fmt.Sprintf("resource %s: %s %s", r.Name, strings.ToLower(string(r.Phase)), r.Error))
+			case !r.Synced:
+				why = append(why, fmt.Sprintf("resource %s: not synced %s", r.Name, r.Error))
+			}
+		}
+	}
+	if h != nil {
+		for _, pl := range h.Status() {
+			switch pl.State {
+			case host.StateQuarantined: // deliberately off: not a reason to stop traffic
+			case host.StateRunning:
+				if !pl.Synced {
+					why = append(why, fmt.Sprintf("plugin %s: initial list not delivered yet", pl.File))
+				}
+			default:
+				why = append(why, fmt.Sprintf("plugin %s: %s %s", pl.File, pl.State, pl.LastError))
+			}
+		}
+	}
+	return why
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	why := NotReady(s.pipeline, s.host)
+	if len(why) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		for _, r := range why {
+			fmt.Fprintln(w, strings.TrimSpace(r))
+		}
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+func (s *Server) debugPlugins(w http.ResponseWriter, _ *http.Request) {
+	var st []host.PluginStatus
+	if s.host != nil {
+		st = s.host.Status()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(struct {
+		Plugins []host.PluginStatus `json:"plugins"`
+	}{st})
+}
+
+// resourceCounts counts the events each configured resource delivers, with
+// one listener of its own per resource.
+type resourceCounts struct {
+	p    *informer.Pipeline
+	mu   sync.Mutex
+	n    map[string]*[4]atomic.Uint64      // by resource, indexed by EventType; guarded by mu
+	regs map[string]*informer.Registration // the resources counted now
+}
+
+var (
+	descResourceEvents = prometheus.NewDesc("informer_host_resource_events_total",
+		"Events the resource's informers delivered, by type.", []string{"resource", "type"}, nil)
+	descResourceSynced = prometheus.NewDesc("informer_host_resource_synced",
+		"1 when every informer of the resource has completed its initial list.", []string{"resource"}, nil)
+)
+
+// watch counts the events of names from now on, and stops counting the
+// others.
+func (c *resourceCounts) watch(names []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n, c.regs = map[string]*[4]atomic.Uint64{}, map[string]*informer.Registration{}
+	}
+	want := map[string]bool{}
+	for _, name := range names {
+		want[name] = true
+		if c.regs[name] != nil {
+			continue
+		}
+		counts := c.n[name]
+		if counts == nil {
+			counts = &[4]atomic.Uint64{}
+			c.n[name] = counts
+		}
+		reg, err := c.p.AddListener(name, informer.ListenerFunc(func(ev *informer.Event) { counts[ev.Type].Add(1) }))
+		if err != nil {
+			return fmt.Errorf("server: count events of %s: %w", name, err)
+		}
+		c.regs[name] = reg
+	}
+	for name, reg := range c.regs {
+		if !want[name] {
+			reg.Remove()
+			delete(c.regs, name)
+		}
+	}
+	return nil
+}
+
+func (c *resourceCounts) stop() {
+	c.mu.Lock()
+	regs := c.regs
+	c.regs = nil
+	c.mu.Unlock()
+	for _, r := range regs {
+		r.Remove()
+	}
+}
+
+func (c *resourceCounts) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descResourceEvents
+	ch <- descResourceSynced
+}
+
+func (c *resourceCounts) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.p.Status() {
+		synced := 0.0
+		if r.Synced {
+			synced = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descResourceSynced, prometheus.GaugeValue, synced, r.Name)
+		if counts, ok := c.n[r.Name]; ok {
+			for _, t := range []informer.EventType{informer.EventAdd, informer.EventUpdate, informer.EventDelete} {
+				ch <- prometheus.MustNewConstMetric(descResourceEvents, prometheus.CounterValue, float64(counts[t].Load()), r.Name, t.String())
+			}
+		}
+	}
+}
