@@ -49,9 +49,9 @@ plugins:
 			t.Fatal(err)
 		}
 	}
-	setLabel("web")                // starts matching
+	setLabel("web")                  // starts matching
 	a = hs.updateCM(a, "other", "2") // matches before and after
-	setLabel("db")                 // stops matching
+	setLabel("db")                   // stops matching
 	a = hs.updateCM(a, "other", "3") // matches neither before nor after
 	if _, err := cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w",
 		Labels: map[string]string{"tier": "web"}}}, metav1.CreateOptions{}); err != nil {
