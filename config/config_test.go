@@ -624,3 +624,49 @@ func TestShippedConfig(t *testing.T) {
 		t.Errorf("server.address = %q", c.Server.Address)
 	}
 }
+
+// Binding filters are compiled at load: CEL's own message for a bad
+// expression, and a refusal for one whose worst-case cost is too high, each
+// at the line of the offending value.
+func TestFilterProblems(t *testing.T) {
+	cases := []struct {
+		name string
+		in   string
+		want string
+	}{
+		{"syntax", withHead("plugins:", "  default:", "    bindings:", "    - resource: pods", "      filter: object.status.phase =="),
+			"config.yaml:10: plugins.default.bindings[0].filter: ERROR: <input>:1:23: Syntax error"},
+		{"undeclared variable", withHead("plugins:", "  default:", "    bindings:", "    - resource: pods", "      filter: pod.status.phase == 'x'"),
+			"config.yaml:10: plugins.default.bindings[0].filter: ERROR: <input>:1:1: undeclared reference to 'pod'"},
+		{"not a bool", withHead("plugins:", "  default:", "    bindings:", "    - resource: pods", "      filter: object.metadata.name"),
+			"config.yaml:10: plugins.default.bindings[0].filter: the expression must evaluate to bool"},
+		{"too expensive", withHead("plugins:", "  default:", "    bindings:", "    - resource: pods",
+			"      filter: object.spec.containers.all(c, object.spec.containers.all(d, object.spec.containers.all(e, c.name != d.name)))"),
+			"config.yaml:10: plugins.default.bindings[0].filter: the expression's estimated worst-case cost"},
+		{"bad changed path", withHead("plugins:", "  modules:", "  - file: a.wasm", "    bindings:", "    - resource: pods",
+			"      changed: [status.phase, 'metadata.labels[']"),
+			"config.yaml:11: plugins.modules[0].bindings[0].changed[1]: field path \"metadata.labels[\""},
+		{"bad onFilterError", withHead("plugins:", "  default:", "    bindings:", "    - resource: pods", "      onFilterError: maybe"),
+			`config.yaml:10: plugins.default.bindings[0].onFilterError: must be "open" or "closed", not "maybe"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("config.yaml", []byte(tc.in))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !containsLinePrefix(err.Error(), tc.want) {
+				t.Errorf("missing problem\n  want: %s\n  got:\n%s", tc.want, indent(err.Error()))
+			}
+		})
+	}
+	ok := withHead("plugins:", "  default:", "    bindings:", "    - resource: pods",
+		`      filter: 'object.metadata.?labels.?tier.orValue("") == "web"'`, "      changed: [status.phase]", "      resyncs: true")
+	c, err := Parse("config.yaml", []byte(ok))
+	if err != nil {
+		t.Fatalf("valid filter refused: %v", err)
+	}
+	if b := c.SettingsFor("x.wasm").Bindings[0]; b.Filter == "" || len(b.Changed) != 1 || !b.Resyncs {
+		t.Errorf("filter fields lost: %+v", b)
+	}
+}

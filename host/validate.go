@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host/internal/engine"
@@ -24,7 +25,8 @@ type ModuleReport struct {
 // config from cfg) and closes it again. Instantiation runs under the
 // engine's start deadline, so a module whose start function never returns
 // is reported, not waited for.
-func ValidateModules(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]ModuleReport, error) {
+// startTimeout bounds each module's start (0: the engine's default, 10s).
+func ValidateModules(ctx context.Context, cfg *config.Config, startTimeout time.Duration, log *slog.Logger) ([]ModuleReport, error) {
 	dir := cfg.PluginDir()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -33,7 +35,7 @@ func ValidateModules(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	eng, err := newEngine(ctx, cfg, "", 0, log)
+	eng, err := newEngine(ctx, cfg, "", startTimeout, log)
 	if err != nil {
 		return nil, err
 	}

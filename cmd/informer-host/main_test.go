@@ -9,6 +9,45 @@ import (
 	"testing"
 )
 
+// validate checks every module of the plugin directory too, one line
+// each, and exits 1 if any is wrong; a module whose start function never
+// returns is reported, not waited for.
+func TestValidateModules(t *testing.T) {
+	dir := t.TempDir()
+	plugins := filepath.Join(dir, "plugins")
+	if err := os.Mkdir(plugins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{
+		"good.wasm":      wat(t, "../../host/testdata/fixtures/healthy.wat"),
+		"startloop.wasm": wat(t, "../../host/testdata/fixtures/startloop.wat"),
+		"garbage.wasm":   []byte("garbage"),
+	} {
+		if err := os.WriteFile(filepath.Join(plugins, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("apiVersion: informer-host/v1\nplugins:\n  directory: plugins\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"validate", "--config", cfg, "--start-timeout", "500ms"}, &stdout, &stderr)
+	if code != 1 {
+		t.Errorf("exit code %d, want 1; stderr %q", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"good.wasm: ok",
+		`garbage.wasm: plugin "garbage.wasm": not a WebAssembly module`,
+		`startloop.wasm: plugin "startloop.wasm": instantiate: timeout`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")

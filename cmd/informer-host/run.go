@@ -55,6 +55,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ro
 	path := fs.String("config", "config.yaml", "config file")
 	fs.BoolVar(&ro.logEvents, "log-events", false, "log every informer event (resource, type, namespace/name)")
 	fs.DurationVar(&ro.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long plugins may take to handle what is queued")
+	fs.DurationVar(&ro.startTimeout, "start-timeout", 10*time.Second, "how long a plugin may take to start (start function, _initialize, ih_init)")
 	var lo logOptions
 	lo.register(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -81,6 +82,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ro
 type runOptions struct {
 	logEvents    bool
 	drainTimeout time.Duration
+	startTimeout time.Duration
 	// stopping is called when the first stop signal arrives; it restores
 	// the default signal handling so that a second signal exits at once.
 	stopping func()
@@ -127,7 +129,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 			}
 		}
 	}
-	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log})
+	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, StartTimeout: o.startTimeout})
 	if err != nil {
 		return err
 	}

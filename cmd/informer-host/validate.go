@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"time"
 
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host"
@@ -18,6 +19,7 @@ import (
 func validateCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("validate", flag.ContinueOnError)
 	path := flags.String("config", "config.yaml", "config file to check")
+	startTimeout := flags.Duration("start-timeout", 10*time.Second, "how long a module may take to start (start function, _initialize, ih_init)")
 	if code, ok := parseFlags(flags, args, stderr); !ok {
 		return code
 	}
@@ -27,7 +29,7 @@ func validateCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d resources)\n", *path, len(cfg.Resources))
-	reports, err := host.ValidateModules(ctx, cfg, nil)
+	reports, err := host.ValidateModules(ctx, cfg, *startTimeout, nil)
 	if errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(stdout, "%s: plugin directory does not exist; no modules checked\n", cfg.PluginDir())
 		return 0
