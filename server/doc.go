@@ -11,7 +11,9 @@
 //
 // Usage:
 //
-//	srv, err := server.Start(ctx, server.Options{Address: ":9090", Pipeline: p, Host: h})
+//	srv, err := server.Start(ctx, server.Options{Address: ":9090"})
+//	srv.Waiting("waiting to become the leader") // /readyz says so meanwhile
+//	err = srv.Attach(pipeline, host, resourceNames)
 //	...
 //	srv.Shutdown(ctx)
 package server

@@ -23,24 +23,25 @@ import (
 // Options configure the server.
 type Options struct {
 	// Address to listen on, "host:port" or ":port".
-	Address  string
-	Pipeline *informer.Pipeline
-	Host     *host.Host
-	// Resources are the configured resource names whose events are
-	// counted (informer_host_resource_events_total).
-	Resources []string
-	Logger    *slog.Logger
+	Address string
+	Logger  *slog.Logger
 }
 
-// Server serves the endpoints until Shutdown.
+// Server serves the endpoints until Shutdown. It starts before the
+// pipeline and the plugins exist (a standby replica waiting for
+// leadership is alive but not ready); Attach connects them.
 type Server struct {
-	srv      *http.Server
-	addr     net.Addr
-	log      *slog.Logger
-	counts   *resourceCounts
-	done     chan struct{}
+	srv  *http.Server
+	addr net.Addr
+	log  *slog.Logger
+	reg  *prometheus.Registry
+	done chan struct{}
+
+	mu       sync.Mutex
 	pipeline *informer.Pipeline
 	host     *host.Host
+	counts   *resourceCounts
+	waiting  string // why nothing is attached yet, for /readyz
 }
 
 // Start listens on o.Address and serves in the background.
@@ -51,19 +52,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if o.Host != nil {
-		if err := reg.Register(o.Host); err != nil {
-			return nil, fmt.Errorf("server: register plugin metrics: %w", err)
-		}
-	}
-	s := &Server{log: log, done: make(chan struct{}), pipeline: o.Pipeline, host: o.Host}
-	if o.Pipeline != nil {
-		s.counts = &resourceCounts{p: o.Pipeline}
-		if err := s.counts.watch(o.Resources); err != nil {
-			return nil, err
-		}
-		reg.MustRegister(s.counts)
-	}
+	s := &Server{log: log, reg: reg, done: make(chan struct{}), waiting: "starting"}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -85,6 +74,48 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	return s, nil
 }
 
+// Waiting sets what /readyz reports while nothing is attached.
+func (s *Server) Waiting(why string) {
+	s.mu.Lock()
+	s.waiting = why
+	s.mu.Unlock()
+}
+
+// Attach connects a running pipeline and host: their metrics are
+// exported, the events of resources are counted, and /readyz and
+// /debug/plugins report them.
+func (s *Server) Attach(p *informer.Pipeline, h *host.Host, resources []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pipeline != nil {
+		return errors.New("server: already attached")
+	}
+	if err := s.reg.Register(h); err != nil {
+		return fmt.Errorf("server: register plugin metrics: %w", err)
+	}
+	counts := &resourceCounts{p: p}
+	if err := counts.watch(resources); err != nil {
+		s.reg.Unregister(h)
+		return err
+	}
+	s.reg.MustRegister(counts)
+	s.pipeline, s.host, s.counts = p, h, counts
+	return nil
+}
+
+// Detach undoes Attach; /readyz then reports why.
+func (s *Server) Detach(why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pipeline == nil {
+		return
+	}
+	s.reg.Unregister(s.host)
+	s.reg.Unregister(s.counts)
+	s.counts.stop()
+	s.pipeline, s.host, s.counts, s.waiting = nil, nil, nil, why
+}
+
 // Addr is the address the server listens on (useful with port 0).
 func (s *Server) Addr() net.Addr { return s.addr }
 
@@ -92,9 +123,7 @@ func (s *Server) Addr() net.Addr { return s.addr }
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.srv.Shutdown(ctx)
 	<-s.done
-	if s.counts != nil {
-		s.counts.stop()
-	}
+	s.Detach("stopped")
 	return err
 }
 
@@ -102,6 +131,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // resources no longer configured stop being counted (their totals stay
 // exported), new ones start.
 func (s *Server) SetResources(names []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.counts == nil {
 		return nil
 	}
@@ -138,7 +169,15 @@ func NotReady(p *informer.Pipeline, h *host.Host) []string {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	why := NotReady(s.pipeline, s.host)
+	s.mu.Lock()
+	p, h, waiting := s.pipeline, s.host, s.waiting
+	s.mu.Unlock()
+	var why []string
+	if p == nil {
+		why = []string{waiting}
+	} else {
+		why = NotReady(p, h)
+	}
 	if len(why) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		for _, r := range why {
@@ -150,9 +189,12 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) debugPlugins(w http.ResponseWriter, _ *http.Request) {
-	var st []host.PluginStatus
-	if s.host != nil {
-		st = s.host.Status()
+	s.mu.Lock()
+	h := s.host
+	s.mu.Unlock()
+	st := []host.PluginStatus{}
+	if h != nil {
+		st = h.Status()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)

@@ -71,11 +71,37 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ro
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	if err := run(ctx, cfg, log, ro); err != nil {
+	if err := serve(ctx, cfg, log, ro); err != nil {
 		log.Error("informer-host stopped", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// serve starts the HTTP endpoint, then runs the daemon: at once, or, with
+// leader election, whenever this replica holds the lease.
+func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions) error {
+	// client-go logs through klog; send it to the same handler.
+	klog.SetSlogLogger(log)
+	var srv *server.Server
+	if cfg.Server.Address != config.ServerOff {
+		var err error
+		if srv, err = server.Start(ctx, server.Options{Address: cfg.Server.Address, Logger: log}); err != nil {
+			return err
+		}
+		defer func() {
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdownCtx)
+		}()
+	}
+	if o.serverStarted != nil {
+		o.serverStarted(srv)
+	}
+	if cfg.LeaderElection.Enabled {
+		return runAsLeader(ctx, cfg, log, o, srv)
+	}
+	return run(ctx, cfg, log, o, srv)
 }
 
 // runOptions are run's flags beyond the config file.
@@ -90,6 +116,9 @@ type runOptions struct {
 	reload <-chan os.Signal
 	// started, if set, is called once everything runs (tests).
 	started func(*daemon)
+	// serverStarted, if set, is called once the HTTP endpoint listens
+	// (nil when it is off), before the daemon starts (tests).
+	serverStarted func(*server.Server)
 }
 
 // daemon is a running informer-host: the pipeline, the plugins, the HTTP
@@ -106,9 +135,7 @@ type daemon struct {
 // run runs the pipeline and the plugins until ctx ends, then shuts down
 // gracefully: no new events, plugins drain their buffers (for at most
 // drainTimeout), their shutdown exports run, the informers stop.
-func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions) error {
-	// client-go logs through klog; send it to the same handler.
-	klog.SetSlogLogger(log)
+func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions, srv *server.Server) error {
 	restCfg, source, err := restConfig(cfg)
 	if err != nil {
 		return err
@@ -133,12 +160,12 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 	if err != nil {
 		return err
 	}
-	d := &daemon{log: log, pipeline: p, host: h, cfg: cfg}
-	if cfg.Server.Address != config.ServerOff {
-		d.server, err = server.Start(ctx, server.Options{Address: cfg.Server.Address, Pipeline: p, Host: h, Resources: resourceNames(cfg), Logger: log})
-		if err != nil {
+	d := &daemon{log: log, pipeline: p, host: h, cfg: cfg, server: srv}
+	if srv != nil {
+		if err := srv.Attach(p, h, resourceNames(cfg)); err != nil {
 			return err
 		}
+		defer srv.Detach("stopped")
 	}
 	// A module that does not load is logged and reported in the plugin
 	// status; the others run.
@@ -195,9 +222,6 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 	drainCtx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
 	defer cancel()
 	h.Stop(drainCtx)
-	if d.server != nil {
-		_ = d.server.Shutdown(drainCtx)
-	}
 	log.Info("informer-host stopped")
 	return nil
 }
