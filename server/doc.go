@@ -5,14 +5,15 @@
 //	/healthz         200 while the process runs
 //	/readyz          200 once every resource has synced and every plugin is
 //	                 loaded and synced, or deliberately quarantined; else 503
-//	                 with the reasons, one per line
+//	                 with the reasons, one per line. A standby replica (leader
+//	                 election) answers 200 and says it is one.
 //	/debug/plugins   every plugin's file, sha256, ABI version, bindings, state,
 //	                 counters and last error, as JSON
 //
 // Usage:
 //
 //	srv, err := server.Start(ctx, server.Options{Address: ":9090"})
-//	srv.Waiting("waiting to become the leader") // /readyz says so meanwhile
+//	srv.Standby("standby: waiting for the lease") // a replica that does not lead
 //	err = srv.Attach(pipeline, host, resourceNames)
 //	...
 //	srv.Shutdown(ctx)

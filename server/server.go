@@ -42,6 +42,10 @@ type Server struct {
 	host     *host.Host
 	counts   *resourceCounts
 	waiting  string // why nothing is attached yet, for /readyz
+	// standby: nothing is attached on purpose (another replica leads), and
+	// /readyz answers 200, so a Deployment's rollout does not wait forever
+	// for a standby that will never run anything.
+	standby bool
 }
 
 // Start listens on o.Address and serves in the background.
@@ -74,10 +78,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	return s, nil
 }
 
-// Waiting sets what /readyz reports while nothing is attached.
-func (s *Server) Waiting(why string) {
+// Standby marks this replica as a standby: until Attach, /readyz answers
+// 200 with why.
+func (s *Server) Standby(why string) {
 	s.mu.Lock()
-	s.waiting = why
+	s.waiting, s.standby = why, true
 	s.mu.Unlock()
 }
 
@@ -99,7 +104,7 @@ func (s *Server) Attach(p *informer.Pipeline, h *host.Host, resources []string) 
 		return err
 	}
 	s.reg.MustRegister(counts)
-	s.pipeline, s.host, s.counts = p, h, counts
+	s.pipeline, s.host, s.counts, s.standby = p, h, counts, false
 	return nil
 }
 
@@ -170,8 +175,12 @@ func NotReady(p *informer.Pipeline, h *host.Host) []string {
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
-	p, h, waiting := s.pipeline, s.host, s.waiting
+	p, h, waiting, standby := s.pipeline, s.host, s.waiting, s.standby
 	s.mu.Unlock()
+	if p == nil && standby {
+		fmt.Fprintln(w, waiting)
+		return
+	}
 	var why []string
 	if p == nil {
 		why = []string{waiting}

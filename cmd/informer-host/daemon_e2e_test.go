@@ -284,8 +284,8 @@ func TestDaemonEndToEnd(t *testing.T) {
 }
 
 // With leader election, one replica runs the pipeline and the plugins;
-// the other is alive but not ready until the leader goes away, then takes
-// over.
+// the other stands by (alive, ready, running nothing) until the leader
+// goes away, then takes over.
 func TestLeaderElection(t *testing.T) {
 	ns := env.Namespace(t)
 	dir := t.TempDir()
@@ -349,7 +349,7 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatal("no replica became the leader")
 	}
 	code, body := get(t, standbyURL+"/readyz")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "standby: waiting for the lease "+ns+"/informer-host") {
+	if code != http.StatusOK || !strings.Contains(body, "standby: waiting for the lease "+ns+"/informer-host") {
 		t.Errorf("standby /readyz: %d %q", code, body)
 	}
 	if code, _ := get(t, standbyURL+"/healthz"); code != http.StatusOK {
@@ -377,8 +377,8 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatal("the standby did not take over")
 	}
 	eventually(t, "the new leader to be ready", func() bool {
-		code, _ := get(t, standbyURL+"/readyz")
-		return code == http.StatusOK
+		code, body := get(t, standbyURL+"/readyz")
+		return code == http.StatusOK && !strings.Contains(body, "standby")
 	})
 	eventually(t, "the new leader's plugin to count the configmap", func() bool {
 		return len(standby.logs.lines("plugin=counter.wasm", `msg="count=1"`)) > 0

@@ -23,8 +23,9 @@ import (
 var errLostLeadership = errors.New("lost the leader lease")
 
 // runAsLeader campaigns for the lease named in the config and runs the
-// daemon while this replica holds it. Standbys serve /healthz (alive) and
-// a /readyz that says they wait for the lease.
+// daemon while this replica holds it. Standbys answer /healthz and /readyz
+// (a Deployment's rollout must not wait for a replica that, by design, runs
+// nothing) and say in /readyz that they wait for the lease.
 func runAsLeader(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions, srv *server.Server) error {
 	le := cfg.LeaderElection
 	restCfg, _, err := restConfig(cfg)
@@ -43,7 +44,7 @@ func runAsLeader(ctx context.Context, cfg *config.Config, log *slog.Logger, o ru
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
 	if srv != nil {
-		srv.Waiting(fmt.Sprintf("standby: waiting for the lease %s/%s", le.Namespace, le.LeaseName))
+		srv.Standby(fmt.Sprintf("standby: waiting for the lease %s/%s", le.Namespace, le.LeaseName))
 	}
 	var runErr error
 	led := false
