@@ -41,12 +41,14 @@ fmt:
 
 # A local control plane for a person: writes build/kubeconfig, Ctrl-C stops it.
 cluster: controlplane
-	$(GO) run ./hack/cluster --kubeconfig build/kubeconfig
+	$(GO) build -o bin/cluster ./hack/cluster
+	bin/cluster --kubeconfig build/kubeconfig
 
 # A local control plane, the host with config.yaml and the example plugins,
 # and objects changing so the plugins have something to say. Ctrl-C stops all.
 demo: controlplane build plugins
-	$(GO) run ./hack/demo --host bin/informer-host --config config.yaml
+	$(GO) build -o bin/demo ./hack/demo
+	bin/demo --host bin/informer-host --config config.yaml
 
 clean:
 	rm -rf bin build
