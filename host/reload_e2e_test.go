@@ -337,3 +337,46 @@ func TestStopDrainsBuffers(t *testing.T) {
 		t.Errorf("shutdown export did not see all 21 events: %q", hs.logs.lines("plugin=counter.wasm", "shutdown"))
 	}
 }
+
+// A quarantined plugin stays off until its file changes; a new version
+// then runs and gets the cache.
+func TestQuarantinedPluginComesBackWithANewFile(t *testing.T) {
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
+plugins:
+  directory: DIR
+  default:
+    bindings: [{resource: cms}]
+    limits: {maxConsecutiveFailures: 2, restartBackoff: 10ms}
+`, map[string][]byte{"flaky.wasm": fixture(t, "trap")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.watch(fastWatch)
+	hs.createCM("a", nil)
+	eventually(t, "quarantine", func() bool { return hs.status("flaky.wasm").State == StateQuarantined })
+	hs.createCM("b", nil)
+	// Rewriting the same bytes is no change: still quarantined.
+	replace(t, hs.dir, "flaky.wasm", fixture(t, "trap"))
+	time.Sleep(fastWatch.Rescan + 200*time.Millisecond)
+	if st := hs.status("flaky.wasm"); st.State != StateQuarantined {
+		t.Fatalf("same bytes brought the plugin out of quarantine: %+v", st)
+	}
+	fixed := fixture(t, "healthy")
+	replace(t, hs.dir, "flaky.wasm", fixed)
+	eventually(t, "the new version to run", func() bool {
+		st := hs.status("flaky.wasm")
+		return st.State == StateRunning && st.SHA256 == sha(fixed)
+	})
+	eventually(t, "the new version to get the cache", func() bool {
+		n := 0
+		for _, d := range hs.rec.of("flaky.wasm") {
+			if d.Initial && d.Code == 0 && d.Failure == 0 {
+				n++
+			}
+		}
+		return n == 2
+	})
+}

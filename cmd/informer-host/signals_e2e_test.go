@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The real binary: SIGTERM drains and exits 0; a second signal during a
+// drain that cannot finish exits at once.
+func TestSignals(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "informer-host")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	start := func(t *testing.T, plugins map[string][]byte, moduleYAML string) (*exec.Cmd, *syncBuffer, string) {
+		ns := env.Namespace(t)
+		dir := t.TempDir()
+		if err := env.WriteKubeconfig(filepath.Join(dir, "kubeconfig")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(filepath.Join(dir, "plugins"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, b := range plugins {
+			if err := os.WriteFile(filepath.Join(dir, "plugins", name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := strings.ReplaceAll(fmt.Sprintf(daemonConfig, "", "{resource: cms}"), "NS", ns)
+		cfg = strings.Replace(cfg, "server:", moduleYAML+"server:", 1) // moduleYAML continues plugins:
+		cfg = strings.Replace(cfg, "address: 127.0.0.1:0", "address: \"off\"", 1)
+		if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		logs := &syncBuffer{}
+		cmd := exec.Command(bin, "run", "--config", filepath.Join(dir, "config.yaml"), "--drain-timeout", "2m")
+		cmd.Stderr = logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+			if t.Failed() {
+				t.Logf("informer-host log:\n%s", strings.Join(logs.lines(), "\n"))
+			}
+		})
+		eventually(t, "the plugins to load", func() bool { return len(logs.lines("plugin loaded")) == len(plugins) })
+		return cmd, logs, ns
+	}
+	createCM := func(t *testing.T, ns, name string) {
+		if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(context.Background(),
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("SIGTERM drains and exits 0", func(t *testing.T) {
+		cmd, logs, ns := start(t, map[string][]byte{"counter.wasm": wat(t, "../../host/testdata/plugins/counter.wat")}, "")
+		createCM(t, ns, "a")
+		eventually(t, "the event to be handled", func() bool { return len(logs.lines(`msg="count=1"`)) == 1 })
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+		for _, want := range []string{"informer-host stopping", `msg="shutdown events=1"`, "informer-host stopped"} {
+			if len(logs.lines(want)) != 1 {
+				t.Errorf("log lacks %s", want)
+			}
+		}
+	})
+
+	t.Run("a second signal exits at once", func(t *testing.T) {
+		// loop.wasm spins in every call; with a 10 minute deadline the
+		// drain cannot finish.
+		cmd, logs, ns := start(t, map[string][]byte{"loop.wasm": wat(t, "../../host/testdata/fixtures/loop.wat")},
+			"  modules:\n    - {file: loop.wasm, limits: {callTimeout: 10m}}\n")
+		createCM(t, ns, "a")
+		createCM(t, ns, "b")
+		time.Sleep(200 * time.Millisecond) // let the first call begin; its exact moment does not matter
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the drain to begin", func() bool { return len(logs.lines("informer-host stopping")) == 1 })
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if err == nil || !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+			t.Errorf("after a second SIGTERM: %v; want the process ended by the signal", err)
+		}
+	})
+}
