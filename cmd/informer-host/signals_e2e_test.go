@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The real binary: SIGTERM drains and exits 0; a second signal during a
-// drain that cannot finish exits at once.
+// The real binary: SIGTERM drains and exits 0; SIGHUP reloads the config;
+// a second signal during a drain that cannot finish exits at once.
 func TestSignals(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "informer-host")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -81,6 +81,20 @@ func TestSignals(t *testing.T) {
 			if len(logs.lines(want)) != 1 {
 				t.Errorf("log lacks %s", want)
 			}
+		}
+	})
+
+	t.Run("SIGHUP reloads the config", func(t *testing.T) {
+		cmd, logs, _ := start(t, map[string][]byte{"counter.wasm": wat(t, "../../host/testdata/plugins/counter.wat")}, "")
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "a reload for SIGHUP", func() bool { return len(logs.lines("config reloaded", "reason=SIGHUP")) == 1 })
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
 		}
 	})
 
