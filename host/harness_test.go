@@ -1,12 +1,10 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,23 +25,10 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
 
-// wat assembles a WAT file with wat2wasm. A missing wat2wasm fails the
-// test with what to install: these tests never skip.
+// wat assembles a WAT file (testenv.WAT).
 func wat(t testing.TB, src string) []byte {
 	t.Helper()
-	bin, err := exec.LookPath("wat2wasm")
-	if err != nil {
-		t.Fatalf("wat2wasm not found: install wabt (apt-get install wabt; .ci/run does)")
-	}
-	out := filepath.Join(t.TempDir(), "out.wasm")
-	if b, err := exec.Command(bin, src, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm %s: %v\n%s", src, err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testenv.WAT(t, src)
 }
 
 // fixture is a conformance fixture from testdata/fixtures.
@@ -146,32 +131,9 @@ func (r *recorder) strings(plugin string) []string {
 }
 
 // logs captures log records as text for assertions.
-type logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type logs struct{ testenv.LogBuffer }
 
-func (l *logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logs) lines(substr ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range strings.Split(l.buf.String(), "\n") {
-		ok := true
-		for _, s := range substr {
-			ok = ok && strings.Contains(line, s)
-		}
-		if ok && line != "" {
-			out = append(out, line)
-		}
-	}
-	return out
-}
+func (l *logs) lines(substr ...string) []string { return l.Lines(substr...) }
 
 // harness is a pipeline and a host on a namespace of the test's own.
 type harness struct {
@@ -223,7 +185,7 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 		defer cancel()
 		hs.h.Stop(ctx)
 		if t.Failed() {
-			t.Logf("host log:\n%s", hs.logs.buf.String())
+			t.Logf("host log:\n%s", hs.logs.String())
 		}
 	})
 	loadErr := hs.h.LoadDir(context.Background())
@@ -288,14 +250,8 @@ func (hs *harness) deleteCM(name string) {
 	}
 }
 
-// eventually polls cond. The timeout only detects a hang.
+// eventually polls cond (testenv.Eventually).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, cond)
 }

@@ -1,7 +1,6 @@
 package informer_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -304,7 +303,7 @@ func TestForbiddenResourceIsReportedAndOthersKeepWorking(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	p := startPipeline(t, user, log, configMaps("cms", ns),
 		config.Resource{Name: "secrets", Version: "v1", Resource: "secrets", Namespaces: []string{ns}})
@@ -442,23 +441,6 @@ func statusNames(p *informer.Pipeline) []string {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // testWriter sends logs to t.Log, so they show only for failing tests.
 type testWriter struct{ t *testing.T }

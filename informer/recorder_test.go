@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // recorded is what a test listener saw of one notification.
@@ -73,15 +73,8 @@ func (r *recorder) forKey(key string) []recorded {
 	return out
 }
 
-// eventually polls cond until it holds. The timeout only detects a hang; it
-// bounds nothing the test claims about speed.
+// eventually polls cond (testenv.Eventually).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, cond)
 }

@@ -1,19 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,55 +26,19 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// syncBuffer collects the daemon's log.
+type syncBuffer struct{ testenv.LogBuffer }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(substr ...string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(s.b.String(), "\n") {
-		ok := l != ""
-		for _, sub := range substr {
-			ok = ok && strings.Contains(l, sub)
-		}
-		if ok {
-			out = append(out, l)
-		}
-	}
-	return out
-}
+func (s *syncBuffer) lines(substr ...string) []string { return s.Lines(substr...) }
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, cond)
 }
 
 func wat(t *testing.T, src string) []byte {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "out.wasm")
-	if b, err := exec.Command("wat2wasm", src, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm %s (install wabt): %v\n%s", src, err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testenv.WAT(t, src)
 }
 
 func get(t *testing.T, url string) (int, string) {

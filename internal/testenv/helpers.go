@@ -1,0 +1,82 @@
+package testenv
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// EventuallyTimeout is how long Eventually waits. It only detects a hang:
+// no test claims anything about speed.
+const EventuallyTimeout = 2 * time.Minute
+
+// Eventually polls cond until it holds, and fails the test if it does not
+// within EventuallyTimeout.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(EventuallyTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// LogBuffer collects log output (a slog handler's writer) for assertions.
+// It is safe for concurrent use.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// Lines returns the non-empty lines that contain every one of substr.
+func (l *LogBuffer) Lines(substr ...string) []string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		ok := line != ""
+		for _, s := range substr {
+			ok = ok && strings.Contains(line, s)
+		}
+		if ok {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// WAT assembles a WebAssembly text file with wat2wasm. A missing wat2wasm
+// fails the test and says what to install: tests never skip for it.
+func WAT(t testing.TB, src string) []byte {
+	t.Helper()
+	bin, err := exec.LookPath("wat2wasm")
+	if err != nil {
+		t.Fatalf("wat2wasm not found: install wabt (apt-get install wabt; .ci/run does)")
+	}
+	out := filepath.Join(t.TempDir(), "out.wasm")
+	if b, err := exec.Command(bin, src, "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm %s: %v\n%s", src, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
