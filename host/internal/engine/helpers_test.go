@@ -1,7 +1,8 @@
 package engine
 
 import (
-	"bytes"
+	"github.com/informer-host/informer-host/internal/testenv"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -79,22 +79,7 @@ func fixture(t testing.TB, name string) []byte {
 }
 
 // logBuffer is a slog handler target that tests can search.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logBuffer struct{ testenv.LogBuffer }
 
 func (l *logBuffer) count(sub string) int { return strings.Count(l.String(), sub) }
 
