@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/informer-host/informer-host/config"
@@ -264,7 +265,8 @@ func (h *Host) Unload(name string) {
 }
 
 // Stop unloads every plugin. Each drains its queue first, for as long as
-// ctx allows; then it is stopped after its current event.
+// ctx allows; then it is stopped after its current event. A plugin still
+// busy when ctx ends is abandoned (Stop returns without it).
 func (h *Host) Stop(ctx context.Context) {
 	h.mu.Lock()
 	slots := make([]*PluginSlot, 0, len(h.slots))
@@ -273,6 +275,7 @@ func (h *Host) Stop(ctx context.Context) {
 	}
 	h.mu.Unlock()
 	var wg sync.WaitGroup
+	var stuck atomic.Bool
 	for _, s := range slots {
 		wg.Add(1)
 		go func() {
@@ -283,19 +286,33 @@ func (h *Host) Stop(ctx context.Context) {
 			if g == nil {
 				return
 			}
+			if g.abandoned.Load() {
+				return // an earlier Stop gave up on it already
+			}
 			// No new events; then let the worker finish what is queued.
 			g.close()
-			close(g.drainCh)
+			g.drainOnce.Do(func() { close(g.drainCh) })
 			select {
 			case <-g.done:
+				h.Unload(s.name)
 			case <-ctx.Done():
-				s.log.Warn("plugin did not drain its queue before the shutdown deadline", "waiting", g.queue.Stats().Depth)
+				// The worker may be inside a long call (a plugin without a
+				// deadline may never return): tell it to stop after that
+				// call, and do not wait for it. The process is exiting.
+				s.log.Warn("plugin did not drain its queue before the shutdown deadline; abandoning it",
+					"waiting", g.queue.Stats().Depth)
+				g.stopOnce.Do(func() { close(g.stopCh) })
+				g.abandoned.Store(true)
+				stuck.Store(true)
 			}
-			h.Unload(s.name)
 		}()
 	}
 	wg.Wait()
-	_ = h.engine.Close(context.Background())
+	if !stuck.Load() {
+		// Closing the engine under a worker still inside a call is not
+		// safe; an abandoned worker dies with the process instead.
+		_ = h.engine.Close(context.Background())
+	}
 }
 
 // ApplyConfig switches to a new configuration. Every loaded plugin whose

@@ -380,3 +380,40 @@ plugins:
 		return n == 2
 	})
 }
+
+// Stop returns at its deadline even when a plugin is stuck inside a call
+// that will not end before it.
+func TestStopAbandonsAStuckPlugin(t *testing.T) {
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
+plugins:
+  directory: DIR
+  default:
+    bindings: [{resource: cms}]
+    # Longer than Stop's deadline below, short enough not to burn a core
+    # for the rest of the test binary once abandoned.
+    limits: {callTimeout: 10s}
+`, map[string][]byte{"loop.wasm": fixture(t, "loop"), "healthy.wasm": fixture(t, "healthy")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.createCM("a", nil)
+	eventually(t, "healthy to handle the event", func() bool { return len(hs.rec.of("healthy.wasm")) == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() { hs.h.Stop(ctx); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(time.Minute): // a hang detector
+		t.Fatal("Stop did not return")
+	}
+	if lines := hs.logs.lines("plugin=loop.wasm", "abandoning it"); len(lines) != 1 {
+		t.Errorf("the stuck plugin is not reported: %d lines", len(lines))
+	}
+	if lines := hs.logs.lines("plugin=healthy.wasm", "msg=bye"); len(lines) != 1 {
+		t.Errorf("the healthy plugin's shutdown export did not run")
+	}
+}

@@ -127,10 +127,12 @@ type generation struct {
 	regs   []*informer.Registration
 	closed bool
 
-	stopOnce sync.Once
-	stopCh   chan struct{} // closed to stop the worker after its current event
-	drainCh  chan struct{} // closed to let the worker finish the queue, then stop
-	done     chan struct{} // closed when the worker has returned
+	stopOnce  sync.Once
+	stopCh    chan struct{} // closed to stop the worker after its current event
+	drainOnce sync.Once
+	drainCh   chan struct{} // closed to let the worker finish the queue, then stop
+	abandoned atomic.Bool   // Host.Stop gave up waiting for the worker
+	done      chan struct{} // closed when the worker has returned
 }
 
 // bindingListener feeds one binding's events into a generation's queue,
