@@ -316,8 +316,8 @@ func (h *Host) Stop(ctx context.Context) {
 }
 
 // ApplyConfig switches to a new configuration. Every loaded plugin whose
-// effective settings changed (bindings, delivery, limits, config value) is
-// reloaded with them, through the same swap as a new file: the running
+// effective settings changed (bindings, delivery, limits, config value), or
+// that is bound to a resource whose watch changed, is reloaded, through the same swap as a new file: the running
 // version keeps running if the new settings cannot be applied. Plugins
 // whose settings did not change are not touched. The plugin directory is
 // taken from the configuration the host started with.
@@ -331,14 +331,28 @@ func (h *Host) ApplyConfig(ctx context.Context, cfg *config.Config) error {
 	}
 	h.mu.Unlock()
 	sort.Strings(names)
+	// A resource whose watch changed (selectors, namespaces, ...) may have
+	// dropped objects its plugins still hold: they are reloaded too, so
+	// they start again from the new watch's contents.
+	changedWatch := map[string]bool{}
+	for _, r := range cfg.Resources {
+		if o, ok := old.Resource(r.Name); ok && !reflect.DeepEqual(*o, r) {
+			changedWatch[r.Name] = true
+		}
+	}
 	var errs []error
 	for _, name := range names {
 		oldJSON, _ := old.ConfigJSON(name)
 		newJSON, _ := cfg.ConfigJSON(name)
-		if reflect.DeepEqual(old.SettingsFor(name), cfg.SettingsFor(name)) && bytes.Equal(oldJSON, newJSON) {
+		settings := cfg.SettingsFor(name)
+		watchChanged := false
+		for _, b := range settings.Bindings {
+			watchChanged = watchChanged || changedWatch[b.Resource]
+		}
+		if reflect.DeepEqual(old.SettingsFor(name), settings) && bytes.Equal(oldJSON, newJSON) && !watchChanged {
 			continue
 		}
-		h.log.Info("plugin settings changed; reloading", "plugin", name)
+		h.log.Info("plugin settings or watched resources changed; reloading", "plugin", name)
 		errs = append(errs, h.load(ctx, filepath.Join(h.dir, name), true))
 	}
 	return errors.Join(errs...)

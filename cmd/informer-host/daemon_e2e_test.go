@@ -89,9 +89,13 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfgPath := filepath.Join(dir, "config.yaml")
+	cmsSelector := ""
 	writeConfig := func(extraResources, bindings string) {
 		t.Helper()
 		text := strings.ReplaceAll(fmt.Sprintf(daemonConfig, extraResources, bindings), "NS", ns)
+		if cmsSelector != "" {
+			text = strings.Replace(text, "namespaces: ["+ns+"]}", "namespaces: ["+ns+"], labelSelector: "+cmsSelector+"}", 1)
+		}
 		tmp := cfgPath + ".tmp"
 		if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -226,6 +230,20 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the last configmap to be counted", func() bool { return lastCount() == 5 })
+
+	// Narrow the configmaps' watch with a selector: the plugins bound to
+	// it start again from what the new watch holds.
+	keep, err := cms.Get(ctx, "cm-last", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep.Labels = map[string]string{"keep": "yes"}
+	if _, err := cms.Update(ctx, keep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cmsSelector = "keep=yes"
+	writeConfig("", "{resource: cms}")
+	eventually(t, "counter to hold only the selected configmap", func() bool { return lastCount() == 1 })
 
 	cancel()
 	select {
