@@ -70,6 +70,7 @@ func Start() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	reapOrphans(dir)
 	te := &envtest.Environment{
 		BinaryAssetsDirectory:    dir,
 		ControlPlaneStartTimeout: 2 * time.Minute,
