@@ -58,15 +58,18 @@ type DeliveryQueue struct {
 	cap  int
 	now  func() time.Time
 
-	// ready holds a token whenever the queue may be non-empty; push adds
-	// one (never blocking), pop takes it before sleeping. A consumer that
-	// finds the queue empty after taking a token sleeps until the next push.
+	// ready holds a token whenever the queue may be non-empty and its
+	// consumer may be asleep; push adds one (never blocking), pop takes it
+	// before sleeping. A consumer that finds the queue empty after taking a
+	// token sleeps until the next push.
 	ready chan struct{}
 
 	mu sync.Mutex
 	// ring holds waiting entries in arrival order from head; dead entries
 	// (latest mode only) stay until popped or compacted away. live counts
-	// the entries that are not dead.
+	// the entries that are not dead. Its length is zero or a power of two
+	// (grow doubles from 16, compaction keeps the length), so indexes wrap
+	// with a mask.
 	ring []*delivery
 	head int
 	size int // entries in ring from head, dead included
@@ -76,7 +79,22 @@ type DeliveryQueue struct {
 	pending map[objectKey]*delivery
 
 	dropped, coalesced uint64
+
+	// sleeping is set by a take that found the queue empty (its consumer is
+	// about to wait on ready) and cleared by the next push, which then
+	// sends the token. While the consumer keeps finding entries, pushes do
+	// not touch the channel. No wake-up is lost: the consumer sets sleeping
+	// under mu before it waits, and a push appends and reads sleeping under
+	// mu; a token sent before the consumer waits stays in the buffer.
+	sleeping bool
+
+	// free holds entries the worker has finished with, for reuse by push:
+	// one allocation less per event and plugin. An entry goes back only
+	// once nothing refers to it (takeAfter), never more than maxFree.
+	free []*delivery
 }
+
+const maxFree = 256
 
 // NewDeliveryQueue returns a queue holding at most capacity entries.
 func NewDeliveryQueue(mode DeliveryMode, capacity int) *DeliveryQueue {
@@ -91,7 +109,11 @@ func NewDeliveryQueue(mode DeliveryMode, capacity int) *DeliveryQueue {
 }
 
 // Push adds ev. It never blocks.
-func (q *DeliveryQueue) Push(ev *informer.Event, env *engine.Envelope) {
+func (q *DeliveryQueue) Push(ev *informer.Event, env *engine.Envelope) { q.push(ev, env, q.now()) }
+
+// push is Push with the arrival time read by the caller (the listener
+// reads the clock anyway, to time its filter).
+func (q *DeliveryQueue) push(ev *informer.Event, env *engine.Envelope, now time.Time) {
 	q.mu.Lock()
 	if q.mode == DeliverLatest {
 		k := keyOf(ev)
@@ -106,17 +128,36 @@ func (q *DeliveryQueue) Push(ev *informer.Event, env *engine.Envelope) {
 			q.mu.Unlock()
 			return
 		}
-		d := &delivery{ev: *ev, env: env, enqueued: q.now(), key: k}
+		d := q.newDelivery()
+		d.ev, d.env, d.enqueued, d.key = *ev, env, now, k
 		q.pending[k] = d
 		q.append(d)
 	} else {
-		q.append(&delivery{ev: *ev, env: env, enqueued: q.now()})
+		d := q.newDelivery()
+		d.ev, d.env, d.enqueued = *ev, env, now
+		q.append(d)
 	}
+	wake := q.sleeping
+	q.sleeping = false
 	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// newDelivery returns a zero entry, reused if one is free. Called with mu
+// held.
+func (q *DeliveryQueue) newDelivery() *delivery {
+	if n := len(q.free); n > 0 {
+		d := q.free[n-1]
+		q.free[n-1] = nil
+		q.free = q.free[:n-1]
+		return d
+	}
+	return &delivery{}
 }
 
 // append adds d at the tail, dropping the oldest live entry when full.
@@ -138,7 +179,7 @@ func (q *DeliveryQueue) append(d *delivery) {
 	if q.size == len(q.ring) {
 		q.grow()
 	}
-	q.ring[(q.head+q.size)%len(q.ring)] = d
+	q.ring[(q.head+q.size)&(len(q.ring)-1)] = d
 	q.size++
 	q.live++
 }
@@ -146,7 +187,7 @@ func (q *DeliveryQueue) append(d *delivery) {
 func (q *DeliveryQueue) takeHead() *delivery {
 	d := q.ring[q.head]
 	q.ring[q.head] = nil
-	q.head = (q.head + 1) % len(q.ring)
+	q.head = (q.head + 1) & (len(q.ring) - 1)
 	q.size--
 	return d
 }
@@ -158,7 +199,7 @@ func (q *DeliveryQueue) grow() {
 	}
 	ring := make([]*delivery, n)
 	for i := 0; i < q.size; i++ {
-		ring[i] = q.ring[(q.head+i)%len(q.ring)]
+		ring[i] = q.ring[(q.head+i)&(len(q.ring)-1)]
 	}
 	q.ring, q.head = ring, 0
 }
@@ -173,7 +214,7 @@ func (q *DeliveryQueue) compactIfSparse() {
 	ring := make([]*delivery, len(q.ring))
 	n := 0
 	for i := 0; i < q.size; i++ {
-		if d := q.ring[(q.head+i)%len(q.ring)]; !d.dead {
+		if d := q.ring[(q.head+i)&(len(q.ring)-1)]; !d.dead {
 			ring[n] = d
 			n++
 		}
@@ -196,9 +237,22 @@ func (q *DeliveryQueue) pop(ctx context.Context) (*delivery, bool) {
 }
 
 // take returns the oldest live entry, or false when there is none.
-func (q *DeliveryQueue) take() (*delivery, bool) {
+func (q *DeliveryQueue) take() (*delivery, bool) { return q.takeAfter(nil) }
+
+// takeAfter is take for a consumer that is done with prev, the entry its
+// previous take returned (nil if none): prev goes back for reuse under the
+// same lock, so the consumer locks the queue once per event. The caller
+// must hold no reference to prev or into it. Its references (objects,
+// envelope) are cleared at once, so a free entry keeps nothing alive.
+func (q *DeliveryQueue) takeAfter(prev *delivery) (*delivery, bool) {
+	if prev != nil {
+		*prev = delivery{}
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if prev != nil && len(q.free) < maxFree {
+		q.free = append(q.free, prev)
+	}
 	for q.size > 0 {
 		d := q.takeHead()
 		if d.dead {
@@ -210,6 +264,7 @@ func (q *DeliveryQueue) take() (*delivery, bool) {
 		}
 		return d, true
 	}
+	q.sleeping = true
 	return nil, false
 }
 

@@ -127,6 +127,10 @@ type generation struct {
 	regs   []*informer.Registration
 	closed bool
 
+	// failing is set by the worker when a call fails and cleared by its
+	// next successful call; the worker's own, unguarded.
+	failing bool
+
 	stopOnce  sync.Once
 	stopCh    chan struct{} // closed to stop the worker after its current event
 	drainOnce sync.Once
@@ -170,7 +174,8 @@ func (l *bindingListener) OnDelete(res *informer.ResourceRef, obj *unstructured.
 func (l *bindingListener) offer(ev *informer.Event) {
 	start := time.Now()
 	d := l.filter.Decide(ev)
-	l.g.slot.obs.filter.Observe(since(start))
+	now := time.Now() // also the event's arrival in the queue
+	l.g.slot.obs.filter.Observe(now.Sub(start).Seconds())
 	if d.Err != nil {
 		l.counts.evalErrors.Add(1)
 		key := l.g.slot.name + "/" + l.binding
@@ -207,11 +212,11 @@ func (l *bindingListener) offer(ev *informer.Event) {
 			return
 		}
 	}
-	l.g.push(ev)
+	l.g.push(ev, now)
 }
 
-func (g *generation) push(ev *informer.Event) {
-	g.queue.Push(ev, g.slot.h.envelopes.get(ev))
+func (g *generation) push(ev *informer.Event, now time.Time) {
+	g.queue.push(ev, g.slot.h.envelopes.get(ev), now)
 }
 
 func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginSettings, configJSON []byte) *generation {
@@ -319,8 +324,10 @@ func (g *generation) run(inst *engine.Instance) {
 		}
 	}()
 	draining := false
+	var prev *delivery // handled; goes back to the queue with the next take
 	for {
-		d, ok := g.queue.take()
+		d, ok := g.queue.takeAfter(prev)
+		prev = nil
 		if !ok {
 			if draining {
 				return
@@ -339,7 +346,9 @@ func (g *generation) run(inst *engine.Instance) {
 			return
 		default:
 		}
-		if inst = g.deliver(inst, d); inst == nil {
+		inst = g.deliver(inst, d)
+		prev = d // deliver keeps no reference to d
+		if inst == nil {
 			return // quarantined
 		}
 	}
@@ -359,21 +368,31 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) *engine.Instanc
 		env = engine.NewEnvelope(&d.ev)
 	}
 	backoff := g.settings.Delivery.RetryBackoff.Duration
-	s.obs.wait.Observe(since(d.enqueued))
+	start := time.Now()
+	s.obs.wait.Observe(start.Sub(d.enqueued).Seconds())
 	for attempt := 0; ; attempt++ {
-		start := time.Now()
+		if attempt > 0 {
+			start = time.Now()
+		}
 		res, err := inst.Handle(context.Background(), env)
 		s.obs.handle.Observe(since(start))
 		if s.h.observe != nil {
 			s.h.observe(s.name, env.Event(), res, err)
 		}
 		if err != nil {
+			g.failing = true
 			return g.failed(inst, d, err)
 		}
 		s.c.delivered.Add(1)
-		s.mu.Lock()
-		s.failures = 0
-		s.mu.Unlock()
+		if g.failing {
+			// The first success after failures ends the streak. Only this
+			// worker counts failures (restart, called from failed), so the
+			// slot's lock is taken only when there is a streak to end.
+			s.mu.Lock()
+			s.failures = 0
+			s.mu.Unlock()
+			g.failing = false
+		}
 		switch res.Code {
 		case engine.CodeOK:
 			s.c.ok.Add(1)

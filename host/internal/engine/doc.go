@@ -44,22 +44,28 @@
 //
 // # Runtimes and compilation
 //
-// wazero fixes the memory limit and the termination checks per Runtime, so
-// the engine keeps one Runtime per distinct (MemoryPages, CallTimeout > 0)
-// and shares one compilation cache among them: identical bytes are
-// compiled once per termination mode, and concurrent Loads of the same
-// bytes wait for one compilation. With Options.CacheDir the compiled code
-// also survives restarts of the host.
+// wazero fixes the memory limit and its termination checks per Runtime, so
+// the engine keeps one Runtime per distinct (MemoryPages, wazero checks on
+// or off) and shares one compilation cache among them: identical bytes are
+// compiled once per kind of checks, and concurrent Loads of the same bytes
+// wait for one compilation. With Options.CacheDir the compiled code also
+// survives restarts of the host.
 //
 // # Deadlines
 //
-// A module with a CallTimeout is compiled with termination checks in its
-// loops, and every call runs with a context that one engine-wide watchdog
-// cancels when the call overruns (see watchdog.go). Without CallTimeout
-// there are no checks: calls are 20x cheaper and loops several times
-// faster, but a plugin that loops forever hangs its instance; Load still
-// runs its start functions once under a deadline, so a module that cannot
-// even start is refused. abi/RATIONALE.md has the measurements.
+// A module with a CallTimeout gets termination checks in its loops,
+// injected into the module before it is compiled (checks.go): a countdown
+// per loop iteration, an exit to Go every thousand iterations (so the Go
+// runtime can preempt the goroutine and a garbage collection never waits
+// for a spinning plugin), and a trap when the engine-wide watchdog (see
+// watchdog.go) has raised the instance's stop flag. A module the rewriter
+// cannot take falls back to wazero's own checks (WithCloseOnContextDone),
+// which cost a goroutine per call and an exit to Go per loop iteration.
+// Without CallTimeout there are no checks: a plugin that loops forever
+// hangs its instance (and, being compiled code the Go runtime cannot
+// preempt, stalls the next garbage collection); Load still runs its start
+// functions once under a deadline, so a module that cannot even start is
+// refused. BENCHMARKS.md has the measurements.
 //
 // # Concurrency
 //

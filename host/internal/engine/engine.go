@@ -70,6 +70,10 @@ type Engine struct {
 	// mode selects how call deadlines are enforced; tests and benchmarks
 	// switch it to measure the alternatives. Set before any Instantiate.
 	mode deadlineMode
+	// wazeroChecks compiles deadline modules with wazero's termination
+	// checks instead of injected ones (checks.go); benchmarks set it to
+	// compare. modeCtxTimeout implies it. Set before any Load.
+	wazeroChecks bool
 
 	mu       sync.Mutex // guards the fields below
 	closed   bool
@@ -106,11 +110,16 @@ type compileKey struct {
 // code is released when the last Module is closed.
 type compiled struct {
 	key  compileKey
-	done chan struct{} // closed when err, cm and cls are set
+	done chan struct{} // closed when err, cm, cls and injected are set
 	err  error         // a *problemsError or a compile error, without the plugin name
 	cm   wazero.CompiledModule
 	cls  *class
-	refs int // guarded by Engine.mu
+	// injected: a deadline class module compiled with injected termination
+	// checks (checks.go), in a runtime without wazero's; cls is then the
+	// runtime of the class without deadline. False for a deadline class
+	// means wazero's checks (the fallback).
+	injected bool
+	refs     int // guarded by Engine.mu
 }
 
 // problemsError carries ABI problems until Load names the plugin.
@@ -341,6 +350,16 @@ func (e *Engine) compile(ctx context.Context, name string, c *compiled, wasm []b
 	for _, w := range warnings {
 		e.logger.Warn(w, slog.String("plugin", name))
 	}
+	if c.key.class.deadline && !e.wazeroChecks && e.mode != modeCtxTimeout {
+		cm, cls, err := e.compileInjected(ctx, name, c.key.class, wasm)
+		if err == nil {
+			c.cm, c.cls, c.injected = cm, cls, true
+			return nil
+		}
+		// wazero's own checks work for every module it compiles.
+		e.logger.Warn("falling back to the runtime's termination checks, which cost more per call and per loop",
+			slog.String("plugin", name), slog.Any("reason", err))
+	}
 	cls, err := e.class(ctx, c.key.class)
 	if err != nil {
 		return err
@@ -361,6 +380,28 @@ func (e *Engine) compile(ctx context.Context, name string, c *compiled, wasm []b
 		}
 	}
 	return nil
+}
+
+// compileInjected compiles wasm with injected termination checks in the
+// runtime of its memory limit without deadline (see checks.go).
+func (e *Engine) compileInjected(ctx context.Context, name string, key classKey, wasm []byte) (wazero.CompiledModule, *class, error) {
+	start := time.Now()
+	checked, loops, err := instrument(wasm)
+	if err != nil {
+		return nil, nil, err
+	}
+	injected := time.Since(start)
+	cls, err := e.class(ctx, classKey{pages: key.pages})
+	if err != nil {
+		return nil, nil, err
+	}
+	cm, err := cls.rt.CompileModule(ctx, checked)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: the rewritten module does not compile: %v", errUninstrumentable, err)
+	}
+	e.logger.Debug("compiled plugin", slog.String("plugin", name), slog.Duration("took", time.Since(start)),
+		slog.Duration("inject", injected), slog.Int("loops", loops), slog.Bool("deadline", true), slog.Int("bytes", len(wasm)))
+	return cm, cls, nil
 }
 
 // probe runs the start functions of a module that will run without

@@ -156,6 +156,10 @@ type instanceCtx struct {
 	st     *callState
 	done   chan struct{} // nil without a deadline
 	killed atomic.Bool
+	// stop is the injected termination flag (checks.go) of an instance
+	// compiled with injected checks, else nil. Set once, before the first
+	// call that can be killed.
+	stop api.MutableGlobal
 }
 
 func (c *instanceCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -174,9 +178,15 @@ func (c *instanceCtx) Value(k any) any {
 }
 
 // kill makes the running call fail with a deadline error. Idempotent.
+// With wazero's checks, closing done makes wazero close the module; with
+// injected checks, setting the flag makes the guest trap at its next loop
+// header. Either way a guest sleeping in poll_oneoff wakes (done).
 func (c *instanceCtx) kill() {
 	if c.done != nil && c.killed.CompareAndSwap(false, true) {
 		close(c.done)
+		if c.stop != nil {
+			c.stop.Set(1)
+		}
 	}
 }
 
@@ -225,6 +235,12 @@ type Instance struct {
 	callStart atomic.Int64
 	lastStart int64 // makes start times unique per instance; caller goroutine only
 }
+
+// callStart values besides start times (which are positive).
+const (
+	callKilled = -1 // the watchdog (or the start timer) killed the call
+	callInit   = -2 // instantiating, under the start timer (injected checks)
+)
 
 // Instantiate creates an instance: it instantiates the module (running its
 // start function), calls _initialize if exported, then ih_init with
@@ -291,7 +307,7 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		WithStderr(i.stderr)
 
 	initCtx := context.Context(&stateCtx{Context: ctx, st: st})
-	if c.key.class.deadline {
+	if c.key.class.deadline && !c.injected {
 		tctx, cancel := context.WithTimeout(ctx, e.startTimeout)
 		defer cancel()
 		initCtx = &stateCtx{Context: tctx, st: st}
@@ -311,6 +327,37 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		return nil, i.failure(ctx, "instantiate", err, false)
 	}
 	i.mod = mod
+	if c.injected {
+		// No guest code has run yet: the start function was moved out of
+		// InstantiateModule (checks.go). From here on the start timeout is
+		// a timer that kills the way the watchdog does, through the flag.
+		stop, ok := mod.ExportedGlobal(stopExport).(api.MutableGlobal)
+		if !ok {
+			return nil, &Failure{Plugin: name, Phase: "instantiate", Kind: KindTrap, Err: errors.New("internal error: no termination flag")}
+		}
+		i.ctx.stop = stop
+		st.abort = i.ctx.done
+		i.callStart.Store(callInit)
+		t := time.AfterFunc(e.startTimeout, func() {
+			if i.callStart.CompareAndSwap(callInit, callKilled) {
+				i.ctx.kill()
+			}
+		})
+		defer t.Stop()
+		if fn := mod.ExportedFunction(startExport); fn != nil {
+			if err := i.callInit(initCtx, fn); err != nil {
+				return nil, i.failure(ctx, "instantiate", err, false)
+			}
+		}
+		defer func() {
+			// Instantiation is over: from now on only calls are killed.
+			// If the timer fired meanwhile, the instance is dead (its flag
+			// is set) even if every step returned in time.
+			if !i.callStart.CompareAndSwap(callInit, 0) && err == nil {
+				err = i.failure(ctx, "instantiate", sys.NewExitError(sys.ExitCodeDeadlineExceeded), false)
+			}
+		}()
+	}
 	i.handle = mod.ExportedFunction(abi.ExportHandle)
 	i.init = mod.ExportedFunction(abi.ExportInit)
 	i.initz = mod.ExportedFunction(abi.ExportInitialize)
@@ -515,9 +562,15 @@ func (i *Instance) failure(ctx context.Context, phase string, err error, running
 	f := &Failure{Plugin: i.name, Phase: phase, Kind: KindTrap, Err: err}
 	var exit *sys.ExitError
 	switch {
-	case i.ctx.killed.Load() && running:
+	case i.ctx.killed.Load():
+		// The watchdog killed a call, or (injected checks only) the start
+		// timer killed the instantiation.
 		f.Kind = KindTimeout
-		f.Err = fmt.Errorf("call exceeded its %v limit", i.timeout)
+		limit := i.timeout
+		if !running {
+			limit = i.e.startTimeout
+		}
+		f.Err = fmt.Errorf("call exceeded its %v limit", limit)
 	case errors.As(err, &exit):
 		switch code := exit.ExitCode(); code {
 		case sys.ExitCodeDeadlineExceeded:

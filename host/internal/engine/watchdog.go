@@ -8,13 +8,14 @@ import (
 // watchdog enforces CallTimeout for every instance of an engine with one
 // goroutine and no per-call allocation.
 //
-// Why not context.WithTimeout per call: wazero compiled with termination
-// checks (WithCloseOnContextDone) already starts a goroutine per call to
-// watch the call's context; a timeout context adds a timer, a cancel
-// function and two allocations on top, for a deadline that almost never
-// fires. Here a call costs a clock read, an atomic store and a
-// compare-and-swap (Instance.call), and the instance's context, created
-// once, is what wazero watches. See abi/RATIONALE.md for measurements.
+// Why not context.WithTimeout per call: a timeout context costs a timer, a
+// cancel function and two allocations per call, for a deadline that almost
+// never fires. Here a call costs a clock read, an atomic store and a
+// compare-and-swap (Instance.call). To kill a call the watchdog raises the
+// instance's injected stop flag (checks.go), or, for a module running with
+// wazero's own checks, closes the instance's context, created once, which
+// wazero watches (with a goroutine per call). See BENCHMARKS.md for
+// measurements.
 //
 // The watchdog wakes every tick while at least one instance with a
 // deadline exists, and kills the calls that have run longer than their
@@ -115,7 +116,7 @@ func (w *watchdog) scan() {
 	defer w.mu.Unlock()
 	for i := range w.insts {
 		start := i.callStart.Load()
-		if start > 0 && now-start > int64(i.timeout) && i.callStart.CompareAndSwap(start, -1) {
+		if start > 0 && now-start > int64(i.timeout) && i.callStart.CompareAndSwap(start, callKilled) {
 			i.ctx.kill()
 		}
 	}

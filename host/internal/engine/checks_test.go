@@ -1,0 +1,243 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// Every conformance fixture and example plugin takes injected termination
+// checks, and the rewritten module compiles.
+func TestInstrumentCompiles(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join(fixtureDir, "*.wasm"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	rt := wazero.NewRuntime(context.Background())
+	defer rt.Close(context.Background())
+	check := func(name string, wasm []byte) {
+		out, loops, err := instrument(wasm)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			return
+		}
+		if _, err := rt.CompileModule(context.Background(), out); err != nil {
+			t.Errorf("%s: the rewritten module (%d loops) does not compile: %v", name, loops, err)
+		}
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(filepath.Base(p), b)
+	}
+	if !testing.Short() {
+		for _, name := range []string{"pod-logger", "counter-c", "minimal-wat", "creactor"} {
+			check(name, examples.get(t, name))
+		}
+	}
+}
+
+// A module using every kind of immediate the decoder knows: block types
+// by index, br_table, select with types, call_indirect, bulk memory, table
+// and reference instructions, SIMD, and loops inside all of them. With
+// injected checks it computes what it computes without, and its loop is
+// still stopped by the deadline.
+func TestInstrumentDecodesEverything(t *testing.T) {
+	wasm := assemble(t, `
+(module
+  (type $pair (func (param i32) (result i32 i32)))
+  (memory (export "memory") 1)
+  (table 2 funcref)
+  (elem (i32.const 0) $double $spin)
+  (data $d "\01\02\03\04")
+  (global $g (mut i64) (i64.const -9000000000))
+  (func (export "informer_host_abi_v1"))
+  (func $double (param i32) (result i32) (i32.mul (local.get 0) (i32.const 2)))
+  (func $spin (param i32) (result i32) (loop $l (br $l)) (i32.const 0))
+  (func $split (type $pair) (local.get 0) (i32.const 1))
+  (func (export "ih_handle") (param $n i32) (result i32)
+    (local $i i32) (local $acc i32) (local $v v128) (local $r funcref)
+    (if (i32.eq (local.get $n) (i32.const -1))
+      (then (return (call_indirect (param i32) (result i32) (i32.const 0) (i32.const 1)))))
+    (memory.init $d (i32.const 100) (i32.const 0) (i32.const 4))
+    (memory.copy (i32.const 200) (i32.const 100) (i32.const 4))
+    (memory.fill (i32.const 300) (i32.const 7) (i32.const 4))
+    (local.set $r (ref.func $double))
+    (drop (ref.is_null (local.get $r)))
+    (drop (table.get 0 (i32.const 0)))
+    (drop (table.size 0))
+    (local.set $v (v128.const i32x4 1 2 3 4))
+    (local.set $v (i8x16.shuffle 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 (local.get $v) (local.get $v)))
+    (local.set $v (i32x4.replace_lane 2 (local.get $v) (i32.const 10)))
+    (v128.store offset=400 (i32.const 0) (local.get $v))
+    (local.set $v (v128.load32_lane 1 (i32.const 100) (local.get $v)))
+    (global.set $g (i64.add (global.get $g) (i64.const 1)))
+    (loop $outer
+      (block $b (result i32 i32)
+        (call $split (local.get $i))
+        (br_table $b $b (i32.const 0)))
+      (local.set $acc (i32.add (local.get $acc) (select (result i32) (i32.const 1) (i32.const 2) (i32.add))))
+      (local.set $acc (i32.add (local.get $acc) (i32x4.extract_lane 2 (local.get $v))))
+      (local.set $acc (i32.add (local.get $acc) (i32.load8_u offset=3 (i32.const 200))))
+      (local.set $acc (i32.add (local.get $acc) (i32.trunc_sat_f32_s (f32.const 1.5))))
+      (local.set $acc (i32.add (local.get $acc) (call_indirect (param i32) (result i32) (i32.const 1) (i32.const 0))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $outer (i32.lt_u (local.get $i) (local.get $n))))
+    (local.get $acc))
+)`)
+	out, loops, err := instrument(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loops != 2 {
+		t.Errorf("instrumented %d loops, want 2", loops)
+	}
+	_ = out
+	results := map[bool]uint64{}
+	for _, wazeroChecks := range []bool{false, true} {
+		e := newEngine(t, Options{})
+		e.wazeroChecks = wazeroChecks
+		m, err := e.Load(context.Background(), "everything.wasm", wasm, Limits{CallTimeout: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close(context.Background()) })
+		if m.c.injected == wazeroChecks {
+			t.Fatalf("wazeroChecks=%v: injected=%v", wazeroChecks, m.c.injected)
+		}
+		i := instantiate(t, m, InstanceOptions{})
+		i.stack[0] = 5
+		if err := i.call(i.handle); err != nil {
+			t.Fatal(err)
+		}
+		results[wazeroChecks] = i.stack[0]
+		i.stack[0] = uint64(0xffffffff) // -1: spin through call_indirect
+		start := time.Now()
+		err = i.call(i.handle)
+		var f *Failure
+		if err == nil || !errors.As(i.failure(context.Background(), "ih_handle", err, true), &f) || f.Kind != KindTimeout {
+			t.Errorf("wazeroChecks=%v: spin: %v, want a timeout", wazeroChecks, err)
+		}
+		if d := time.Since(start); d > generous {
+			t.Errorf("spin stopped after %v", d)
+		}
+	}
+	if results[false] != results[true] || results[false] == 0 {
+		t.Errorf("results with injected checks %d, with wazero's %d", results[false], results[true])
+	}
+}
+
+// A module the rewriter cannot take (here: it already uses the flag's
+// export name) falls back to wazero's checks, and its deadline still holds.
+func TestInstrumentFallback(t *testing.T) {
+	wasm := assemble(t, `
+(module
+  (memory (export "memory") 1)
+  (global (export "informer_host.stop") i32 (i32.const 0))
+  (func (export "informer_host_abi_v1"))
+  (func (export "ih_handle") (param i32) (result i32) (loop $l (br $l)) (i32.const 0)))`)
+	if _, _, err := instrument(wasm); !errors.Is(err, errUninstrumentable) {
+		t.Fatalf("instrument: %v", err)
+	}
+	logs := &logBuffer{}
+	e := newEngine(t, Options{Logger: newLogger(logs)})
+	m, err := e.Load(context.Background(), "taken.wasm", wasm, Limits{CallTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	if m.c.injected {
+		t.Fatal("injected checks into a module that exports the flag's name")
+	}
+	if !strings.Contains(logs.String(), "falling back to the runtime's termination checks") {
+		t.Errorf("no warning logged:\n%s", logs)
+	}
+	i := instantiate(t, m, InstanceOptions{})
+	_, err = i.Handle(context.Background(), addEvent(pod("ns", "p", "Running")))
+	var f *Failure
+	if !errors.As(err, &f) || f.Kind != KindTimeout {
+		t.Errorf("Handle: %v, want a timeout", err)
+	}
+}
+
+// Unknown opcodes and malformed bodies are refused, never misread.
+func TestInstrumentRefusesUnknownCode(t *testing.T) {
+	for name, body := range map[string][]byte{
+		"atomics":       {0x00, 0xfe, 0x00, 0x0b},
+		"gc":            {0x00, 0xfb, 0x00, 0x0b},
+		"truncated":     {0x00, 0x41},
+		"bad local":     {0x01, 0x01, 0x55, 0x0b},
+		"typed ref":     {0x00, 0xd0, 0x63, 0x0b},
+		"negative type": {0x00, 0x02, 0x7a, 0x0b},
+	} {
+		if _, err := loopEnds(body, nil); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	at, err := loopEnds([]byte{0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b}, nil)
+	if err != nil || len(at) != 1 || at[0] != 3 {
+		t.Errorf("loop: %v %v", at, err)
+	}
+}
+
+func assemble(t *testing.T, src string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")
+	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tool := envOr("WAT2WASM", "wat2wasm")
+	if b, err := exec.Command(tool, in, "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", tool, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A guest looping in compiled code cannot be preempted by the Go runtime,
+// so the injected checks leave it for Go now and then: a garbage
+// collection (which stops the world) completes while a plugin spins, and
+// the watchdog, which needs a thread of its own, still stops the plugin.
+func TestInjectedChecksLetTheRuntimeIn(t *testing.T) {
+	e := newEngine(t, Options{})
+	m := load(t, e, "loop", Limits{CallTimeout: 2 * time.Second})
+	if !m.c.injected {
+		t.Fatal("loop.wasm was not given injected checks")
+	}
+	i := instantiate(t, m, InstanceOptions{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := i.Handle(context.Background(), addEvent(pod("ns", "p", "Running")))
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let it spin
+	gc := make(chan struct{})
+	start := time.Now()
+	go func() { runtime.GC(); close(gc) }()
+	select {
+	case <-gc:
+	case <-time.After(generous):
+		t.Fatal("a garbage collection waited for a spinning plugin")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("a garbage collection took %v while a plugin spun", d)
+	}
+	var f *Failure
+	if err := <-done; !errors.As(err, &f) || f.Kind != KindTimeout {
+		t.Errorf("Handle: %v, want a timeout", err)
+	}
+}
