@@ -26,11 +26,14 @@ $(KUBEBUILDER_ASSETS)/kube-apiserver $(KUBEBUILDER_ASSETS)/etcd:
 	INFORMER_HOST_CACHE=$(CACHE_DIR) hack/controlplane/build.sh
 
 -include mk/plugins.mk
+-include mk/bench.mk
 
-# Every test, the e2e ones against the real apiserver included.
+# Every test, the e2e ones against the real apiserver included, then every
+# benchmark once with tiny sizes so they keep working (no time is asserted).
 test: controlplane plugins fixtures
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+	$(MAKE) bench-smoke
 
 vet:
 	$(GO) vet ./...

@@ -1,0 +1,263 @@
+// Command bench runs informer-host's benchmarks and writes BENCHMARKS.md
+// (`make bench`; `make bench-smoke` runs everything once, tiny, to keep
+// it working).
+//
+//	go run ./bench/cmd/bench [-smoke] [-out FILE] [-skip go,3,4,5,6]
+//
+// It runs, in order:
+//
+//   - the in-process Go benchmarks (go test -bench, -count 5): the
+//     dispatch path and the fan-out (./host), the guests' own costs next to
+//     native Go code (./host/internal/engine), the filters (./filter);
+//   - the end-to-end cases against a real kube-apiserver and etcd (the
+//     envtest binaries that `make controlplane` builds), with the daemon
+//     and the native client-go baseline as child processes: throughput,
+//     latency and CPU (case 3), isolation (case 6), reload and start (case
+//     4), memory (case 5, last: it leaves 50,000 objects behind);
+//
+// and prints one table, which it also writes, with the machine, the date
+// and the command, to the output file. Nothing here judges a time as a
+// test failure: the "met" column is the report.
+//
+// "bench native ..." is the native baseline's child process (native.go).
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/informer-host/informer-host/bench/benchenv"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "native" {
+		os.Exit(nativeMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "spin" {
+		// The isolation benchmark's control: one core kept busy until the
+		// harness kills this process.
+		runtime.GOMAXPROCS(1)
+		for x := uint64(1); ; x = x*6364136223846793005 + 1442695040888963407 {
+			spinSink = x
+		}
+	}
+	os.Exit(run(os.Args[1:]))
+}
+
+var spinSink uint64
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	smoke := fs.Bool("smoke", false, "run every benchmark once, with tiny sizes: checks that they work, measures nothing")
+	out := fs.String("out", "", "report file (default BENCHMARKS.md at the repository root; build/bench/BENCHMARKS.smoke.md with -smoke)")
+	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 6")
+	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
+	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	root, err := benchenv.Root()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if *out == "" {
+		*out = filepath.Join(root, "BENCHMARKS.md")
+		if *smoke {
+			*out = filepath.Join(root, "build", "bench", "BENCHMARKS.smoke.md")
+		}
+	}
+	skipped := map[string]bool{}
+	for _, s := range strings.Split(*skip, ",") {
+		skipped[strings.TrimSpace(s)] = true
+	}
+	work := filepath.Join(root, "build", "bench", "work")
+	if *smoke {
+		work += "-smoke"
+	}
+	_ = os.RemoveAll(work)
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "bench %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+
+	p := params(*smoke)
+	if err := override(p, *set); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	res := &results{Params: p, Began: time.Now(), Machine: machine(), Go: benchResults{}}
+	fail := func(err error) {
+		logf("ERROR: %v", err)
+		res.Errors = append(res.Errors, err.Error())
+	}
+
+	logf("building the benchmark plugins")
+	for name := range benchenv.Plugins {
+		if name == "k8sapi" && !p["k8sapi"].(bool) {
+			continue
+		}
+		if _, err := benchenv.Build(name); err != nil {
+			fail(err)
+			return finish(res, *out, *smoke, root)
+		}
+	}
+
+	if !skipped["go"] {
+		logf("Go benchmarks (go test -bench, -benchtime %v, -count %v)", p["benchtime"], p["count"])
+		f, err := os.Create(filepath.Join(work, "gobench.txt"))
+		if err != nil {
+			fail(err)
+		} else {
+			var w io.Writer = f
+			if g, err := runGoBenches(root, p["benchtime"].(string), p["count"].(int), io.MultiWriter(w, os.Stderr)); err != nil {
+				fail(err)
+				res.Go = g
+			} else {
+				res.Go = g
+			}
+			f.Close()
+		}
+	}
+
+	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["6"]) {
+		h, err := newE2E(root, work, *smoke, *daemonBin, logf)
+		if err != nil {
+			fail(err)
+			return finish(res, *out, *smoke, root)
+		}
+		defer h.close()
+		if !skipped["3"] {
+			if res.Throughput, err = h.throughput(p["throughputN"].(int), p["throughputRuns"].(int), p["throughputPlugins"].(int)); err != nil {
+				fail(fmt.Errorf("case 3: %w", err))
+			}
+		}
+		if !skipped["6"] {
+			if res.Isolation, err = h.isolation(p["isolationRuns"].(int), p["isolationFor"].(time.Duration)); err != nil {
+				fail(fmt.Errorf("case 6: %w", err))
+			}
+		}
+		if !skipped["4"] {
+			if res.Reload, res.ReloadControl, err = h.reload(p["reloadRuns"].(int), p["k8sapi"].(bool), p["reloadControl"].(time.Duration)); err != nil {
+				fail(fmt.Errorf("case 4 (reload): %w", err))
+			}
+			if res.Start, err = h.startup(p["startRuns"].(int), p["startPlugins"].(int)); err != nil {
+				fail(fmt.Errorf("case 4 (start): %w", err))
+			}
+		}
+		if !skipped["5"] {
+			if res.Memory, err = h.memory(p["memoryN"].(int), p["memoryRuns"].(int), p["memorySettle"].(time.Duration), p["memoryPlugins"].(int)); err != nil {
+				fail(fmt.Errorf("case 5: %w", err))
+			}
+		}
+	}
+	return finish(res, *out, *smoke, root)
+}
+
+// params are the sizes of a full run and of a smoke run.
+func params(smoke bool) map[string]any {
+	if smoke {
+		return map[string]any{
+			"benchtime": "1x", "count": 1,
+			"throughputN": 30, "throughputRuns": 1, "throughputPlugins": 2,
+			"isolationRuns": 1, "isolationFor": 2 * time.Second,
+			"reloadRuns": 1, "k8sapi": false, "reloadControl": time.Second, "startRuns": 1, "startPlugins": 2,
+			"memoryN": 200, "memoryRuns": 1, "memorySettle": 500 * time.Millisecond, "memoryPlugins": 1,
+		}
+	}
+	return map[string]any{
+		"benchtime": "0.3s", "count": 5,
+		"throughputN": 5000, "throughputRuns": 5, "throughputPlugins": 10,
+		"isolationRuns": 3, "isolationFor": 15 * time.Second,
+		"reloadRuns": 3, "k8sapi": true, "reloadControl": 5 * time.Second, "startRuns": 3, "startPlugins": 10,
+		"memoryN": 50000, "memoryRuns": 3, "memorySettle": 5 * time.Second, "memoryPlugins": 10,
+	}
+}
+
+// override applies "name=value,..." to p, parsing each value as the
+// parameter's type.
+func override(p map[string]any, set string) error {
+	if set == "" {
+		return nil
+	}
+	for _, kv := range strings.Split(set, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		old, known := p[k]
+		if !ok || !known {
+			return fmt.Errorf("-set: %q is not name=value with a known name", kv)
+		}
+		var err error
+		switch old.(type) {
+		case int:
+			p[k], err = strconv.Atoi(v)
+		case bool:
+			p[k], err = strconv.ParseBool(v)
+		case time.Duration:
+			p[k], err = time.ParseDuration(v)
+		case string:
+			p[k] = v
+		}
+		if err != nil {
+			return fmt.Errorf("-set %s: %w", kv, err)
+		}
+	}
+	return nil
+}
+
+func finish(res *results, out string, smoke bool, root string) int {
+	res.Took = time.Since(res.Began)
+	res.buildRows()
+	table := res.table()
+	fmt.Println(table)
+	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(root, "build", "bench", map[bool]string{true: "results-smoke.json", false: "results.json"}[smoke]), b, 0o644)
+	}
+	var doc strings.Builder
+	cmd := "make bench"
+	if smoke {
+		cmd = "make bench-smoke"
+	}
+	fmt.Fprintf(&doc, "# Benchmarks\n\n")
+	if smoke {
+		doc.WriteString("**Smoke run: every benchmark once, with tiny sizes. The figures mean nothing.**\n\n")
+	}
+	fmt.Fprintf(&doc, "- Machine: %s\n", res.Machine)
+	fmt.Fprintf(&doc, "- Date: %s (took %s)\n", res.Began.UTC().Format("2006-01-02 15:04 MST"), res.Took.Round(time.Second))
+	fmt.Fprintf(&doc, "- Command: `%s` (`go run ./bench/cmd/bench`); raw figures in build/bench/\n", cmd)
+	fmt.Fprintf(&doc, "- In-process figures are medians of %v `go test -bench` runs (-benchtime %v); end-to-end figures medians of %v runs per side, the sides alternating. Ratios are informer-host over the baseline of the same run.\n",
+		res.Params["count"], res.Params["benchtime"], res.Params["throughputRuns"])
+	if len(res.Errors) > 0 {
+		doc.WriteString("\n**Errors in this run:**\n\n")
+		for _, e := range res.Errors {
+			fmt.Fprintf(&doc, "- %s\n", strings.ReplaceAll(e, "\n", " "))
+		}
+	}
+	doc.WriteString("\n")
+	doc.WriteString(table)
+	if !smoke {
+		if notes, err := os.ReadFile(filepath.Join(root, "bench", "NOTES.md")); err == nil {
+			doc.WriteString("\n")
+			doc.Write(notes)
+		}
+	}
+	if err := os.WriteFile(out, []byte(doc.String()), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s\n", out)
+	if len(res.Errors) > 0 {
+		return 1
+	}
+	return 0
+}

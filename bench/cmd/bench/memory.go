@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Case 5: memory. N ConfigMaps of 1 KiB exist in a namespace; a child
+// process lists and watches them, and its resident set size (VmRSS, and
+// the peak VmHWM) is read once every handler has seen every object and the
+// process has idled for settle. Children: the native baseline (a plain
+// dynamic informer with a no-op handler, managedFields kept, as client-go
+// does by default), the daemon with 10 small Go plugins, and with 11 (the
+// difference is what one more plugin costs). The daemon strips
+// managedFields (its default).
+
+type memoryRun struct {
+	Side    string  `json:"side"`
+	Plugins int     `json:"plugins"`
+	RSS     float64 `json:"rssMiB"`
+	Peak    float64 `json:"peakMiB"`
+}
+
+func (h *e2e) memory(n, runs int, settle time.Duration, plugins int) ([]memoryRun, error) {
+	ns, err := h.namespace("memory")
+	if err != nil {
+		return nil, err
+	}
+	h.logf("case 5: creating %d ConfigMaps", n)
+	start := time.Now()
+	cms := h.client.CoreV1().ConfigMaps(ns)
+	err = parallel(n, 8, func(i int) error {
+		_, err := cms.Create(context.Background(), configMap(ns, fmt.Sprintf("m-%05d", i), "c", i), metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.logf("case 5: created in %v", time.Since(start).Round(time.Second))
+	wasm := mustWasm("twofields")
+	var out []memoryRun
+	configs := []struct {
+		side    string
+		plugins int
+	}{{"native", 0}, {"host", plugins}, {"host", plugins + 1}}
+	for r := 0; r < runs; r++ {
+		for j := range configs {
+			c := configs[(j+r)%len(configs)]
+			h.logf("case 5: run %d/%d: %s with %d plugins", r+1, runs, c.side, c.plugins)
+			var pid int
+			var stop func()
+			switch c.side {
+			case "native":
+				nc, err := h.startNative(ns, "noop", 1)
+				if err != nil {
+					return out, err
+				}
+				stop = nc.stop
+				if err := nc.waitCount(uint64(n), 10*time.Minute); err != nil {
+					stop()
+					return out, err
+				}
+				pid = nc.cmd.Process.Pid
+			default:
+				dir := filepath.Join(h.work, fmt.Sprintf("memory-plugins-%d", c.plugins))
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return out, err
+				}
+				var names []string
+				var modules strings.Builder
+				for i := 0; i < c.plugins; i++ {
+					name := fmt.Sprintf("twofields-%d.wasm", i)
+					names = append(names, name)
+					if _, err := writeWasm(dir, name, wasm); err != nil {
+						return out, err
+					}
+					fmt.Fprintf(&modules, "    - {file: %s}\n", name)
+				}
+				d, err := h.startDaemon(fmt.Sprintf("memory-%d-%d", c.plugins, r), dir, func(dir, addr string) string {
+					return h.daemonConfig(ns, dir, addr, "", modules.String())
+				})
+				if err != nil {
+					return out, err
+				}
+				stop = func() { _ = d.stop() }
+				if _, err := d.waitReady(c.plugins, 10*time.Minute); err != nil {
+					stop()
+					return out, err
+				}
+				if err := d.waitDelivered(names, uint64(n), 10*time.Minute); err != nil {
+					stop()
+					return out, err
+				}
+				pid = d.cmd.Process.Pid
+			}
+			time.Sleep(settle)
+			rss, peak, err := procMemory(pid)
+			stop()
+			if err != nil {
+				return out, err
+			}
+			m := memoryRun{Side: c.side, Plugins: c.plugins, RSS: float64(rss) / (1 << 20), Peak: float64(peak) / (1 << 20)}
+			h.logf("case 5: %s/%d: RSS %.0f MiB (peak %.0f MiB)", m.Side, m.Plugins, m.RSS, m.Peak)
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Case 3: create, update and delete N ConfigMaps (1 KiB of data each, 8
+// client goroutines) against the real apiserver, with either the daemon
+// (10 Go plugins reading two fields of every event) or the native
+// baseline (a dynamic informer with one handler doing the same) watching
+// the namespace. One side at a time, in alternating order, several times.
+//
+// Measured per run:
+//   - events/s per phase: N / (last handler entry of the phase - first
+//     write of the phase sent); the next phase starts once every handler
+//     has seen the whole phase;
+//   - delivery latency: handler entered (the guest's clock, time.Now in
+//     the plugin; the same wall clock as the harness) minus the time the
+//     harness sent the write, over every event and, for the daemon, every
+//     plugin;
+//   - CPU per event: the child's utime + stime (/proc/PID/stat) from
+//     ready to the last event handled, divided by the 3N events.
+
+type throughputRun struct {
+	Side     string             `json:"side"`
+	Rate     map[string]float64 `json:"rate"` // events/s by phase
+	P50      float64            `json:"p50Ms"`
+	P99      float64            `json:"p99Ms"`
+	P99Phase map[string]float64 `json:"p99ByPhaseMs"`
+	CPU     float64            `json:"cpuMsPerEvent"`
+	Missing int                `json:"missingRecords"`
+}
+
+var phases = []string{"create", "update", "delete"}
+
+func (h *e2e) throughput(n, runs, plugins int) ([]throughputRun, error) {
+	var out []throughputRun
+	for r := 0; r < runs; r++ {
+		// The native baseline, the daemon, and (to tell the host's own cost
+		// from client-go's per-listener cost) the native baseline with as
+		// many handlers as the daemon has plugins.
+		sides := []string{"native", "host", "native-n"}
+		if r%2 == 1 {
+			sides = []string{"native-n", "host", "native"}
+		}
+		for _, side := range sides {
+			h.logf("case 3: run %d/%d, %s, %d ConfigMaps", r+1, runs, side, n)
+			res, err := h.throughputRun(side, n, plugins, r)
+			if err != nil {
+				return out, fmt.Errorf("%s run %d: %w", side, r+1, err)
+			}
+			h.logf("case 3: %s: %.0f/%.0f/%.0f events/s, p50 %.1f ms, p99 %.1f ms (%.1f/%.1f/%.1f by phase), %.3f ms CPU/event",
+				side, res.Rate["create"], res.Rate["update"], res.Rate["delete"], res.P50, res.P99,
+				res.P99Phase["create"], res.P99Phase["update"], res.P99Phase["delete"], res.CPU)
+			out = append(out, res)
+		}
+	}
+	return out, nil
+}
+
+// sideUnderTest is the daemon or the native child, as the workload sees
+// it.
+type sideUnderTest struct {
+	pid     int
+	wait    func(perHandler uint64) error // every handler has seen so many events
+	records func() ([]record, error)
+	stop    func()
+}
+
+func (h *e2e) throughputRun(side string, n, plugins, run int) (throughputRun, error) {
+	res := throughputRun{Side: side, Rate: map[string]float64{}, P99Phase: map[string]float64{}}
+	ns, err := h.namespace("tput")
+	if err != nil {
+		return res, err
+	}
+	var s sideUnderTest
+	switch side {
+	case "host":
+		dir := filepath.Join(h.work, fmt.Sprintf("tput-plugins-%d", run))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return res, err
+		}
+		wasm := mustWasm("twofields")
+		var names []string
+		var modules strings.Builder
+		for i := 0; i < plugins; i++ {
+			name := fmt.Sprintf("twofields-%d.wasm", i)
+			names = append(names, name)
+			if _, err := writeWasm(dir, name, wasm); err != nil {
+				return res, err
+			}
+			fmt.Fprintf(&modules, "    - {file: %s}\n", name)
+		}
+		d, err := h.startDaemon(fmt.Sprintf("tput-%s-%d", side, run), dir, func(dir, addr string) string {
+			return h.daemonConfig(ns, dir, addr,
+				`    config: {fields: [metadata.labels.app, data.seq], record: true}`, modules.String())
+		})
+		if err != nil {
+			return res, err
+		}
+		if _, err := d.waitReady(plugins, 5*time.Minute); err != nil {
+			_ = d.stop()
+			return res, err
+		}
+		s = sideUnderTest{pid: d.cmd.Process.Pid,
+			wait: func(k uint64) error { return d.waitDelivered(names, k, 10*time.Minute) },
+			records: func() ([]record, error) {
+				if err := d.stop(); err != nil {
+					return nil, err
+				}
+				prs, err := d.records()
+				var out []record
+				for _, r := range prs {
+					out = append(out, r.record)
+				}
+				return out, err
+			},
+			stop: func() {
+				select {
+				case <-d.exited:
+				default:
+					_ = d.stop()
+				}
+			}}
+	case "native", "native-n":
+		handlers := 1
+		if side == "native-n" {
+			handlers = plugins
+		}
+		c, err := h.startNative(ns, "record", handlers)
+		if err != nil {
+			return res, err
+		}
+		s = sideUnderTest{pid: c.cmd.Process.Pid,
+			wait: func(k uint64) error { return c.waitCount(k, 10*time.Minute) },
+			records: func() ([]record, error) {
+				return c.records(filepath.Join(h.work, fmt.Sprintf("native-records-%d.txt", run)))
+			},
+			stop: c.stop}
+		plugins = 1
+	}
+	defer s.stop()
+
+	cpu0, err := procCPU(s.pid)
+	if err != nil {
+		return res, err
+	}
+	var sent sentTimes
+	ctx := context.Background()
+	cms := h.client.CoreV1().ConfigMaps(ns)
+	objs := make([]*corev1.ConfigMap, n)
+	for k, phase := range phases {
+		err := parallel(n, 8, func(i int) error {
+			name := fmt.Sprintf("cm-%05d", i)
+			switch phase {
+			case "create":
+				sent.note("a:"+name+":c", time.Now())
+				o, err := cms.Create(ctx, configMap(ns, name, "c", i), metav1.CreateOptions{})
+				objs[i] = o
+				return err
+			case "update":
+				o := objs[i].DeepCopy()
+				o.Data["seq"] = "u"
+				sent.note("u:"+name+":u", time.Now())
+				_, err := cms.Update(ctx, o, metav1.UpdateOptions{})
+				return err
+			default:
+				sent.note("d:"+name+":u", time.Now())
+				return cms.Delete(ctx, name, metav1.DeleteOptions{})
+			}
+		})
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", phase, err)
+		}
+		if err := s.wait(uint64((k + 1) * n)); err != nil {
+			return res, fmt.Errorf("%s: %w", phase, err)
+		}
+	}
+	cpu1, err := procCPU(s.pid)
+	if err != nil {
+		return res, err
+	}
+	res.CPU = float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(3*n)
+
+	recs, err := s.records()
+	if err != nil {
+		return res, err
+	}
+	firstSent := map[byte]int64{}
+	lastEntered := map[byte]int64{}
+	var lat []float64
+	byPhase := map[byte][]float64{}
+	// The samples, for a closer look: type key sent entered.
+	samples, _ := os.Create(filepath.Join(h.work, fmt.Sprintf("tput-%s-%d.latency", side, run)))
+	for _, r := range recs {
+		t0, ok := sent.m[r.key()]
+		if !ok {
+			continue
+		}
+		lat = append(lat, float64(r.entered-t0)/1e6)
+		byPhase[r.typ] = append(byPhase[r.typ], float64(r.entered-t0)/1e6)
+		if samples != nil {
+			fmt.Fprintf(samples, "%s %d %d\n", r.key(), t0, r.entered)
+		}
+		if r.entered > lastEntered[r.typ] {
+			lastEntered[r.typ] = r.entered
+		}
+	}
+	for key, t := range sent.m {
+		if f, ok := firstSent[key[0]]; !ok || t < f {
+			firstSent[key[0]] = t
+		}
+	}
+	res.Missing = 3*n*plugins - len(lat)
+	for i, phase := range phases {
+		c := "aud"[i]
+		if d := lastEntered[c] - firstSent[c]; d > 0 {
+			res.Rate[phase] = float64(n) / (float64(d) / 1e9)
+		}
+	}
+	if samples != nil {
+		samples.Close()
+	}
+	for i, phase := range phases {
+		res.P99Phase[phase] = percentile(byPhase["aud"[i]], 99)
+	}
+	res.P50, res.P99 = percentile(lat, 50), percentile(lat, 99)
+	return res, nil
+}

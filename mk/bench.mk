@@ -1,0 +1,25 @@
+# mk/bench.mk: the benchmarks (issue 6). Included by the top-level
+# Makefile; paths are relative to the repository root.
+#
+#   make bench         every benchmark: in-process (go test -bench) and end
+#                      to end against a real kube-apiserver; prints one table
+#                      and writes it to BENCHMARKS.md (about 20 minutes on 2
+#                      cores; the first run also builds the plugins and
+#                      compiles them, a few minutes more)
+#   make bench-smoke   every benchmark once, with tiny sizes, to keep them
+#                      working (about 2 minutes; `make test` runs it). Its
+#                      table goes to build/bench/BENCHMARKS.smoke.md and
+#                      means nothing.
+#
+# Both need the control plane (`make controlplane`), clang for wasm32-wasi
+# and wat2wasm (the benchmark plugins in bench/plugins are built on demand
+# into build/bench/plugins). No benchmark asserts a time.
+GO ?= go
+BENCH_FLAGS ?=
+
+.PHONY: bench bench-smoke
+bench: controlplane
+	$(GO) run ./bench/cmd/bench $(BENCH_FLAGS)
+
+bench-smoke: controlplane
+	$(GO) run ./bench/cmd/bench -smoke $(BENCH_FLAGS)
