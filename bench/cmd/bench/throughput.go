@@ -35,8 +35,8 @@ type throughputRun struct {
 	P50      float64            `json:"p50Ms"`
 	P99      float64            `json:"p99Ms"`
 	P99Phase map[string]float64 `json:"p99ByPhaseMs"`
-	CPU     float64            `json:"cpuMsPerEvent"`
-	Missing int                `json:"missingRecords"`
+	CPU      float64            `json:"cpuMsPerEvent"`
+	Missing  int                `json:"missingRecords"`
 }
 
 var phases = []string{"create", "update", "delete"}
