@@ -55,7 +55,7 @@ func upd(old, new *unstructured.Unstructured) *event.Event {
 type want struct {
 	deliver bool
 	typ     event.EventType // of the delivered event; 0: same as the input
-	object  string             // "old" or "new": which object the delivered event carries; "": as input
+	object  string          // "old" or "new": which object the delivered event carries; "": as input
 	reason  Reason
 	err     string // substring of Decision.Err; "" means no error
 }
