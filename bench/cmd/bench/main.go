@@ -61,6 +61,7 @@ func run(args []string) int {
 	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 6")
 	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
 	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
+	render := fs.String("render", "", "measure nothing: write the report from a results file (build/bench/results.json)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,6 +75,19 @@ func run(args []string) int {
 		if *smoke {
 			*out = filepath.Join(root, "build", "bench", "BENCHMARKS.smoke.md")
 		}
+	}
+	if *render != "" {
+		b, err := os.ReadFile(*render)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		res := &results{}
+		if err := json.Unmarshal(b, res); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return writeReport(res, *out, *smoke, root)
 	}
 	skipped := map[string]bool{}
 	for _, s := range strings.Split(*skip, ",") {
@@ -217,12 +231,24 @@ func override(p map[string]any, set string) error {
 
 func finish(res *results, out string, smoke bool, root string) int {
 	res.Took = time.Since(res.Began)
+	// The raw results go to build/bench/results.json for the report at the
+	// root (-render re-renders it), next to any other report file.
+	path := strings.TrimSuffix(out, ".md") + ".json"
+	if out == filepath.Join(root, "BENCHMARKS.md") {
+		path = filepath.Join(root, "build", "bench", "results.json")
+	}
+	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
+		_ = os.WriteFile(path, b, 0o644)
+	}
+	return writeReport(res, out, smoke, root)
+}
+
+// writeReport prints the table and writes the report file: the machine,
+// the date, the command, the table and, for a full run, bench/NOTES.md.
+func writeReport(res *results, out string, smoke bool, root string) int {
 	res.buildRows()
 	table := res.table()
 	fmt.Println(table)
-	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
-		_ = os.WriteFile(filepath.Join(root, "build", "bench", map[bool]string{true: "results-smoke.json", false: "results.json"}[smoke]), b, 0o644)
-	}
 	var doc strings.Builder
 	cmd := "make bench"
 	if smoke {
@@ -234,7 +260,7 @@ func finish(res *results, out string, smoke bool, root string) int {
 	}
 	fmt.Fprintf(&doc, "- Machine: %s\n", res.Machine)
 	fmt.Fprintf(&doc, "- Date: %s (took %s)\n", res.Began.UTC().Format("2006-01-02 15:04 MST"), res.Took.Round(time.Second))
-	fmt.Fprintf(&doc, "- Command: `%s` (`go run ./bench/cmd/bench`); raw figures in build/bench/\n", cmd)
+	fmt.Fprintf(&doc, "- Command: `%s` (`go run ./bench/cmd/bench`); raw figures in build/bench/ (results.json, work/gobench.txt)\n", cmd)
 	fmt.Fprintf(&doc, "- In-process figures are medians of %v `go test -bench` runs (-benchtime %v); end-to-end figures medians of %v runs per side, the sides alternating. Ratios are informer-host over the baseline of the same run.\n",
 		res.Params["count"], res.Params["benchtime"], res.Params["throughputRuns"])
 	if len(res.Errors) > 0 {

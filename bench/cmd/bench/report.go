@@ -34,6 +34,17 @@ type row struct {
 
 func (r *results) add(x row) { r.rows = append(r.rows, x) }
 
+// paramInt reads an integer parameter, also after a JSON round trip.
+func paramInt(p map[string]any, k string) int {
+	switch v := p[k].(type) {
+	case int:
+		return v
+	case float64:
+		return int(v)
+	}
+	return 0
+}
+
 // Formatting.
 
 func fmtNs(ns float64) string {
@@ -297,7 +308,7 @@ func (r *results) buildRows() {
 			}
 			return median(a), median(b)
 		}
-		p := r.Params["memoryPlugins"].(int)
+		p := paramInt(r.Params, "memoryPlugins")
 		nr, np := pick("native", 0)
 		hr, hp := pick("host", p)
 		h1, _ := pick("host", p+1)
