@@ -241,3 +241,20 @@ func TestInjectedChecksLetTheRuntimeIn(t *testing.T) {
 		t.Errorf("Handle: %v, want a timeout", err)
 	}
 }
+
+// With injected checks, instantiation is bounded by the start timeout
+// and by the caller's context, as with wazero's checks.
+func TestInjectedChecksBoundInstantiation(t *testing.T) {
+	e := newEngine(t, Options{StartTimeout: generous})
+	m := load(t, e, "initloop", Limits{CallTimeout: time.Second})
+	if !m.c.injected {
+		t.Fatal("initloop.wasm was not given injected checks")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	// StartTimeout is generous: only the caller's context can end this.
+	_, err := m.Instantiate(ctx, InstanceOptions{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Instantiate with a cancelled context: %v, want the context's error", err)
+	}
+}

@@ -338,12 +338,17 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		i.ctx.stop = stop
 		st.abort = i.ctx.done
 		i.callStart.Store(callInit)
-		t := time.AfterFunc(e.startTimeout, func() {
+		killInit := func() {
 			if i.callStart.CompareAndSwap(callInit, callKilled) {
 				i.ctx.kill()
 			}
-		})
+		}
+		t := time.AfterFunc(e.startTimeout, killInit)
 		defer t.Stop()
+		// The caller giving up stops the instantiation too, as wazero's
+		// checks would (failure reports ctx's error then).
+		stopWatch := context.AfterFunc(ctx, killInit)
+		defer stopWatch()
 		if fn := mod.ExportedFunction(startExport); fn != nil {
 			if err := i.callInit(initCtx, fn); err != nil {
 				return nil, i.failure(ctx, "instantiate", err, false)
@@ -562,6 +567,9 @@ func (i *Instance) failure(ctx context.Context, phase string, err error, running
 	f := &Failure{Plugin: i.name, Phase: phase, Kind: KindTrap, Err: err}
 	var exit *sys.ExitError
 	switch {
+	case i.ctx.killed.Load() && !running && ctx.Err() != nil:
+		// (Injected checks only) the caller gave up on the instantiation.
+		return fmt.Errorf("plugin %q: %s: %w", i.name, phase, ctx.Err())
 	case i.ctx.killed.Load():
 		// The watchdog killed a call, or (injected checks only) the start
 		// timer killed the instantiation.
