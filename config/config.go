@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/informer-host/informer-host/filter"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -55,6 +56,10 @@ const (
 	DefaultMaxConsecutiveFailures = 5
 	DefaultRestartBackoff         = time.Second
 	DefaultMaxRestartBackoff      = time.Minute
+	// DefaultMaxModuleSize is far above any real plugin (the Go examples,
+	// runtime included, are under 4 MB) and far below what would hurt:
+	// a module is held in memory whole while it compiles.
+	DefaultMaxModuleSize Size = 64 << 20
 )
 
 // Bounds that validation enforces. They exist to catch typos (an extra
@@ -63,6 +68,7 @@ const (
 	MaxBufferSize  = 1_000_000
 	MaxMaxRetries  = 100
 	MaxMemoryPages = 65536 // the wasm32 limit: 4 GiB
+	MaxModuleSize  = Size(1 << 30)
 )
 
 // serviceAccountNamespaceFile is where a pod learns its own namespace; the
@@ -118,10 +124,13 @@ func (r *Resource) GroupVersion() schema.GroupVersion {
 
 // Plugins says where plugins come from and how they are run.
 type Plugins struct {
-	Directory        string         `yaml:"directory" json:"directory"`               // where *.wasm modules are dropped; relative to the config file's directory; default "plugins"
-	CompilationCache string         `yaml:"compilationCache" json:"compilationCache"` // on-disk wazero compilation cache; "" = os.UserCacheDir()/informer-host/wazero
-	Default          PluginSettings `yaml:"default" json:"default"`                   // for modules the file does not name under modules
-	Modules          []Module       `yaml:"modules" json:"modules"`
+	Directory        string `yaml:"directory" json:"directory"`               // where *.wasm modules are dropped; relative to the config file's directory; default "plugins"
+	CompilationCache string `yaml:"compilationCache" json:"compilationCache"` // on-disk wazero compilation cache; "" = os.UserCacheDir()/informer-host/wazero
+	// MaxModuleSize is the largest *.wasm file that is read; a bigger one
+	// is refused unread. Default 64Mi; at most 1Gi.
+	MaxModuleSize Size           `yaml:"maxModuleSize" json:"maxModuleSize"`
+	Default       PluginSettings `yaml:"default" json:"default"` // for modules the file does not name under modules
+	Modules       []Module       `yaml:"modules" json:"modules"`
 }
 
 // Module names one plugin file and overrides plugins.default for it.
@@ -278,6 +287,15 @@ func (c *Config) PluginDir() string {
 	return c.ResolvePath(d)
 }
 
+// ModuleSizeLimit returns the largest module file the host reads, in
+// bytes: plugins.maxModuleSize, or its default for a Config built in code.
+func (c *Config) ModuleSizeLimit() int64 {
+	if c.Plugins.MaxModuleSize <= 0 {
+		return int64(DefaultMaxModuleSize)
+	}
+	return int64(c.Plugins.MaxModuleSize)
+}
+
 // KubeconfigPath returns the kubeconfig file named in the config, resolved
 // against the config file's directory, or "" when none is named.
 func (c *Config) KubeconfigPath() string {
@@ -410,5 +428,59 @@ func (d *Duration) UnmarshalText(b []byte) error {
 		return err
 	}
 	*d = Duration{Duration: v, Set: true}
+	return nil
+}
+
+// Size is a number of bytes, written as an integer or as a Kubernetes
+// quantity ("64Mi", "1G"), so a limit reads the way it does in a pod spec.
+type Size int64
+
+// UnmarshalYAML accepts an integer or a quantity string. Errors are
+// *yaml.TypeError, like Duration's, so decoding goes on.
+func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	fail := func(format string, args ...any) error {
+		return &yaml.TypeError{Errors: []string{
+			fmt.Sprintf("line %d: column %d: %s", n.Line, n.Column, fmt.Sprintf(format, args...)),
+		}}
+	}
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!str") {
+		return fail("expected a size like 64Mi or a number of bytes, got %s", describeNode(n))
+	}
+	v, err := parseSize(n.Value)
+	if err != nil {
+		return fail("%v", err)
+	}
+	*s = v
+	return nil
+}
+
+func parseSize(text string) (Size, error) {
+	q, err := resource.ParseQuantity(text)
+	if err != nil {
+		return 0, fmt.Errorf("cannot use %q as a size; use a number of bytes or a quantity like 64Mi or 100M", text)
+	}
+	v, ok := q.AsInt64()
+	if !ok {
+		return 0, fmt.Errorf("%q is not a whole number of bytes", text)
+	}
+	return Size(v), nil
+}
+
+// String writes the size the way a file would, in the largest binary unit
+// that divides it.
+func (s Size) String() string {
+	return resource.NewQuantity(int64(s), resource.BinarySI).String()
+}
+
+// MarshalText writes String, so dumps of the effective config read like the file.
+func (s Size) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText parses a size; it makes JSON round trips work.
+func (s *Size) UnmarshalText(b []byte) error {
+	v, err := parseSize(string(b))
+	if err != nil {
+		return err
+	}
+	*s = v
 	return nil
 }

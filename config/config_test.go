@@ -66,6 +66,15 @@ func TestParseProblems(t *testing.T) {
 		{"duration as a list", withHead("  resyncPeriod: [1s]"),
 			[]string{`config.yaml:6: resources[0].resyncPeriod: expected a duration string like "30s", got a list`}},
 
+		{"module size in words", withHead("plugins:", "  maxModuleSize: big"),
+			[]string{`config.yaml:7: plugins.maxModuleSize: cannot use "big" as a size; use a number of bytes or a quantity like 64Mi`}},
+		{"module size as a list", withHead("plugins:", "  maxModuleSize: [1]"),
+			[]string{`config.yaml:7: plugins.maxModuleSize: expected a size like 64Mi or a number of bytes, got a list`}},
+		{"module size too small", withHead("plugins:", "  maxModuleSize: 64"),
+			[]string{`config.yaml:7: plugins.maxModuleSize: 64 is out of range; use a size from 1Ki to 1Gi (default 64Mi)`}},
+		{"module size too large", withHead("plugins:", "  maxModuleSize: 2Gi"),
+			[]string{`config.yaml:7: plugins.maxModuleSize: 2Gi is out of range`}},
+
 		// apiVersion.
 		{"missing apiVersion", doc("resources: []"), []string{`config.yaml:1: apiVersion: required; set it to "informer-host/v1"`}},
 		{"unknown apiVersion", doc("apiVersion: informer-host/v2"), []string{`config.yaml:1: apiVersion: unsupported version "informer-host/v2"`}},
@@ -476,7 +485,8 @@ func TestMinimalConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.PluginDir() != "plugins" || c.Plugins.Directory != "plugins" || c.Server.Address != ":9090" {
+	if c.PluginDir() != "plugins" || c.Plugins.Directory != "plugins" || c.Server.Address != ":9090" ||
+		c.Plugins.MaxModuleSize != 64<<20 || c.ModuleSizeLimit() != 64<<20 {
 		t.Errorf("defaults: %+v", c)
 	}
 	s := c.SettingsFor("x.wasm")
@@ -541,6 +551,30 @@ func TestDurationEncoding(t *testing.T) {
 	}{d})
 	if err != nil || string(y) != "d: 1m30s\n" {
 		t.Errorf("yaml = %q, %v", y, err)
+	}
+}
+
+func TestModuleSize(t *testing.T) {
+	for in, want := range map[string]int64{"128Mi": 128 << 20, "3000000": 3000000, "'2M'": 2000000, "1Gi": 1 << 30} {
+		c, err := Parse("", []byte("apiVersion: informer-host/v1\nplugins: {maxModuleSize: "+in+"}\n"))
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if c.ModuleSizeLimit() != want {
+			t.Errorf("%s: limit %d, want %d", in, c.ModuleSizeLimit(), want)
+		}
+	}
+	if got := (&Config{}).ModuleSizeLimit(); got != int64(DefaultMaxModuleSize) {
+		t.Errorf("a Config built in code: limit %d", got)
+	}
+	j, err := json.Marshal(struct{ S Size }{128 << 20})
+	if err != nil || string(j) != `{"S":"128Mi"}` {
+		t.Fatalf("json = %s, %v", j, err)
+	}
+	var back struct{ S Size }
+	if err := json.Unmarshal(j, &back); err != nil || back.S != 128<<20 {
+		t.Errorf("json round trip = %v, %v", back.S, err)
 	}
 }
 

@@ -185,6 +185,9 @@ func applyDefaults(c *Config, p *problems) {
 	if c.Plugins.Directory == "" {
 		c.Plugins.Directory = DefaultPluginDirectory
 	}
+	if !p.present(path{"plugins", "maxModuleSize"}) {
+		c.Plugins.MaxModuleSize = DefaultMaxModuleSize
+	}
 	dp := path{"plugins", "default"}
 	def := resolveSettings(c.Plugins.Default, fieldsSet(c.Plugins.Default, p, dp), PluginSettings{}, 0)
 	c.Plugins.Default = def

@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -63,4 +64,23 @@ func (l *ErrorLimiter) Forget(key string) {
 	l.mu.Lock()
 	delete(l.keys, key)
 	l.mu.Unlock()
+}
+
+// ForgetPrefix drops the state of every key starting with prefix, for a
+// plugin that was removed with all its bindings.
+func (l *ErrorLimiter) ForgetPrefix(prefix string) {
+	l.mu.Lock()
+	for k := range l.keys {
+		if strings.HasPrefix(k, prefix) {
+			delete(l.keys, k)
+		}
+	}
+	l.mu.Unlock()
+}
+
+// Len returns the number of keys held, which Forget and ForgetPrefix bound.
+func (l *ErrorLimiter) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.keys)
 }

@@ -27,4 +27,12 @@ func TestErrorLimiter(t *testing.T) {
 	step("a", false, 0)
 	l.Forget("a")
 	step("a", true, 0)
+	step("p.wasm/x", true, 0)
+	step("p.wasm/y", true, 0)
+	step("q.wasm/x", true, 0)
+	l.ForgetPrefix("p.wasm/")
+	if n := l.Len(); n != 3 { // a, b, q.wasm/x
+		t.Fatalf("%d keys after ForgetPrefix, want 3", n)
+	}
+	step("p.wasm/x", true, 0)
 }

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -30,6 +31,10 @@ type WatchOptions struct {
 	// whatever the event stream missed (an overflow, a network file
 	// system). Default 30s.
 	Rescan time.Duration
+
+	// looked, when set, is told each time a file has been looked at (and
+	// loaded, refused or unloaded as need be). Tests wait on it.
+	looked func(name string)
 }
 
 func (o *WatchOptions) defaults() {
@@ -73,7 +78,7 @@ func (h *Host) Watch(ctx context.Context, opts WatchOptions) error {
 		return fmt.Errorf("watch plugin directory %s: %w", dir, err)
 	}
 	dw := &dirWatch{h: h, dir: dir, opts: opts, timers: map[string]*time.Timer{},
-		fire: make(chan string, 64), sem: make(chan struct{}, runtime.NumCPU())}
+		fire: make(chan string, 64), sem: make(chan struct{}, runtime.NumCPU()), busy: map[string]bool{}}
 	defer dw.wait()
 	// Whatever changed between the initial load and the watch starting.
 	dw.schedule(allPaths, 0)
@@ -110,9 +115,8 @@ func (h *Host) Watch(ctx context.Context, opts WatchOptions) error {
 	}
 }
 
-// dirWatch is Watch's state. timers and the pending map are touched only
-// by Watch's goroutine; looks at paths run on goroutines of their own,
-// bounded by sem, and Host.Load serialises loads of one file.
+// dirWatch is Watch's state. timers is touched only by Watch's goroutine;
+// looks at files run on goroutines of their own, one per file at a time.
 type dirWatch struct {
 	h    *Host
 	dir  string
@@ -121,8 +125,18 @@ type dirWatch struct {
 	// directory). A timer sends its key on fire when it expires.
 	timers map[string]*time.Timer
 	fire   chan string
-	sem    chan struct{}
-	wg     sync.WaitGroup
+	// sem bounds the loads (compilations) running at once. It is held
+	// only around Host.Load, which never waits for a plugin's call to
+	// end; never while waiting for a file to settle or a plugin to stop.
+	sem chan struct{}
+	wg  sync.WaitGroup
+
+	mu sync.Mutex
+	// busy holds the files a goroutine is looking at: true when another
+	// look was asked for meanwhile. That goroutine looks again instead of
+	// a second one starting, so however often a file is asked about
+	// while its look is held up, it has one goroutine.
+	busy map[string]bool
 }
 
 // schedule (re)arms the debounce timer of key.
@@ -168,24 +182,45 @@ func (d *dirWatch) look(ctx context.Context, key string) {
 		names = d.allNames()
 	}
 	for _, name := range names {
+		d.mu.Lock()
+		_, running := d.busy[name]
+		d.busy[name] = running // a running look is told to look again
+		d.mu.Unlock()
+		if running {
+			continue
+		}
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			select {
-			case d.sem <- struct{}{}:
-			case <-ctx.Done():
+			for {
+				retry := d.sync(ctx, name)
+				if d.opts.looked != nil {
+					d.opts.looked(name)
+				}
+				d.mu.Lock()
+				again := d.busy[name]
+				if !again || ctx.Err() != nil {
+					delete(d.busy, name)
+				} else {
+					d.busy[name] = false
+				}
+				d.mu.Unlock()
+				switch {
+				case ctx.Err() != nil:
+					return
+				case again:
+					continue
+				case retry:
+					// Still being written: look again once it settles.
+					// Sent from here, so Watch's goroutine re-arms the timer.
+					time.AfterFunc(d.opts.Debounce, func() {
+						select {
+						case d.fire <- name:
+						case <-ctx.Done():
+						}
+					})
+				}
 				return
-			}
-			defer func() { <-d.sem }()
-			if retry := d.sync(ctx, name); retry {
-				// Still being written: look again once it settles. Sent
-				// from here, so Watch's goroutine re-arms the timer.
-				time.AfterFunc(d.opts.Debounce, func() {
-					select {
-					case d.fire <- name:
-					case <-ctx.Done():
-					}
-				})
 			}
 		}()
 	}
@@ -219,20 +254,21 @@ func (d *dirWatch) allNames() []string {
 func (d *dirWatch) sync(ctx context.Context, name string) (retry bool) {
 	path := filepath.Join(d.dir, name)
 	st, err := os.Stat(path) // follows links: a dangling link is a removed file
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && st.IsDir()) {
-		d.h.Unload(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		d.h.unload(ctx, name)
 		return false
 	}
-	if err != nil {
-		d.h.log.Warn("cannot stat plugin file", "file", path, "err", err)
-		return false
+	if err != nil || !st.Mode().IsRegular() || st.Size() > d.h.config().ModuleSizeLimit() {
+		// Never to be read (a FIFO, a device, a directory, too big) or not
+		// readable: Load refuses it with the reason, once.
+		return d.load(ctx, path)
 	}
-	if !bytes.HasPrefix(readPrefix(path, len(wasmMagic)), wasmMagic) {
-		// Not (yet) a module: a copy in progress starts empty. A file that
-		// stays like this is reported by the load after it settles.
-		if st.Size() < int64(len(wasmMagic)) || time.Since(st.ModTime()) < 2*d.opts.Debounce {
-			return true
-		}
+	if age := time.Since(st.ModTime()); !bytes.HasPrefix(readPrefix(path, len(wasmMagic)), wasmMagic) &&
+		age >= 0 && age < 2*d.opts.Debounce {
+		// Not (yet) a module: a copy in progress starts empty or short.
+		// One that stays like this is refused by the load once it has
+		// settled, and not looked at again until it changes.
+		return true
 	}
 	// Size and mtime must hold still for StableFor.
 	t := time.NewTimer(d.opts.StableFor)
@@ -246,14 +282,27 @@ func (d *dirWatch) sync(ctx context.Context, name string) (retry bool) {
 	if err != nil || st2.Size() != st.Size() || !st2.ModTime().Equal(st.ModTime()) {
 		return true
 	}
-	// Load skips content it has seen (same sha256) and keeps the running
-	// version when the new one fails; failures are logged there.
+	return d.load(ctx, path)
+}
+
+// load loads path under sem. Load skips content it has seen (same sha256)
+// and keeps the running version when the new one fails; failures are
+// logged there.
+func (d *dirWatch) load(ctx context.Context, path string) (retry bool) {
+	select {
+	case d.sem <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-d.sem }()
 	_ = d.h.Load(ctx, path)
 	return false
 }
 
+// readPrefix reads the first n bytes of a regular file. O_NONBLOCK: the
+// name may have become a FIFO since it was checked.
 func readPrefix(path string, n int) []byte {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil
 	}

@@ -69,7 +69,24 @@ type Host struct {
 	slots map[string]*PluginSlot
 	// loadMu serialises loads of one file: a reload that arrives while
 	// the previous one compiles waits, rather than racing it to the swap.
-	loadMu map[string]*sync.Mutex
+	// An entry lives while someone holds or waits for it (see lockFile),
+	// so names that come and go leave nothing behind.
+	loadMu map[string]*fileLock
+	// retiring holds the generations being stopped after a reload or an
+	// unload, each with a channel closed once it is stopped and its module
+	// closed. A retirement waits for the call in progress, which under
+	// callTimeout: 0s may never end, so nothing that must go on (the next
+	// load of the file, the directory watch) waits for one; Stop does,
+	// within its deadline, and does not close the engine under one that is
+	// still inside a call.
+	retiring map[*generation]chan struct{}
+}
+
+// fileLock is one file's load lock; refs (guarded by Host.mu) counts the
+// holder and the waiters.
+type fileLock struct {
+	mu   sync.Mutex
+	refs int
 }
 
 // New creates a host and its WebAssembly engine. It loads nothing; see
@@ -94,7 +111,8 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		filters: filters, filterErrors: filter.NewErrorLimiter(time.Minute),
 		log: log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
 		observe: opts.observe, logRate: opts.logRate,
-		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*sync.Mutex{},
+		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
+		retiring: map[*generation]chan struct{}{},
 	}, nil
 }
 
@@ -128,7 +146,9 @@ func (h *Host) LoadDir(ctx context.Context) error {
 	}
 	var files []string
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".wasm") && !e.IsDir() {
+		// Whatever the entry is: Load refuses, with its reason, what is
+		// not a regular file.
+		if strings.HasSuffix(e.Name(), ".wasm") {
 			files = append(files, filepath.Join(dir, e.Name()))
 		}
 	}
@@ -154,7 +174,10 @@ func (h *Host) LoadDir(ctx context.Context) error {
 // and the error says what is wrong. On success the new version's listeners
 // are registered, which replays the informer cache to it as initial-list
 // adds, and only then is the old version stopped, after the event it is
-// handling. An unchanged file (same sha256) is not loaded again.
+// handling; Load does not wait for that. An unchanged file (same sha256)
+// is not loaded again. Only a regular file (or a link to one) of at most
+// plugins.maxModuleSize bytes is read; anything else is refused, and
+// reported once, not on every look.
 func (h *Host) Load(ctx context.Context, path string) error {
 	return h.load(ctx, path, false)
 }
@@ -162,14 +185,22 @@ func (h *Host) Load(ctx context.Context, path string) error {
 // load is Load; force loads even unchanged bytes (new settings).
 func (h *Host) load(ctx context.Context, path string, force bool) error {
 	name := filepath.Base(path)
-	mu := h.fileLock(name)
-	mu.Lock()
-	defer mu.Unlock()
+	defer h.lockFile(name)()
 
 	slot := h.slot(name)
-	wasm, err := os.ReadFile(path)
+	wasm, err := readModule(path, h.config().ModuleSizeLimit())
 	if err != nil {
-		return slot.loadFailed(fmt.Errorf("plugin %q: read: %w", name, err), "")
+		err = fmt.Errorf("plugin %q: read: %w", name, err)
+		// The refusal stands for the file as it is: reported once, and
+		// again only when it changes.
+		key := "unreadable: " + err.Error()
+		slot.mu.Lock()
+		again := slot.refusedSHA == key
+		slot.mu.Unlock()
+		if again && !force {
+			return err
+		}
+		return slot.loadFailed(err, key)
 	}
 	sum := sha256.Sum256(wasm)
 	sha := hex.EncodeToString(sum[:])
@@ -222,7 +253,8 @@ func (h *Host) load(ctx context.Context, path string, force bool) error {
 	slot.mu.Unlock()
 	if old != nil {
 		slot.c.reloads.Add(1)
-		old.retire()
+		h.forgetBindings(name, old.settings, settings)
+		h.retire(old)
 	}
 	slot.log.Info("plugin loaded", "sha256", sha[:12], "compile", compiled.Round(time.Millisecond),
 		"total", time.Since(start).Round(time.Millisecond), "bindings", bindingNames(settings))
@@ -239,29 +271,75 @@ func (g *generation) retire() {
 	_ = g.module.Close(context.Background())
 }
 
+// retire stops g in the background, tracked in h.retiring.
+func (h *Host) retire(g *generation) <-chan struct{} {
+	done := make(chan struct{})
+	h.mu.Lock()
+	h.retiring[g] = done
+	h.mu.Unlock()
+	go func() {
+		g.retire()
+		h.mu.Lock()
+		delete(h.retiring, g)
+		h.mu.Unlock()
+		close(done)
+	}()
+	return done
+}
+
 // Unload stops and removes the plugin of file name (a base name): its
 // listeners are removed, its worker stops after its current event, its
 // shutdown export is called. It returns when all of that is done.
 func (h *Host) Unload(name string) {
-	mu := h.fileLock(name)
-	mu.Lock()
-	defer mu.Unlock()
+	h.unload(context.Background(), name)
+}
+
+// unload is Unload, waiting for the plugin to stop only until ctx ends:
+// a plugin inside a call without a deadline may never stop. It goes on
+// stopping in the background (Stop knows of it).
+func (h *Host) unload(ctx context.Context, name string) {
+	unlock := h.lockFile(name)
 	h.mu.Lock()
 	slot := h.slots[name]
 	delete(h.slots, name)
 	h.mu.Unlock()
 	if slot == nil {
+		unlock()
 		return
 	}
 	slot.mu.Lock()
 	g := slot.current
 	slot.current, slot.state = nil, StateStopped
 	slot.mu.Unlock()
+	// The slot is gone: a new file of this name makes a new one, and need
+	// not wait for this one to stop.
+	unlock()
+	h.filterErrors.ForgetPrefix(name + "/")
 	if g != nil {
-		g.retire()
+		select {
+		case <-h.retire(g):
+		case <-ctx.Done():
+			slot.log.Warn("plugin still stopping (inside a call); removed, it stops in the background")
+			h.metrics.forget(name)
+			return
+		}
 	}
 	h.metrics.forget(name)
 	slot.log.Info("plugin unloaded")
+}
+
+// forgetBindings drops the filter error limits of the bindings a reload
+// removed.
+func (h *Host) forgetBindings(name string, old, cur config.PluginSettings) {
+	keep := map[string]bool{}
+	for _, b := range cur.Bindings {
+		keep[b.Resource] = true
+	}
+	for _, b := range old.Bindings {
+		if !keep[b.Resource] {
+			h.filterErrors.Forget(name + "/" + b.Resource)
+		}
+	}
 }
 
 // Stop unloads every plugin. Each drains its queue first, for as long as
@@ -308,6 +386,23 @@ func (h *Host) Stop(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	// Versions replaced or removed earlier and still stopping.
+	h.mu.Lock()
+	retiring := make([]chan struct{}, 0, len(h.retiring))
+	for _, done := range h.retiring {
+		retiring = append(retiring, done)
+	}
+	h.mu.Unlock()
+	for _, done := range retiring {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			stuck.Store(true)
+		}
+	}
+	if len(retiring) > 0 && stuck.Load() {
+		h.log.Warn("replaced or removed plugin versions did not stop before the shutdown deadline; abandoning them")
+	}
 	if !stuck.Load() {
 		// Closing the engine under a worker still inside a call is not
 		// safe; an abandoned worker dies with the process instead.
@@ -364,15 +459,25 @@ func (h *Host) config() *config.Config {
 	return h.cfg
 }
 
-func (h *Host) fileLock(name string) *sync.Mutex {
+// lockFile takes the load lock of file name and returns its release.
+func (h *Host) lockFile(name string) (unlock func()) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	mu := h.loadMu[name]
-	if mu == nil {
-		mu = &sync.Mutex{}
-		h.loadMu[name] = mu
+	l := h.loadMu[name]
+	if l == nil {
+		l = &fileLock{}
+		h.loadMu[name] = l
 	}
-	return mu
+	l.refs++
+	h.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		h.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(h.loadMu, name)
+		}
+		h.mu.Unlock()
+	}
 }
 
 // slot returns the slot for name, creating it in StateLoading.

@@ -42,7 +42,7 @@ func ValidateModules(ctx context.Context, cfg *config.Config, startTimeout time.
 	defer eng.Close(context.Background())
 	var out []ModuleReport
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".wasm") {
+		if !strings.HasSuffix(e.Name(), ".wasm") {
 			continue
 		}
 		out = append(out, ModuleReport{File: e.Name(), Err: validateModule(ctx, eng, cfg, filepath.Join(dir, e.Name()))})
@@ -53,7 +53,7 @@ func ValidateModules(ctx context.Context, cfg *config.Config, startTimeout time.
 
 func validateModule(ctx context.Context, eng *engine.Engine, cfg *config.Config, path string) error {
 	name := filepath.Base(path)
-	wasm, err := os.ReadFile(path)
+	wasm, err := readModule(path, cfg.ModuleSizeLimit())
 	if err != nil {
 		return fmt.Errorf("plugin %q: read: %w", name, err)
 	}
