@@ -1,9 +1,11 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -169,5 +171,105 @@ func TestReadModule(t *testing.T) {
 		}
 	case <-time.After(time.Minute): // a hang detector
 		t.Fatal("reading a FIFO blocked")
+	}
+}
+
+// A version that cannot be stopped (its worker is inside a call that does
+// not end, as a plugin with callTimeout: 0s in an endless loop is) does
+// not wedge the watcher: replacing it again and again, with full rescans
+// in between, loads every new version, other plugins still reload, and
+// once the call ends every version stops and Stop returns.
+//
+// The stuck call is the recorder's gate (the worker is held after its
+// call, before it can take the next), not loop.wasm: a wasm loop without a
+// deadline could never be ended and would spin a core for the rest of the
+// test binary; what the host waits on is the same.
+func TestStuckRetirementDoesNotWedgeTheWatcher(t *testing.T) {
+	healthy, counter := fixture(t, "healthy"), testPlugin(t, "counter")
+	var held <-chan struct{}
+	var open func()
+	hs, err := newHarness(t, reloadConfig+`
+  modules:
+    - {file: stuck.wasm, limits: {callTimeout: 0s}}
+`, map[string][]byte{"stuck.wasm": healthy, "counter.wasm": counter},
+		func(hs *harness) { held, open = hs.rec.gate("stuck.wasm") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := hs.watchCounting()
+	hs.createCM("a", nil)
+	<-held // stuck.wasm's worker will not come back until open
+	running := func(name string, b []byte) func() bool {
+		return func() bool {
+			st := hs.status(name)
+			return st.SHA256 == sha(b) && st.State == StateRunning
+		}
+	}
+	versions := 1
+	for i := range 2*runtime.NumCPU() + 2 {
+		v := variant(healthy, i)
+		replace(t, hs.dir, "stuck.wasm", v)
+		eventually(t, fmt.Sprintf("stuck.wasm version %d to run", i), running("stuck.wasm", v))
+		versions++
+		<-held // the new version is stuck in its first call (the initial list) too
+		// Two looks later, at least one full rescan has looked at it.
+		n := l.of("stuck.wasm")
+		eventually(t, "two more looks at stuck.wasm", func() bool { return l.of("stuck.wasm") >= n+2 })
+	}
+	c2 := variant(counter, 1)
+	replace(t, hs.dir, "counter.wasm", c2)
+	eventually(t, "counter.wasm to reload next to the stuck plugin", running("counter.wasm", c2))
+
+	open()
+	stopped := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		hs.h.Stop(ctx)
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Minute): // a hang detector
+		t.Fatal("Stop did not return")
+	}
+	if n := len(hs.logs.lines("plugin=stuck.wasm", "msg=bye")); n != versions {
+		t.Errorf("%d of stuck.wasm's %d versions ran their shutdown export", n, versions)
+	}
+	if lines := hs.logs.lines("did not stop before the shutdown deadline"); len(lines) != 0 {
+		t.Errorf("Stop gave up on versions that had stopped: %q", lines)
+	}
+}
+
+// A plugin that is removed leaves no state behind: its load lock and its
+// filter error limits go with it.
+func TestRemovedPluginLeavesNothingBehind(t *testing.T) {
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
+plugins:
+  directory: DIR
+  default:
+    bindings: [{resource: cms, filter: 'object.data.missing == "x"'}]
+`, map[string][]byte{"gone.wasm": fixture(t, "healthy")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.watchCounting()
+	hs.createCM("a", nil)
+	eventually(t, "the filter to fail", func() bool { return len(hs.logs.lines("plugin=gone.wasm", "filter evaluation failed")) > 0 })
+	if n := hs.h.filterErrors.Len(); n != 1 {
+		t.Fatalf("%d filter error limits while the plugin runs, want 1", n)
+	}
+	if err := os.Remove(filepath.Join(hs.dir, "gone.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "gone.wasm to be unloaded", func() bool { return len(hs.h.Status()) == 0 })
+	hs.h.mu.Lock()
+	locks := len(hs.h.loadMu)
+	hs.h.mu.Unlock()
+	if n := hs.h.filterErrors.Len(); n != 0 || locks != 0 {
+		t.Errorf("after the plugin is removed: %d filter error limits, %d load locks; want none", n, locks)
 	}
 }
