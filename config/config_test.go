@@ -679,7 +679,10 @@ func TestFilterProblems(t *testing.T) {
 			"config.yaml:10: plugins.default.bindings[0].filter: the expression's estimated worst-case cost"},
 		{"bad changed path", withHead("plugins:", "  modules:", "  - file: a.wasm", "    bindings:", "    - resource: pods",
 			"      changed: [status.phase, 'metadata.labels[']"),
-			"config.yaml:11: plugins.modules[0].bindings[0].changed[1]: field path \"metadata.labels[\""},
+			"config.yaml:11: plugins.modules[0].bindings[0].changed[1]: invalid field path \"metadata.labels[\": unterminated '['"},
+		{"single-quoted key in changed", withHead("plugins:", "  modules:", "  - file: a.wasm", "    bindings:", "    - resource: pods",
+			`      changed: ["metadata.labels['app']"]`),
+			"config.yaml:11: plugins.modules[0].bindings[0].changed[0]: invalid field path \"metadata.labels['app']\": expected an index or a quoted key after '[' at byte 16; single quotes are not path syntax"},
 		{"bad onFilterError", withHead("plugins:", "  default:", "    bindings:", "    - resource: pods", "      onFilterError: maybe"),
 			`config.yaml:10: plugins.default.bindings[0].onFilterError: must be "open" or "closed", not "maybe"`},
 	}

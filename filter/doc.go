@@ -146,8 +146,12 @@
 //
 // Paths in changed are relative to the object root: `status.phase`,
 // `spec.containers[0].image`, `metadata.labels["app.kubernetes.io/name"]`.
-// Keys with dots, slashes or other special characters go in brackets and
-// quotes. In YAML, quote such entries: brackets are flow indicators.
+// They follow the grammar of abi/ABI.md section 9 (the paths a plugin
+// hands to field_read, parsed by the same scanner), so a path is valid in
+// one exactly when it is valid in the other. Keys containing . [ ] " or \
+// go in brackets and double quotes (single quotes are not path syntax); a
+// key may contain anything else, spaces and slashes included. In YAML,
+// quote such entries: brackets are flow indicators.
 //
 //	changed:
 //	  - status.phase

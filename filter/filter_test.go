@@ -369,7 +369,7 @@ func TestCompileErrors(t *testing.T) {
 		{"too expensive", Spec{Expression: `object.spec.containers.all(c, object.spec.containers.all(d, object.spec.containers.all(e, c.name != "")))`}, "filter",
 			[]string{"estimated worst-case cost", "exceeds the limit of 10000000", "nested comprehensions"}},
 		{"bad path", Spec{Changed: []string{"status.phase", "a..b"}}, "changed[1]",
-			[]string{`field path "a..b": empty segment`}},
+			[]string{`invalid field path "a..b": empty key at byte 2`}},
 		{"bad onError", Spec{OnError: "sometimes"}, "onError",
 			[]string{`must be "open" or "closed"`}},
 	}

@@ -3,8 +3,9 @@ package filter
 import (
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
+
+	"github.com/informer-host/informer-host/abi"
 )
 
 // fieldPath is one parsed entry of Spec.Changed: a sequence of map keys
@@ -21,117 +22,32 @@ type pathStep struct {
 	isIndex bool
 }
 
-// parsePath parses the dotted syntax of Spec.Changed:
+// parsePath parses an entry of Spec.Changed with the ABI's path scanner
+// (abi/ABI.md section 9), so that a path means the same in changed as in
+// a plugin's field_read:
 //
 //	status.phase
-//	metadata.labels["app.kubernetes.io/name"]   (or single quotes)
+//	metadata.labels["app.kubernetes.io/name"]
 //	spec.containers[0].image
 //
-// A dotted segment is any run of characters other than . [ ] quotes and
-// white space, which covers every Kubernetes field name; keys that contain
-// those characters (label and annotation keys do) go in brackets. Inside
-// double quotes Go escapes apply; single quotes take the text literally.
+// A bare key is any run of bytes other than . [ ] " and \; keys that
+// contain those (label and annotation keys often do) go in brackets and
+// double quotes, inside which only \" and \\ are escapes.
 func parsePath(s string) (fieldPath, error) {
 	p := fieldPath{text: s}
-	if s == "" {
-		return p, fmt.Errorf("empty field path")
-	}
-	i := 0
-	// expectSegment is true where a dotted name must come next: at the
-	// start and after a dot.
-	expectSegment := true
-	for i < len(s) {
-		c := s[i]
-		switch {
-		case c == '[':
-			if expectSegment && i != 0 {
-				return p, fmt.Errorf("field path %q: '[' at offset %d follows a '.'; write a[\"b\"], not a.[\"b\"]", s, i)
-			}
-			step, n, err := parseBracket(s, i)
-			if err != nil {
-				return p, err
-			}
-			p.steps = append(p.steps, step)
-			i += n
-			expectSegment = false
-			if i < len(s) && s[i] != '.' && s[i] != '[' {
-				return p, fmt.Errorf("field path %q: unexpected %q at offset %d after ']'", s, s[i], i)
-			}
-		case c == '.':
-			if expectSegment {
-				return p, fmt.Errorf("field path %q: empty segment at offset %d", s, i)
-			}
-			expectSegment = true
-			i++
-			if i == len(s) {
-				return p, fmt.Errorf("field path %q: ends with '.'", s)
-			}
-		default:
-			if !expectSegment {
-				return p, fmt.Errorf("field path %q: unexpected %q at offset %d; separate fields with '.'", s, c, i)
-			}
-			j := i
-			for j < len(s) && isSegmentByte(s[j]) {
-				j++
-			}
-			if j == i {
-				return p, fmt.Errorf("field path %q: unexpected %q at offset %d; quote keys with special characters in brackets, e.g. labels[\"app.kubernetes.io/name\"]", s, c, i)
-			}
-			p.steps = append(p.steps, pathStep{key: s[i:j]})
-			i = j
-			expectSegment = false
+	segs, err := abi.ParsePath(s)
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), abi.ErrPath.Error()+"\n")
+		hint := ""
+		if strings.Contains(s, "['") {
+			hint = "; single quotes are not path syntax: write [\"...\"] (in YAML, single-quote the whole entry)"
 		}
+		return p, fmt.Errorf("invalid field path %q: %s%s; keys with . [ ] \" or \\ go in [\"...\"], e.g. labels[\"app.kubernetes.io/name\"]", s, msg, hint)
+	}
+	for _, sg := range segs {
+		p.steps = append(p.steps, pathStep{key: sg.Key, index: sg.Index, isIndex: sg.IsIndex})
 	}
 	return p, nil
-}
-
-func isSegmentByte(c byte) bool {
-	switch c {
-	case '.', '[', ']', '"', '\'', ' ', '\t', '\n', '\r':
-		return false
-	}
-	return true
-}
-
-// parseBracket parses `["key"]`, `['key']` or `[3]` at s[i] and returns
-// the step and the number of bytes consumed.
-func parseBracket(s string, i int) (pathStep, int, error) {
-	end := strings.IndexByte(s[i:], ']')
-	if i+1 < len(s) && (s[i+1] == '"' || s[i+1] == '\'') {
-		q := s[i+1]
-		// Find the closing quote, honouring backslash escapes in double
-		// quotes so that `["a\"]b"]` works.
-		j := i + 2
-		for j < len(s) && s[j] != q {
-			if q == '"' && s[j] == '\\' {
-				j++
-			}
-			j++
-		}
-		if j >= len(s) {
-			return pathStep{}, 0, fmt.Errorf("field path %q: unterminated quote at offset %d", s, i+1)
-		}
-		if j+1 >= len(s) || s[j+1] != ']' {
-			return pathStep{}, 0, fmt.Errorf("field path %q: expected ']' at offset %d", s, j+1)
-		}
-		key := s[i+2 : j]
-		if q == '"' {
-			var err error
-			if key, err = strconv.Unquote(s[i+1 : j+1]); err != nil {
-				return pathStep{}, 0, fmt.Errorf("field path %q: bad quoted key at offset %d: %v", s, i+1, err)
-			}
-		}
-		return pathStep{key: key}, j + 2 - i, nil
-	}
-	if end < 0 {
-		return pathStep{}, 0, fmt.Errorf("field path %q: unterminated '[' at offset %d", s, i)
-	}
-	inner := s[i+1 : i+end]
-	n, err := strconv.Atoi(inner)
-	if err != nil || n < 0 || strings.TrimSpace(inner) != inner || inner[0] == '+' {
-		return pathStep{}, 0, fmt.Errorf("field path %q: bracket at offset %d holds %q; use a quoted key [\"...\"] or a list index [0]", s, i, inner)
-	}
-	return pathStep{index: n, isIndex: true}, end + 1, nil
 }
 
 // lookup returns the value at p in obj and whether it is present.

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/informer-host/informer-host/abi"
 )
 
 func TestParsePath(t *testing.T) {
@@ -17,9 +19,9 @@ func TestParsePath(t *testing.T) {
 		{"status.phase", []pathStep{k("status"), k("phase")}},
 		{"metadata.labels.app", []pathStep{k("metadata"), k("labels"), k("app")}},
 		{`metadata.labels["app.kubernetes.io/name"]`, []pathStep{k("metadata"), k("labels"), k("app.kubernetes.io/name")}},
-		{`metadata.labels['app.kubernetes.io/name']`, []pathStep{k("metadata"), k("labels"), k("app.kubernetes.io/name")}},
 		{`metadata.annotations["a\"b"].x`, []pathStep{k("metadata"), k("annotations"), k(`a"b`), k("x")}},
-		{`metadata.annotations['a\b']`, []pathStep{k("metadata"), k("annotations"), k(`a\b`)}},
+		{`metadata.annotations["a\\b"]`, []pathStep{k("metadata"), k("annotations"), k(`a\b`)}},
+		{"spec.a b", []pathStep{k("spec"), k("a b")}}, // a space is a key byte, as in field_read
 		{`data[""]`, []pathStep{k("data"), k("")}},
 		{"spec.containers[0].image", []pathStep{k("spec"), k("containers"), ix(0), k("image")}},
 		{"spec.matrix[1][2]", []pathStep{k("spec"), k("matrix"), ix(1), ix(2)}},
@@ -37,20 +39,20 @@ func TestParsePath(t *testing.T) {
 		}
 	}
 	bad := []struct{ in, msg string }{
-		{"", "empty field path"},
-		{".a", "empty segment"},
-		{"a..b", "empty segment"},
-		{"a.", "ends with '.'"},
-		{"a b", "unexpected"},
-		{`a.["b"]`, "follows a '.'"},
+		{"", "empty path at byte 0"},
+		{".a", "empty key"},
+		{"a..b", "empty key"},
+		{"a.", "empty key"},
+		{`a.["b"]`, "empty key"},
 		{`a["b"`, "expected ']'"},
-		{`a["b`, "unterminated quote"},
-		{`a[b]`, "use a quoted key"},
-		{`a[-1]`, "use a quoted key"},
-		{`a[1`, "unterminated '['"},
-		{`a["b"]c`, "after ']'"},
-		{`a]`, "unexpected"},
-		{`a["\q"]`, "bad quoted key"},
+		{`a["b`, "unterminated quoted key"},
+		{`a[b]`, "expected an index or a quoted key"},
+		{`a[-1]`, "expected an index or a quoted key"},
+		{`a[1`, "expected ']' after index"},
+		{`a["b"]c`, "expected '.' or '['"},
+		{`a]`, "expected '.' or '['"},
+		{`a["\q"]`, "invalid escape"},
+		{`metadata.labels['app']`, "single quotes are not path syntax"},
 	}
 	for _, tt := range bad {
 		_, err := parsePath(tt.in)
@@ -127,6 +129,22 @@ func TestJSONEqual(t *testing.T) {
 	for _, tt := range tests {
 		if got := jsonEqual(tt.a, tt.b); got != tt.want {
 			t.Errorf("jsonEqual(%v, %v) = %v", tt.a, tt.b, got)
+		}
+	}
+}
+
+// A path in changed means what it means to a plugin's field_read, which
+// scans with abi.PathScanner: both accept the same paths and refuse the
+// same ones.
+func TestChangedPathsUseTheABIGrammar(t *testing.T) {
+	for _, path := range []string{
+		`metadata.labels['app']`, `spec.a b`, `status.phase`, `metadata.labels["app.kubernetes.io/name"]`,
+		`a[01]`, `a["x\y"]`, `a\b`, `a[1000000000]`, `[0]`, `["k"]`, `a.`, `tab	key`, `ünïcode.ключ`,
+	} {
+		_, abiErr := abi.ParsePath(path)
+		_, err := Compile(Spec{Changed: []string{path}}, Options{})
+		if (err == nil) != (abiErr == nil) {
+			t.Errorf("changed: [%q]: filter says %v, field_read's scanner says %v", path, err, abiErr)
 		}
 	}
 }
