@@ -554,6 +554,34 @@ func TestDurationEncoding(t *testing.T) {
 	}
 }
 
+// A syntax error names the line the problem is on, not the line where the
+// construct around it starts (yaml.v3's own number, one or more lines
+// early).
+func TestSyntaxErrorLines(t *testing.T) {
+	head := []string{"plugins:", "  default:", "    delivery:"} // lines 6-8
+	cases := []struct {
+		name  string
+		lines []string // from line 9
+		want  string
+	}{
+		{"tab", []string{"      mode: every", "\tbufferSize: 3"}, "config.yaml:10: syntax error: found a tab character that violates indentation"},
+		{"bad indentation", []string{"      mode: every", "     bufferSize: 3"}, "config.yaml:10: syntax error: did not find expected key"},
+		{"less indentation", []string{"      mode: every", "   bufferSize: 3"}, "config.yaml:10: syntax error: did not find expected key"},
+		{"unclosed bracket", []string{"      mode: [every", "      bufferSize: 3"}, "config.yaml:9: syntax error: did not find expected ',' or ']'"},
+		{"unclosed quote", []string{`      mode: "every`, "      bufferSize: 3"}, "config.yaml:9: syntax error: found unexpected end of stream"},
+		{"tab at the start", []string{"\tmode: every"}, "config.yaml:9: syntax error: found character that cannot start any token"},
+		{"second document broken", []string{"      mode: every", "---", "a: b", "c: d: e"}, "config.yaml:12: syntax error: mapping values are not allowed in this context"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("config.yaml", []byte(withHead(append(head, tc.lines...)...)))
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("got  %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestModuleSize(t *testing.T) {
 	for in, want := range map[string]int64{"128Mi": 128 << 20, "3000000": 3000000, "'2M'": 2000000, "1Gi": 1 << 30} {
 		c, err := Parse("", []byte("apiVersion: informer-host/v1\nplugins: {maxModuleSize: "+in+"}\n"))

@@ -230,7 +230,7 @@ func decode(file string, data []byte) (*Config, *problems) {
 		if errors.Is(err, io.EOF) {
 			p.atLine(0, "empty document: expected a mapping starting with \"apiVersion: %s\"", APIVersion)
 		} else {
-			p.syntax(err)
+			p.syntax(data, err)
 		}
 		return nil, p
 	}
@@ -243,7 +243,7 @@ func decode(file string, data []byte) (*Config, *problems) {
 		}
 		p.atLine(line, "a second YAML document; a config file holds exactly one (remove the \"---\")")
 	case !errors.Is(err, io.EOF):
-		p.syntax(err)
+		p.syntax(data, err)
 	}
 	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
 		p.atLine(0, "empty document: expected a mapping starting with \"apiVersion: %s\"", APIVersion)
@@ -271,21 +271,68 @@ func decode(file string, data []byte) (*Config, *problems) {
 			p.typeError(ix, msg)
 		}
 	case err != nil:
-		p.syntax(err)
+		p.syntax(data, err)
 		return nil, p
 	}
 	return c, p
 }
 
-// syntax reports an error from the YAML parser ("yaml: line 3: ...").
-func (p *problems) syntax(err error) {
+// syntax reports an error from the YAML parser ("yaml: line 3: ...") of
+// data, at the line of the problem (see syntaxLine).
+func (p *problems) syntax(data []byte, err error) {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line, rest, ok := cutLine(msg)
 	if !ok {
-		p.atLine(0, "syntax error: %s", msg)
-		return
+		line, rest = 0, msg
 	}
-	p.atLine(line, "syntax error: %s", rest)
+	p.atLine(syntaxLine(data, line, err.Error()), "syntax error: %s", rest)
+}
+
+// syntaxLine returns the line of the problem behind the syntax error
+// message full, which yaml.v3 said is on line reported. That is not where
+// the problem is: yaml.v3 gives the line where the construct around it
+// starts (its "context"), and for a parser error (not a scanner error)
+// counts that line from 0. A tab on line 10 comes back as line 9, a badly
+// indented key on line 10 as line 7, an unclosed [ on line 9 as line 8.
+//
+// The parser reads forward and stops at the first token it cannot use, so
+// the problem is on the first line after which the document, cut there,
+// fails with the very same message (the same problem, the same context);
+// every shorter cut is a prefix the parser had accepted. That line is
+// searched for from the reported one on (the context never follows the
+// problem). It costs a parse per line, only for a file that is broken.
+func syntaxLine(data []byte, reported int, full string) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines[len(lines)-1]) == 0 {
+		lines = lines[:len(lines)-1] // after the final newline: no line
+	}
+	prefix := make([]byte, 0, len(data))
+	for i, l := range lines {
+		prefix = append(prefix, l...)
+		if i+1 < reported {
+			continue
+		}
+		if err := parseError(prefix); err != nil && err.Error() == full {
+			return i + 1
+		}
+	}
+	return reported
+}
+
+// parseError is the first syntax error in data, read the way decode reads
+// it: the first document, then whether there is a second.
+func parseError(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for range 2 {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // cutLine splits "line 12: rest" into 12 and "rest".
