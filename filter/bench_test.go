@@ -125,3 +125,38 @@ func BenchmarkDecide(b *testing.B) {
 		}
 	})
 }
+
+// configMapWithKeys is a ConfigMap of n data keys, each state new to the memo.
+func configMapWithKeys(n int, rv string) *unstructured.Unstructured {
+	data := map[string]any{}
+	for i := range n {
+		data[fmt.Sprintf("key-%04d", i)] = fmt.Sprintf("value-%04d", i)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "big", "resourceVersion": rv}, "data": data}}
+}
+
+// runaway is an expression the static estimate accepts that no object
+// of 1,000 keys lets finish within the runtime limit.
+const runaway = `object.data.all(k, object.data.all(j, true))`
+
+// How long a runaway expression runs on a 1,000-key ConfigMap before the
+// runtime cost limit stops it: the default limit, and Kubernetes' ten
+// times larger one for comparison (the ratio of the two is the point;
+// filter/doc.go quotes the absolute figure).
+func BenchmarkRunawayStopped(b *testing.B) {
+	res := &event.ResourceRef{Name: "cms", Version: "v1", Resource: "configmaps", Kind: "ConfigMap"}
+	for _, limit := range []uint64{DefaultCostLimit, 1_000_000} {
+		b.Run(fmt.Sprintf("limit=%d", limit), func(b *testing.B) {
+			f := mustCompile(b, Spec{Expression: runaway}, Options{MemoSize: 1, CostLimit: limit})
+			obj := configMapWithKeys(1000, "1")
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				obj.SetResourceVersion(fmt.Sprint(i + 2))
+				if d := f.Decide(&event.Event{Type: event.EventAdd, Resource: res, Object: obj}); d.Err == nil {
+					b.Fatal("the runaway expression was not stopped")
+				}
+			}
+		})
+	}
+}

@@ -177,6 +177,14 @@ func TestDecide(t *testing.T) {
 		{"cost within limit", Spec{Expression: `object.spec.items.exists(i, i == -1)`},
 			Options{}, func(t testing.TB) *event.Event { return add(withItems(t, 10000)) },
 			want{reason: ReasonFiltered}},
+		// The default limit stops a runaway near 0.1 s (BenchmarkRunawayStopped):
+		// this one, of some 300,000 units, the old limit of 1,000,000 let run to its end.
+		{"runaway stopped by the default limit", Spec{Expression: runaway},
+			Options{}, func(t testing.TB) *event.Event { return add(configMapWithKeys(300, "1")) },
+			want{deliver: true, err: "cost limit exceeded"}},
+		{"a loop over 1,000 keys within the default limit", Spec{Expression: `object.data.all(k, k.startsWith("key-"))`},
+			Options{}, func(t testing.TB) *event.Event { return add(configMapWithKeys(1000, "1")) },
+			want{deliver: true}},
 
 		// changed.
 		{"changed phase", Spec{Changed: []string{"status.phase"}},
