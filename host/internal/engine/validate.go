@@ -421,8 +421,12 @@ func checkABI(info *moduleInfo, wasi map[string]abi.Signature) (problems, warnin
 			if n, ok := versionSuffix(im.module, abi.ImportModulePrefix); ok && n != abi.Version {
 				continue // reported above, once per version
 			}
-			problems = append(problems, fmt.Sprintf("imports %q.%q %s, which this host does not provide (it provides modules %q and %q)",
-				im.module, im.name, gotS, abi.ImportModule, wasiModule))
+			p := fmt.Sprintf("imports %q.%q %s, which this host does not provide (it provides modules %q and %q)",
+				im.module, im.name, gotS, abi.ImportModule, wasiModule)
+			if im.module == "env" && im.name == "abort" {
+				p += "; AssemblyScript emits this import by default: build with --use abort= (abort traps) or --use abort=<file>/<function> (your own)"
+			}
+			problems = append(problems, p)
 		}
 	}
 	return problems, warnings

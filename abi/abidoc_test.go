@@ -1,0 +1,76 @@
+package abi
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The header example of ABI.md section 8 is what AppendHeader writes, and
+// the offsets its text reads out of it are the dump's.
+func TestABIDocHeaderExample(t *testing.T) {
+	doc, err := os.ReadFile("ABI.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := string(doc)
+	sec = sec[strings.Index(sec, "## 8. The event header"):]
+	sec = sec[:strings.Index(sec, "## 9.")]
+	start := strings.Index(sec, "```\n00000000")
+	if start < 0 {
+		t.Fatal("no hex dump in section 8")
+	}
+	dump := sec[start+4:]
+	dump = dump[:strings.Index(dump, "```")]
+	var got []byte
+	for _, line := range strings.Split(strings.TrimSpace(dump), "\n") {
+		hexPart := line[10:]
+		if i := strings.Index(hexPart, "|"); i >= 0 {
+			hexPart = hexPart[:i]
+		}
+		b, err := hex.DecodeString(strings.Join(strings.Fields(hexPart), ""))
+		if err != nil {
+			t.Fatalf("dump line %q: %v", line, err)
+		}
+		got = append(got, b...)
+	}
+	h := Header{Type: EventUpdate, Flags: FlagHasOldObject, Fields: [HeaderFieldCount]string{
+		"pods", "", "v1", "pods", "Pod", "default", "web-0", "u1", "5"}}
+	if want := AppendHeader(nil, &h); !bytes.Equal(got, want) {
+		t.Fatalf("the dump is not AppendHeader's:\n got %x\nwant %x", got, want)
+	}
+	m := regexp.MustCompile("the name's offset, here\\s+`0x([0-9a-f]+)`\\) and at 60 \\(its length, (\\d+)\\)").FindStringSubmatch(sec)
+	if m == nil {
+		t.Fatal("section 8 no longer says where the name is")
+	}
+	off, _ := strconv.ParseUint(m[1], 16, 32)
+	n, _ := strconv.Atoi(m[2])
+	if o := binary.LittleEndian.Uint32(got[56:]); uint64(o) != off {
+		t.Errorf("the text says the name's offset is 0x%x; the dump says 0x%x", off, o)
+	}
+	if l := binary.LittleEndian.Uint32(got[60:]); int(l) != n {
+		t.Errorf("the text says the name's length is %d; the dump says %d", n, l)
+	}
+}
+
+// Every Zig sketch that uses std imports it.
+func TestABIDocZigImportsStd(t *testing.T) {
+	doc, err := os.ReadFile("ABI.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```zig\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	if len(blocks) == 0 {
+		t.Fatal("no Zig sketch")
+	}
+	for _, b := range blocks {
+		if strings.Contains(b[1], "std.") && !strings.Contains(b[1], `const std = @import("std");`) {
+			t.Errorf("a Zig sketch uses std without importing it:\n%s", b[1])
+		}
+	}
+}
