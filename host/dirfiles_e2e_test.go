@@ -2,9 +2,11 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -271,5 +273,80 @@ plugins:
 	hs.h.mu.Unlock()
 	if n := hs.h.filterErrors.Len(); n != 0 || locks != 0 {
 		t.Errorf("after the plugin is removed: %d filter error limits, %d load locks; want none", n, locks)
+	}
+}
+
+// /debug/plugins (Status as JSON) spells every key one way, carries when
+// the running version was loaded and when it last handled an event, and
+// drops a refusal once the running version's bytes are put back; a reload
+// is logged as one.
+func TestStatusReport(t *testing.T) {
+	counter := testPlugin(t, "counter")
+	hs, err := newHarness(t, reloadConfig, map[string][]byte{"counter.wasm": counter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.watch(fastWatch)
+	hs.createCM("a", nil)
+	eventually(t, "the event to be handled", func() bool { return hs.status("counter.wasm").Counters.Delivered == 1 })
+
+	b, err := json.Marshal(hs.h.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	camel := regexp.MustCompile(`^[a-z][a-zA-Z0-9]*$`)
+	var walk func(at string, v any)
+	walk = func(at string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if !camel.MatchString(k) && !strings.HasSuffix(at, ".filtered") { // filtered is keyed by resource name
+					t.Errorf("key %s.%s is not lowerCamelCase", at, k)
+				}
+				walk(at+"."+k, x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(at+"[]", x)
+			}
+		}
+	}
+	walk("", doc)
+	for _, k := range []string{`"queue":{"depth":0,`, `"counters":{"delivered":1,"ok":1,`, `"abiFailures":0`, `"loadedAt":"`, `"lastEventAt":"`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("the status lacks %s:\n%s", k, b)
+		}
+	}
+	st := hs.status("counter.wasm")
+	if st.LoadedAt.IsZero() || st.LastEventAt.Before(st.LoadedAt) {
+		t.Errorf("loaded at %v, last event at %v", st.LoadedAt, st.LastEventAt)
+	}
+
+	// A broken version is refused; the running one's bytes put back clear
+	// the refusal.
+	broken := append(append([]byte(nil), wasmMagic...), []byte("\x01\x05junk!")...)
+	replace(t, hs.dir, "counter.wasm", broken)
+	eventually(t, "the broken version to be refused", func() bool { return hs.status("counter.wasm").LastError != "" })
+	replace(t, hs.dir, "counter.wasm", counter)
+	eventually(t, "the refusal to be cleared", func() bool { return hs.status("counter.wasm").LastError == "" })
+	if st := hs.status("counter.wasm"); st.State != StateRunning || st.SHA256 != sha(counter) || st.Counters.Reloads != 0 {
+		t.Errorf("after the bytes were put back: %+v", st)
+	}
+
+	v2 := variant(counter, 2)
+	replace(t, hs.dir, "counter.wasm", v2)
+	eventually(t, "the reload", func() bool { return hs.status("counter.wasm").SHA256 == sha(v2) })
+	if n := len(hs.logs.lines("plugin=counter.wasm", `msg="plugin loaded"`)); n != 1 {
+		t.Errorf(`%d "plugin loaded" lines, want 1 (the first load)`, n)
+	}
+	if n := len(hs.logs.lines("plugin=counter.wasm", `msg="plugin reloaded"`, "previous="+sha(counter)[:12], "sha256="+sha(v2)[:12])); n != 1 {
+		t.Errorf(`%d "plugin reloaded" lines naming both versions, want 1`, n)
+	}
+	if now := hs.status("counter.wasm"); !now.LoadedAt.After(st.LoadedAt) {
+		t.Errorf("loaded at %v after the reload, %v before", now.LoadedAt, st.LoadedAt)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/filter"
@@ -210,7 +212,16 @@ func (h *Host) load(ctx context.Context, path string, force bool) error {
 	unchanged := slot.sha256 == sha && slot.current != nil
 	refused := slot.refusedSHA == sha
 	refusal := slot.lastErr
+	// The running version's bytes put back over a refused version: the
+	// refusal is about a file that is no longer there.
+	stale := unchanged && slot.refusedSHA != ""
+	if stale {
+		slot.refusedSHA, slot.lastErr = "", ""
+	}
 	slot.mu.Unlock()
+	if stale {
+		slot.log.Info("the running version's file is back; the refusal of the other version no longer applies", "sha256", sha[:12])
+	}
 	if unchanged && !force {
 		return nil
 	}
@@ -247,17 +258,22 @@ func (h *Host) load(ctx context.Context, path string, force bool) error {
 	go g.run(inst)
 
 	slot.mu.Lock()
-	old := slot.current
+	old, oldSHA := slot.current, slot.sha256
 	slot.current, slot.sha256, slot.state, slot.lastErr, slot.failures = g, sha, StateRunning, "", 0
-	slot.refusedSHA = ""
+	slot.refusedSHA, slot.loadedAt = "", time.Now()
 	slot.mu.Unlock()
 	if old != nil {
 		slot.c.reloads.Add(1)
 		h.forgetBindings(name, old.settings, settings)
 		h.retire(old)
 	}
-	slot.log.Info("plugin loaded", "sha256", sha[:12], "compile", compiled.Round(time.Millisecond),
-		"total", time.Since(start).Round(time.Millisecond), "bindings", bindingNames(settings))
+	attrs := []any{"sha256", sha[:12], "compile", compiled.Round(time.Millisecond),
+		"total", time.Since(start).Round(time.Millisecond), "bindings", bindingNames(settings)}
+	if old == nil {
+		slot.log.Info("plugin loaded", attrs...)
+	} else {
+		slot.log.Info("plugin reloaded", append(attrs, "previous", oldSHA[:min(12, len(oldSHA))])...)
+	}
 	return nil
 }
 
@@ -512,7 +528,8 @@ func (s *PluginSlot) loadFailed(err error, sha string) error {
 	return err
 }
 
-// PluginStatus reports one plugin.
+// PluginStatus reports one plugin. Its JSON (/debug/plugins) spells every
+// key in lowerCamelCase, those of Queue and Counters included.
 type PluginStatus struct {
 	File       string      `json:"file"`
 	SHA256     string      `json:"sha256,omitempty"`
@@ -526,6 +543,71 @@ type PluginStatus struct {
 	// kept from the plugin.
 	Filtered  map[string]FilterCounts `json:"filtered,omitempty"`
 	LastError string                  `json:"lastError,omitempty"`
+	// LoadedAt is when the running version was loaded; LastEventAt when it
+	// (or a version before it) last returned from ih_handle.
+	LoadedAt    time.Time `json:"loadedAt,omitzero"`
+	LastEventAt time.Time `json:"lastEventAt,omitzero"`
+}
+
+// MarshalJSON writes the counters with lowerCamelCase keys, like the rest
+// of PluginStatus (the Go names stay as they are).
+func (c Counters) MarshalJSON() ([]byte, error) { return camelJSON(c) }
+
+// MarshalJSON writes the queue's counters with lowerCamelCase keys.
+func (q QueueStats) MarshalJSON() ([]byte, error) { return camelJSON(q) }
+
+// camelJSON encodes a struct of plain fields as an object keyed by each
+// field's json tag or, without one, its name in lowerCamelCase: "OK" ->
+// "ok", "ABIFailures" -> "abiFailures", "RetryExhausted" ->
+// "retryExhausted". Reflection rather than tags, so a field added to the
+// struct cannot come out in another style.
+func camelJSON(v any) ([]byte, error) {
+	rv := reflect.ValueOf(v)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := range rv.NumField() {
+		f := rv.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		key := lowerCamel(f.Name)
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == "-" {
+			continue
+		} else if tag != "" {
+			key = tag
+		}
+		val, err := json.Marshal(rv.Field(i).Interface())
+		if err != nil {
+			return nil, err
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(val)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// lowerCamel lowers a Go name's leading capital, or its leading
+// initialism: the run of capitals, but for the last one when a lower-case
+// letter follows it (ABIFailures -> abiFailures).
+func lowerCamel(name string) string {
+	r := []rune(name)
+	n := 0
+	for n < len(r) && unicode.IsUpper(r[n]) {
+		n++
+	}
+	if n > 1 && n < len(r) {
+		n-- // the last capital starts the next word
+	}
+	for i := range n {
+		r[i] = unicode.ToLower(r[i])
+	}
+	return string(r)
 }
 
 // FilterCounts are the events one binding's filter kept from its plugin.
@@ -555,6 +637,10 @@ func (h *Host) Status() []PluginStatus {
 			}
 			st.Filtered[res] = FilterCounts{Filtered: c.filtered.Load(), Unchanged: c.unchanged.Load(),
 				Resync: c.resync.Load(), Error: c.errors.Load(), EvalErrors: c.evalErrors.Load()}
+		}
+		st.LoadedAt = s.loadedAt
+		if ns := s.lastEvent.Load(); ns != 0 {
+			st.LastEventAt = time.Unix(0, ns)
 		}
 		if g := s.current; g != nil {
 			st.ABIVersion = g.module.ABIVersion()

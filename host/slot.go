@@ -81,6 +81,9 @@ type PluginSlot struct {
 	log  *slog.Logger
 	c    counters
 	obs  slotObservers
+	// lastEvent is when the last ih_handle call ended (unix ns; 0: none),
+	// for Status. Written by the worker, read by Status.
+	lastEvent atomic.Int64
 
 	mu      sync.Mutex
 	state   PluginState
@@ -92,7 +95,8 @@ type PluginSlot struct {
 	// refusedSHA is the content last refused, so the same broken bytes are
 	// not compiled (and reported) again on every look at the directory.
 	refusedSHA string
-	failures   int // consecutive failures of the current generation
+	failures   int       // consecutive failures of the current generation
+	loadedAt   time.Time // when the current generation was swapped in
 }
 
 // bindingCounts returns the filter counters of the binding to resource.
@@ -376,6 +380,7 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) *engine.Instanc
 		}
 		res, err := inst.Handle(context.Background(), env)
 		s.obs.handle.Observe(since(start))
+		s.lastEvent.Store(time.Now().UnixNano())
 		if s.h.observe != nil {
 			s.h.observe(s.name, env.Event(), res, err)
 		}

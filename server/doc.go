@@ -8,7 +8,8 @@
 //	                 with the reasons, one per line. A standby replica (leader
 //	                 election) answers 200 and says it is one.
 //	/debug/plugins   every plugin's file, sha256, ABI version, bindings, state,
-//	                 counters and last error, as JSON
+//	                 counters, last error, load time and last event time, as
+//	                 JSON with lowerCamelCase keys
 //
 // Usage:
 //

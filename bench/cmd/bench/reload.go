@@ -201,7 +201,8 @@ func (h *e2e) reload(runs int, withK8sAPI bool, control time.Duration) ([]reload
 	return out, ctl, err
 }
 
-// waitLoaded waits for the "plugin loaded" line of version sha after t0.
+// waitLoaded waits for the "plugin loaded" (or "plugin reloaded") line of
+// version sha after t0.
 func waitLoaded(d *daemon, sha string, t0 time.Time, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
@@ -210,7 +211,7 @@ func waitLoaded(d *daemon, sha string, t0 time.Time, limit time.Duration) error 
 			return err
 		}
 		for _, l := range lines {
-			if l.Msg == "plugin loaded" && l.SHA256 == sha && !l.Time.Before(t0.Truncate(time.Millisecond)) {
+			if loadedMsg(l.Msg) && l.SHA256 == sha && !l.Time.Before(t0.Truncate(time.Millisecond)) {
 				return nil
 			}
 			if strings.Contains(l.Msg, "new version refused") && !l.Time.Before(t0.Truncate(time.Millisecond)) {
@@ -247,7 +248,7 @@ func analyseReloads(d *daemon, initial []byte, steps []reloadStep, sent *sentTim
 		var loaded *logLine
 		for i := range lines {
 			l := &lines[i]
-			if l.Msg == "plugin loaded" && l.SHA256 == sha && !l.Time.Before(st.t0.Truncate(time.Millisecond)) {
+			if loadedMsg(l.Msg) && l.SHA256 == sha && !l.Time.Before(st.t0.Truncate(time.Millisecond)) {
 				loaded = l
 				break
 			}
@@ -358,3 +359,7 @@ func (h *e2e) startup(runs, n int) ([]startRun, error) {
 	}
 	return out, nil
 }
+
+// loadedMsg reports whether msg is the host's log of a version swapped in:
+// "plugin loaded" the first time, "plugin reloaded" after.
+func loadedMsg(msg string) bool { return msg == "plugin loaded" || msg == "plugin reloaded" }
