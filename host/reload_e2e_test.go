@@ -159,7 +159,13 @@ func TestReloadsUnderChurnLoseNoEvent(t *testing.T) {
 			return st.SHA256 == want && st.State == StateRunning
 		})
 		reloads++
-		time.Sleep(20 * time.Millisecond) // let some churn land on each version
+		// Some churn lands on each version: it handles a live event, not
+		// only the replay it got when it was registered.
+		counted := func() int {
+			return len(hs.logs.lines("plugin=counter.wasm", "version="+want[:12], `msg="count=`))
+		}
+		seen := counted()
+		eventually(t, fmt.Sprintf("version %d to handle a live event", r), func() bool { return counted() > seen })
 	}
 	close(stop)
 	wg.Wait()
@@ -188,7 +194,7 @@ func TestPluginDirectoryChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs.watch(fastWatch)
+	l := hs.watchCounting()
 	hs.createCM("x", nil)
 	running := func(name string, b []byte) func() bool {
 		return func() bool {
@@ -215,9 +221,16 @@ func TestPluginDirectoryChanges(t *testing.T) {
 		if _, err := f.Write(full[:len(full)/2]); err != nil {
 			t.Fatal(err)
 		}
-		// Long enough for the watcher to take the half file for complete
-		// and fail to compile it.
-		time.Sleep(500 * time.Millisecond)
+		// The watcher takes the half file for complete once it holds
+		// still, and refuses it.
+		eventually(t, "the half-written file to be refused", func() bool {
+			for _, s := range hs.h.Status() {
+				if s.File == "chunked.wasm" {
+					return s.State == StateFailed && strings.Contains(s.LastError, `plugin "chunked.wasm"`)
+				}
+			}
+			return false
+		})
 		if _, err := f.Write(full[len(full)/2:]); err != nil {
 			t.Fatal(err)
 		}
@@ -256,12 +269,10 @@ func TestPluginDirectoryChanges(t *testing.T) {
 		}
 		loads := swaps()
 		replace(t, hs.dir, "counter.wasm", counter)
-		// The next full rescan has certainly looked at the file once a file
-		// written after it has been loaded.
-		marker := variant(healthy, 300)
-		replace(t, hs.dir, "marker.wasm", marker)
-		eventually(t, "marker.wasm to load", running("marker.wasm", marker))
-		time.Sleep(fastWatch.Rescan + 200*time.Millisecond)
+		// Two more looks: one file has one look at a time, so the second
+		// began after the rewrite, whatever the first had seen.
+		looks := l.of("counter.wasm")
+		eventually(t, "two looks at the rewritten counter.wasm", func() bool { return l.of("counter.wasm") >= looks+2 })
 		after := hs.status("counter.wasm").Counters
 		if after.Reloads != before.Reloads || swaps() != loads {
 			t.Errorf("rewriting counter.wasm with the same bytes reloaded it: %+v -> %+v", before, after)
@@ -357,13 +368,15 @@ plugins:
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs.watch(fastWatch)
+	l := hs.watchCounting()
 	hs.createCM("a", nil)
 	eventually(t, "quarantine", func() bool { return hs.status("flaky.wasm").State == StateQuarantined })
 	hs.createCM("b", nil)
-	// Rewriting the same bytes is no change: still quarantined.
+	// Rewriting the same bytes is no change: still quarantined, two looks
+	// later (the second began after the rewrite; see TestPluginDirectoryChanges).
 	replace(t, hs.dir, "flaky.wasm", fixture(t, "trap"))
-	time.Sleep(fastWatch.Rescan + 200*time.Millisecond)
+	looks := l.of("flaky.wasm")
+	eventually(t, "two looks at the rewritten flaky.wasm", func() bool { return l.of("flaky.wasm") >= looks+2 })
 	if st := hs.status("flaky.wasm"); st.State != StateQuarantined {
 		t.Fatalf("same bytes brought the plugin out of quarantine: %+v", st)
 	}

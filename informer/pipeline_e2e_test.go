@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -348,11 +349,13 @@ func TestLateListenerGetsCacheThenLiveEventsAndRemoveWaits(t *testing.T) {
 	record := late.listener()
 	release := make(chan struct{})
 	inCallback := make(chan struct{}, 1)
+	var callbackReturned atomic.Bool
 	reg, err := p.AddListener("cms", informer.ListenerFunc(func(ev *informer.Event) {
 		record(ev)
 		if ev.Object.GetName() == "live" {
 			inCallback <- struct{}{}
 			<-release
+			callbackReturned.Store(true)
 		}
 	}))
 	if err != nil {
@@ -372,14 +375,20 @@ func TestLateListenerGetsCacheThenLiveEventsAndRemoveWaits(t *testing.T) {
 		t.Fatalf("live event: %v; want one add, not initial", e)
 	}
 	removed := make(chan struct{})
-	go func() { reg.Remove(); close(removed) }()
-	select {
-	case <-removed:
-		t.Fatal("Remove returned while the listener was still inside a callback")
-	case <-time.After(300 * time.Millisecond):
-	}
+	var returnedFirst bool
+	go func() {
+		reg.Remove()
+		returnedFirst = !callbackReturned.Load()
+		close(removed)
+	}()
+	// Remove has begun (the registration reads as removed) while the
+	// callback is still held; it must not return before the callback does.
+	eventually(t, "Remove to begin", func() bool { return !reg.HasSynced() })
 	close(release)
 	<-removed
+	if returnedFirst {
+		t.Fatal("Remove returned while the listener was still inside a callback")
+	}
 
 	mustCreate(t, configMap(ns, "after-remove", "1", nil))
 	eventually(t, "first listener sees after-remove", func() bool { return len(first.forKey(ns+"/after-remove")) == 1 })

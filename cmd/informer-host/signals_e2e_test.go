@@ -6,10 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +22,9 @@ func TestSignals(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	start := func(t *testing.T, plugins map[string][]byte, moduleYAML string) (*exec.Cmd, *syncBuffer, string) {
+	// start runs the binary; serve keeps its HTTP server (on a free port,
+	// see serverURL).
+	start := func(t *testing.T, plugins map[string][]byte, moduleYAML string, serve ...bool) (*exec.Cmd, *syncBuffer, string) {
 		ns := env.Namespace(t)
 		dir := t.TempDir()
 		if err := env.WriteKubeconfig(filepath.Join(dir, "kubeconfig")); err != nil {
@@ -38,7 +40,9 @@ func TestSignals(t *testing.T) {
 		}
 		cfg := strings.ReplaceAll(fmt.Sprintf(daemonConfig, "", "{resource: cms}"), "NS", ns)
 		cfg = strings.Replace(cfg, "server:", moduleYAML+"server:", 1) // moduleYAML continues plugins:
-		cfg = strings.Replace(cfg, "address: 127.0.0.1:0", "address: \"off\"", 1)
+		if len(serve) == 0 || !serve[0] {
+			cfg = strings.Replace(cfg, "address: 127.0.0.1:0", "address: \"off\"", 1)
+		}
 		if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -102,10 +106,16 @@ func TestSignals(t *testing.T) {
 		// loop.wasm spins in every call; with a 10 minute deadline the
 		// drain cannot finish.
 		cmd, logs, ns := start(t, map[string][]byte{"loop.wasm": wat(t, "../../host/testdata/fixtures/loop.wat")},
-			"  modules:\n    - {file: loop.wasm, limits: {callTimeout: 10m}}\n")
+			"  modules:\n    - {file: loop.wasm, limits: {callTimeout: 10m}}\n", true)
 		createCM(t, ns, "a")
 		createCM(t, ns, "b")
-		time.Sleep(200 * time.Millisecond) // let the first call begin; its exact moment does not matter
+		// The drain must find the plugin inside its first call: the queue
+		// wait is observed as the worker enters it.
+		metrics := serverURL(t, logs) + "/metrics"
+		eventually(t, "loop.wasm's first call to begin", func() bool {
+			_, body := get(t, metrics)
+			return strings.Contains(body, `informer_host_plugin_queue_wait_seconds_count{plugin="loop.wasm"} 1`)
+		})
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -119,4 +129,22 @@ func TestSignals(t *testing.T) {
 			t.Errorf("after a second SIGTERM: %v; want the process ended by the signal", err)
 		}
 	})
+}
+
+var servingRE = regexp.MustCompile(`msg="serving [^"]*" address=(\S+)`)
+
+// serverURL is the base URL of the daemon whose log is logs.
+func serverURL(t *testing.T, logs *syncBuffer) string {
+	t.Helper()
+	var addr string
+	eventually(t, "the server to listen", func() bool {
+		for _, l := range logs.lines("msg=\"serving ") {
+			if m := servingRE.FindStringSubmatch(l); m != nil {
+				addr = m[1]
+				return true
+			}
+		}
+		return false
+	})
+	return "http://" + addr
 }
