@@ -102,6 +102,26 @@ func TestSignals(t *testing.T) {
 		}
 	})
 
+	t.Run("a FIFO or a link to /dev/zero added at run time is refused and SIGTERM still exits", func(t *testing.T) {
+		cmd, logs, _ := start(t, map[string][]byte{"counter.wasm": wat(t, "../../host/testdata/plugins/counter.wat")}, "")
+		dir := filepath.Join(filepath.Dir(cmd.Args[3]), "plugins")
+		if err := syscall.Mkfifo(filepath.Join(dir, "fifo.wasm"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.wasm")); err != nil {
+			t.Fatal(err)
+		}
+		for file, why := range map[string]string{"fifo.wasm": "a named pipe (FIFO), not a regular file", "zero.wasm": "a character device, not a regular file"} {
+			eventually(t, file+" to be refused", func() bool { return len(logs.lines("plugin="+file, "plugin not loaded", why)) == 1 })
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	})
+
 	t.Run("a second signal exits at once", func(t *testing.T) {
 		// loop.wasm spins in every call; with a 10 minute deadline the
 		// drain cannot finish.
