@@ -72,7 +72,7 @@ plugins:
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := informer.New(informer.Options{RESTConfig: env.Config})
+	p, err := informer.New(informer.Options{RESTConfig: controlPlane(b).Config})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,9 +21,35 @@ import (
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
-var env *testenv.Env
+// env is the package's control plane, started by the first test that
+// needs one (controlPlane), so that unit tests (`go test ./host -run
+// Queue`) start no apiserver. TestMain stops it.
+var (
+	env      *testenv.Env
+	envOnce  sync.Once
+	envError error
+)
 
-func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: stop:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// controlPlane starts the package's control plane once and returns it. A
+// missing binary fails the test with the message saying how to build it.
+func controlPlane(t testing.TB) *testenv.Env {
+	t.Helper()
+	envOnce.Do(func() { env, envError = testenv.Start() })
+	if envError != nil {
+		t.Fatal(envError)
+	}
+	return env
+}
 
 // wat assembles a WAT file (testenv.WAT).
 func wat(t testing.TB, src string) []byte {
@@ -153,7 +179,7 @@ type harness struct {
 // given, runs before anything starts.
 func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup ...func(*harness)) (*harness, error) {
 	t.Helper()
-	hs := &harness{t: t, ns: env.Namespace(t), dir: t.TempDir(), rec: &recorder{by: map[string][]observed{}, gates: map[string]chan struct{}{}, blocked: map[string]chan struct{}{}}, logs: &logs{}}
+	hs := &harness{t: t, ns: controlPlane(t).Namespace(t), dir: t.TempDir(), rec: &recorder{by: map[string][]observed{}, gates: map[string]chan struct{}{}, blocked: map[string]chan struct{}{}}, logs: &logs{}}
 	for name, b := range plugins {
 		hs.write(name, b)
 	}
