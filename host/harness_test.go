@@ -91,6 +91,9 @@ type observed struct {
 }
 
 func (d observed) String() string {
+	if d.Type == 0 {
+		return "synced " + d.Resource // an ih_synced call
+	}
 	s := fmt.Sprintf("%s %s", d.Type, d.Key)
 	if d.Initial {
 		s += " initial"
@@ -109,6 +112,10 @@ type recorder struct {
 	by      map[string][]observed
 	gates   map[string]chan struct{}
 	blocked map[string]chan struct{} // receives each time a gated worker is held
+	// probe, when set (before the host starts), runs on the worker after
+	// each observed call, before the call's outcome is acted on; the
+	// worker holds no lock then.
+	probe func(plugin string, d observed)
 }
 
 // gate holds plugin's worker after every call until open is called.
@@ -121,8 +128,10 @@ func (r *recorder) gate(plugin string) (held <-chan struct{}, open func()) {
 }
 
 func (r *recorder) observe(plugin string, ev *informer.Event, res engine.Result, err error) {
-	d := observed{Type: ev.Type, Key: ev.Key(), RV: ev.Object.GetResourceVersion(), Initial: ev.IsInInitialList,
-		Unknown: ev.FinalStateUnknown, Code: res.Code, Resource: ev.Resource.Name}
+	d := observed{Type: ev.Type, Initial: ev.IsInInitialList, Unknown: ev.FinalStateUnknown, Code: res.Code, Resource: ev.Resource.Name}
+	if ev.Object != nil { // nil for an ih_synced call
+		d.Key, d.RV = ev.Key(), ev.Object.GetResourceVersion()
+	}
 	if ev.OldObject != nil {
 		d.OldRV = ev.OldObject.GetResourceVersion()
 	}
@@ -130,6 +139,9 @@ func (r *recorder) observe(plugin string, ev *informer.Event, res engine.Result,
 		d.Failure = f.Kind
 	} else if err != nil {
 		d.Failure = -1
+	}
+	if r.probe != nil {
+		r.probe(plugin, d)
 	}
 	r.mu.Lock()
 	r.by[plugin] = append(r.by[plugin], d)

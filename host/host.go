@@ -42,7 +42,8 @@ type Options struct {
 	StartTimeout time.Duration
 
 	// observe, when set, is told of every call into a plugin's ih_handle
-	// and its outcome. Tests use it to see exactly what each plugin got.
+	// and its outcome, and of every ih_synced call (an event with only a
+	// Resource). Tests use it to see exactly what each plugin got.
 	observe func(plugin string, ev *informer.Event, res engine.Result, err error)
 	// logRate overrides the engine's limit on plugin output (tests).
 	logRate engine.LogRate
@@ -63,6 +64,9 @@ type Host struct {
 	// bindings share one evaluate it once per event.
 	filters      *filter.Cache
 	filterErrors *filter.ErrorLimiter
+	// overflowWarnings limits the warning a plugin's buffer overflow
+	// logs to one a minute per plugin.
+	overflowWarnings *filter.ErrorLimiter
 
 	mu    sync.Mutex
 	cfg   *config.Config
@@ -91,7 +95,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		return nil, fmt.Errorf("host: filters: %w", err)
 	}
 	return &Host{
-		filters: filters, filterErrors: filter.NewErrorLimiter(time.Minute),
+		filters: filters, filterErrors: filter.NewErrorLimiter(time.Minute), overflowWarnings: filter.NewErrorLimiter(time.Minute),
 		log: log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
 		observe: opts.observe, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*sync.Mutex{},
@@ -213,13 +217,15 @@ func (h *Host) load(ctx context.Context, path string, force bool) error {
 		_ = mod.Close(context.Background())
 		return slot.loadFailed(err, sha)
 	}
-	go g.run(inst)
 
+	// g is current before its worker starts, so its first failure (only
+	// the current generation may change the slot's state) is its own.
 	slot.mu.Lock()
 	old := slot.current
 	slot.current, slot.sha256, slot.state, slot.lastErr, slot.failures = g, sha, StateRunning, "", 0
 	slot.refusedSHA = ""
 	slot.mu.Unlock()
+	go g.run(inst)
 	if old != nil {
 		slot.c.reloads.Add(1)
 		old.retire()
@@ -414,9 +420,17 @@ type PluginStatus struct {
 	ABIVersion int         `json:"abiVersion,omitempty"`
 	State      PluginState `json:"state"`
 	Bindings   []string    `json:"bindings,omitempty"`
-	Synced     bool        `json:"synced"` // every listener has received its initial list
-	Queue      QueueStats  `json:"queue"`
-	Counters   Counters    `json:"counters"`
+	// Synced: the plugin has handled the initial list of every binding
+	// (the last one returned from its call), since its instance started
+	// or its last overflow repair.
+	Synced bool `json:"synced"`
+	// Degraded: the plugin's buffer overflowed, so its view of the cache
+	// may be wrong, until the repair from the cache that follows is done.
+	Degraded bool `json:"degraded"`
+	// Repairs counts the overflow repairs of the current version.
+	Repairs  uint64     `json:"repairs"`
+	Queue    QueueStats `json:"queue"`
+	Counters Counters   `json:"counters"`
 	// Filtered counts, per binding (resource name), the events its filter
 	// kept from the plugin.
 	Filtered  map[string]FilterCounts `json:"filtered,omitempty"`
@@ -451,13 +465,18 @@ func (h *Host) Status() []PluginStatus {
 			st.Filtered[res] = FilterCounts{Filtered: c.filtered.Load(), Unchanged: c.unchanged.Load(),
 				Resync: c.resync.Load(), Error: c.errors.Load(), EvalErrors: c.evalErrors.Load()}
 		}
-		if g := s.current; g != nil {
+		g := s.current
+		s.mu.Unlock()
+		// The generation is read without the slot's lock (lock order at
+		// PluginSlot).
+		if g != nil {
 			st.ABIVersion = g.module.ABIVersion()
 			st.Bindings = bindingNames(g.settings)
 			st.Queue = g.queue.Stats()
-			st.Synced = s.state == StateRunning && g.synced()
+			st.Synced = st.State == StateRunning && g.synced.Load()
+			st.Degraded = st.Queue.Degraded
+			st.Repairs = g.repairs.Load()
 		}
-		s.mu.Unlock()
 		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
