@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -188,6 +189,9 @@ plugins:
 	}
 	for _, p := range []string{"every.wasm", "latest.wasm"} {
 		eventually(t, p+" to overflow", func() bool { st := hs.status(p); return st.Queue.Dropped > 0 && st.Degraded })
+		if v := hs.metric("informer_host_plugin_degraded", p); v != 1 {
+			t.Errorf("%s: informer_host_plugin_degraded %v while degraded, want 1", p, v)
+		}
 	}
 	openEvery()
 	openLatest()
@@ -197,6 +201,9 @@ plugins:
 		if got := view(hs.rec.of(p), "cms"); !equalViews(got, want) {
 			t.Errorf("%s after the repair holds %d objects, the cluster %d:\n got %v\nwant %v", p, len(got), len(want), got, want)
 		}
+		if v := hs.metric("informer_host_plugin_degraded", p); v != 0 {
+			t.Errorf("%s: informer_host_plugin_degraded %v after the repair, want 0", p, v)
+		}
 		if st := hs.status(p); st.Repairs == 0 || !st.Synced {
 			t.Errorf("%s: %+v; want a repair and synced", p, st)
 		}
@@ -204,6 +211,33 @@ plugins:
 			t.Errorf("%s: %d overflow warnings, want 1: %q", p, len(lines), lines)
 		}
 	}
+}
+
+// metric returns the value of the host's metric name for plugin, or -1.
+func (hs *harness) metric(name, plugin string) float64 {
+	hs.t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(hs.h)
+	mfs, err := reg.Gather()
+	if err != nil {
+		hs.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "plugin" && l.GetValue() == plugin {
+					if m.Gauge != nil {
+						return m.Gauge.GetValue()
+					}
+					return m.Counter.GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }
 
 func equalViews(a, b map[string]string) bool {
@@ -410,4 +444,3 @@ plugins:
 	eventually(t, "both bindings synced again", done(before))
 	check("after the restart", hs.rec.of("synced.wasm")[before:])
 }
-
