@@ -273,7 +273,16 @@ func (h *Host) Unload(name string) {
 // Stop unloads every plugin. Each drains its queue first, for as long as
 // ctx allows; then it is stopped after its current event. A plugin still
 // busy when ctx ends is abandoned (Stop returns without it).
-func (h *Host) Stop(ctx context.Context) {
+func (h *Host) Stop(ctx context.Context) { h.stop(ctx, true) }
+
+// Halt is Stop without the drain: every plugin stops after the event it is
+// handling, and the events waiting for it are dropped. For a replica that
+// lost its leader lease: another replica delivers them already, and
+// controller-runtime, too, stops at once rather than gracefully then.
+// ctx bounds the wait for a plugin still inside a call.
+func (h *Host) Halt(ctx context.Context) { h.stop(ctx, false) }
+
+func (h *Host) stop(ctx context.Context, drain bool) {
 	h.mu.Lock()
 	slots := make([]*PluginSlot, 0, len(h.slots))
 	for _, s := range h.slots {
@@ -295,9 +304,14 @@ func (h *Host) Stop(ctx context.Context) {
 			if g.abandoned.Load() {
 				return // an earlier Stop gave up on it already
 			}
-			// No new events; then let the worker finish what is queued.
+			// No new events; then let the worker finish what is queued,
+			// or stop it after its current event.
 			g.close()
-			g.drainOnce.Do(func() { close(g.drainCh) })
+			if drain {
+				g.drainOnce.Do(func() { close(g.drainCh) })
+			} else {
+				g.stopOnce.Do(func() { close(g.stopCh) })
+			}
 			select {
 			case <-g.done:
 				h.Unload(s.name)
