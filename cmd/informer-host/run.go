@@ -218,27 +218,26 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 		o.started(d)
 	}
 	<-ctx.Done()
-	if o.lostLease != nil && o.lostLease() {
-		// No drain: every event still queued here is the new leader's to
-		// deliver, and delivering it here too would act twice.
+	// On a lost lease, no drain: every event still queued here is the new
+	// leader's to deliver, and delivering it here too would act twice.
+	lost := o.lostLease != nil && o.lostLease()
+	if lost {
 		log.Warn("informer-host stopping: lost the leader lease; plugins stop after their current event, without draining")
-		cancelBG()
-		wg.Wait()
-		haltCtx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
-		defer cancel()
-		h.Halt(haltCtx)
-		log.Info("informer-host stopped")
-		return nil
+	} else {
+		if o.stopping != nil {
+			o.stopping()
+		}
+		log.Info("informer-host stopping", "drainTimeout", o.drainTimeout)
 	}
-	if o.stopping != nil {
-		o.stopping()
-	}
-	log.Info("informer-host stopping", "drainTimeout", o.drainTimeout)
 	cancelBG()
 	wg.Wait()
-	drainCtx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
+	stopCtx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
 	defer cancel()
-	h.Stop(drainCtx)
+	if lost {
+		h.Halt(stopCtx)
+	} else {
+		h.Stop(stopCtx)
+	}
 	log.Info("informer-host stopped")
 	return nil
 }
