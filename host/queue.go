@@ -1,6 +1,7 @@
 package host
 
 import (
+	"container/heap"
 	"context"
 	"sync"
 	"time"
@@ -49,6 +50,30 @@ type delivery struct {
 	// behind holds, in mode every, the object's later events, which wait
 	// until this entry (waiting out a retry) is done.
 	behind []*delivery
+	// retryIndex is the entry's place in the queue's retry heap.
+	retryIndex int
+}
+
+// retryHeap orders the entries waiting out a retry by when they are due.
+type retryHeap []*delivery
+
+func (h retryHeap) Len() int           { return len(h) }
+func (h retryHeap) Less(i, j int) bool { return h[i].notBefore.Before(h[j].notBefore) }
+func (h retryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].retryIndex, h[j].retryIndex = i, j
+}
+func (h *retryHeap) Push(x any) {
+	d := x.(*delivery)
+	d.retryIndex = len(*h)
+	*h = append(*h, d)
+}
+func (h *retryHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return d
 }
 
 // objectKey identifies an object within a binding: the resource's name in
@@ -135,9 +160,11 @@ type DeliveryQueue struct {
 	// an object is in pending iff it has a live entry in ring.
 	pending map[objectKey]*delivery
 
-	// retrying maps each object waiting out a retry to its entry; behind
-	// counts the entries waiting behind them (mode every).
+	// retrying maps each object waiting out a retry to its entry, which
+	// retries holds too, ordered by when it is due; behind counts the
+	// entries waiting behind them (mode every).
 	retrying map[objectKey]*delivery
+	retries  retryHeap
 	behind   int
 
 	// replay is the cursor: keys in the order they entered, from
@@ -221,6 +248,7 @@ func (q *DeliveryQueue) push(ev *informer.Event, env *engine.Envelope, now time.
 			q.coalesced++
 			if !coalesce(d, ev) {
 				delete(q.retrying, k)
+				heap.Remove(&q.retries, d.retryIndex)
 			}
 			d.attempts = 0
 			q.mu.Unlock()
@@ -443,19 +471,14 @@ func (q *DeliveryQueue) next(prev *delivery) (d *delivery, wait time.Duration, o
 			q.free = append(q.free, prev)
 		}
 	}
-	if len(q.retrying) > 0 {
+	if len(q.retries) > 0 {
 		now := q.now()
-		var earliest time.Time
-		for k, r := range q.retrying {
-			if !r.notBefore.After(now) {
-				delete(q.retrying, k)
-				return r, 0, true
-			}
-			if earliest.IsZero() || r.notBefore.Before(earliest) {
-				earliest = r.notBefore
-			}
+		if r := q.retries[0]; !r.notBefore.After(now) {
+			heap.Pop(&q.retries)
+			delete(q.retrying, r.key)
+			return r, 0, true
 		}
-		wait = max(earliest.Sub(now), time.Millisecond)
+		wait = max(q.retries[0].notBefore.Sub(now), time.Millisecond)
 	}
 	for {
 		if q.replayNext || q.live == 0 {
@@ -549,6 +572,7 @@ func (q *DeliveryQueue) Retry(d *delivery, notBefore time.Time) {
 		}
 	}
 	q.retrying[d.key] = d
+	heap.Push(&q.retries, d)
 }
 
 // InitialDone records that the plugin handled an entry of res's initial
@@ -605,6 +629,8 @@ func (q *DeliveryQueue) Clear() int {
 		clear(q.pending)
 	}
 	clear(q.retrying)
+	clear(q.retries)
+	q.retries = q.retries[:0]
 	clear(q.replaySet)
 	clear(q.initialLeft)
 	q.replay, q.replayHead = q.replay[:0], 0

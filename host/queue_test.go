@@ -307,3 +307,33 @@ func TestDeliveryQueueRetryIsPerObject(t *testing.T) {
 		}
 	}
 }
+
+// Retries leave in the order they are due, whatever the order they were
+// handed back in, and none before it is due.
+func TestDeliveryQueueRetriesLeaveWhenDue(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := NewDeliveryQueue(DeliverEvery, 100)
+	q.now = func() time.Time { return now }
+	for _, name := range []string{"a", "b", "c", "d"} {
+		q.Push(add(name, "1"), nil)
+	}
+	for _, due := range []int{3, 1, 4, 2} { // a due at +3s, b at +1s, ...
+		d, _ := q.take()
+		q.Retry(d, now.Add(time.Duration(due)*time.Second))
+	}
+	var got []string
+	for i := 0; i < 4; i++ {
+		if _, wait, ok := q.next(nil); ok || wait != time.Second {
+			t.Fatalf("step %d: ok %v, wait %v; want nothing ready for 1s", i, ok, wait)
+		}
+		now = now.Add(time.Second)
+		d, ok := q.take()
+		if !ok {
+			t.Fatalf("step %d: nothing due", i)
+		}
+		got = append(got, d.key.name)
+	}
+	if s := strings.Join(got, " "); s != "b d a c" {
+		t.Errorf("retries left in order %s, want b d a c", s)
+	}
+}

@@ -369,14 +369,6 @@ func (g *generation) stop() {
 	<-g.done
 }
 
-// current reports whether g is its slot's current generation, the only
-// one allowed to change the slot's state.
-func (g *generation) current() bool {
-	g.slot.mu.Lock()
-	defer g.slot.mu.Unlock()
-	return g.slot.current == g
-}
-
 // run is the generation's worker: the only goroutine that calls into its
 // instance. It returns when stopped, when drained, when the plugin is
 // quarantined, or when it failed after being replaced.
@@ -393,6 +385,7 @@ func (g *generation) run(inst *engine.Instance) {
 		}
 	}()
 	draining := false
+	poll := syncPoll
 	var prev *delivery // handled; goes back to the queue with the next take
 	for {
 		if !draining {
@@ -408,14 +401,18 @@ func (g *generation) run(inst *engine.Instance) {
 			}
 			if !draining && !g.synced.Load() && wait == 0 {
 				// A binding's informer may report its initial list
-				// handed over a moment after the worker handled it.
-				wait = syncPoll
+				// handed over a moment after the worker handled it, or
+				// only once its resource is served at all: look again,
+				// less and less often while nothing happens.
+				wait = poll
+				poll = min(2*poll, maxSyncPoll)
 			}
 			if !g.idle(wait, &draining) {
 				return
 			}
 			continue
 		}
+		poll = syncPoll
 		select {
 		case <-g.stopCh:
 			return
@@ -459,9 +456,12 @@ func (g *generation) idle(wait time.Duration, draining *bool) bool {
 	return true
 }
 
-// syncPoll is how often an idle worker looks whether a binding it has
-// handled the initial list of is reported synced by its informer.
-const syncPoll = 10 * time.Millisecond
+// An idle worker whose bindings are not all synced looks again after
+// syncPoll, doubling up to maxSyncPoll while nothing arrives.
+const (
+	syncPoll    = 10 * time.Millisecond
+	maxSyncPoll = time.Second
+)
 
 // housekeeping starts and ends overflow repairs and calls ih_synced for
 // bindings whose initial list the plugin has handled. It returns the
@@ -489,7 +489,7 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 			all = false
 			continue
 		}
-		ref, _, _ := reg.Get("")
+		ref := reg.Ref()
 		if ref == nil {
 			all = false
 			continue

@@ -106,11 +106,7 @@ func finishDetach(ds []detachment) {
 // active). The object is the cache's own and must not be modified.
 func (r *Registration) Get(key string) (*ResourceRef, *unstructured.Unstructured, bool) {
 	r.p.mu.Lock()
-	st := r.p.resources[r.resource]
-	var ref *ResourceRef
-	if st != nil && st.phase == PhaseActive {
-		ref = st.ref
-	}
+	ref := r.refLocked()
 	attached := r.attached
 	r.p.mu.Unlock()
 	// The stores are safe for concurrent use, and the attachments a copy
@@ -126,6 +122,21 @@ func (r *Registration) Get(key string) (*ResourceRef, *unstructured.Unstructured
 		}
 	}
 	return ref, nil, false
+}
+
+// Ref returns the coordinates of the registration's resource, nil while
+// it is not active.
+func (r *Registration) Ref() *ResourceRef {
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	return r.refLocked()
+}
+
+func (r *Registration) refLocked() *ResourceRef {
+	if st := r.p.resources[r.resource]; st != nil && st.phase == PhaseActive {
+		return st.ref
+	}
+	return nil
 }
 
 // Keys returns the store keys of every object in the informers' caches of
