@@ -4,8 +4,10 @@ import (
 	"container/heap"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informer-host/informer-host/host/internal/engine"
@@ -84,7 +86,27 @@ type objectKey struct {
 }
 
 func keyOf(ev *informer.Event) objectKey {
-	return objectKey{resource: ev.Resource.Name, namespace: ev.Object.GetNamespace(), name: ev.Object.GetName()}
+	md := metadata(ev.Object)
+	ns, _ := md["namespace"].(string)
+	name, _ := md["name"].(string)
+	return objectKey{resource: ev.Resource.Name, namespace: ns, name: name}
+}
+
+// metadata is o's metadata map, nil if it has none: what GetNamespace,
+// GetName and GetResourceVersion read, in one lookup instead of one walk
+// each (they are on every event's path).
+func metadata(o *unstructured.Unstructured) map[string]any {
+	if o == nil {
+		return nil
+	}
+	md, _ := o.Object["metadata"].(map[string]any)
+	return md
+}
+
+// resourceVersion is o.GetResourceVersion(), by the same short path.
+func resourceVersion(o *unstructured.Unstructured) string {
+	rv, _ := metadata(o)["resourceVersion"].(string)
+	return rv
 }
 
 // storeKey is the key of the object in the informer's store.
@@ -184,8 +206,11 @@ type DeliveryQueue struct {
 
 	// overflowed is set when an event is dropped past the cap and cleared
 	// when the worker starts the repair; repairing is set from then until
-	// the repair is done. The plugin is degraded while either is set.
+	// the repair is done. The plugin is degraded while either is set, and
+	// so is degraded, which the worker reads without the lock on every
+	// event (it is written under mu).
 	overflowed, repairing bool
+	degraded              atomic.Bool
 
 	dropped, coalesced uint64
 
@@ -338,6 +363,7 @@ func (q *DeliveryQueue) newDelivery() *delivery {
 func (q *DeliveryQueue) append(d *delivery) bool {
 	if q.live+q.behind >= q.cap {
 		q.overflowed = true
+		q.degraded.Store(true)
 		q.dropped++
 		dropped := false
 		for q.size > 0 {
@@ -591,29 +617,27 @@ func (q *DeliveryQueue) InitialLeft(res string) int {
 	return q.initialLeft[res]
 }
 
-// startRepair reports whether the queue overflowed and has no live
-// events left, and if so marks the repair begun: the caller adds the
-// keys to repair to the cursor.
-func (q *DeliveryQueue) startRepair() bool {
+// repairStep moves an overflow repair on. start reports that the queue
+// overflowed and has no live events left: the repair is marked begun and
+// the caller adds the keys to repair to the cursor. end reports that a
+// repair under way has nothing left to do (no new overflow, the cursor
+// empty): it is marked done. Without an overflow it costs an atomic load.
+func (q *DeliveryQueue) repairStep() (start, end bool) {
+	if !q.degraded.Load() {
+		return false, false
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.overflowed || q.live > 0 {
-		return false
+	switch {
+	case q.overflowed && q.live == 0:
+		q.overflowed, q.repairing = false, true
+		return true, false
+	case q.repairing && !q.overflowed && len(q.replaySet) == 0:
+		q.repairing = false
+		q.degraded.Store(false)
+		return false, true
 	}
-	q.overflowed, q.repairing = false, true
-	return true
-}
-
-// endRepair reports whether a repair is under way and has nothing left to
-// do (no new overflow, the cursor empty), and if so marks it done.
-func (q *DeliveryQueue) endRepair() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.repairing || q.overflowed || len(q.replaySet) > 0 {
-		return false
-	}
-	q.repairing = false
-	return true
+	return false, false
 }
 
 // Clear drops every waiting entry, live, retried and replayed, and
@@ -635,6 +659,7 @@ func (q *DeliveryQueue) Clear() int {
 	clear(q.initialLeft)
 	q.replay, q.replayHead = q.replay[:0], 0
 	q.overflowed, q.repairing = false, false
+	q.degraded.Store(false)
 	return n
 }
 

@@ -237,21 +237,21 @@ func TestDeliveryQueueOverflowStartsARepairOnceCaughtUp(t *testing.T) {
 	if st := q.Stats(); !st.Degraded || st.Dropped != 1 {
 		t.Fatalf("stats %+v; want degraded, 1 dropped", st)
 	}
-	if q.startRepair() {
+	if start, _ := q.repairStep(); start {
 		t.Fatal("repair started with live events waiting")
 	}
 	drain(q)
-	if !q.startRepair() {
+	if start, _ := q.repairStep(); !start {
 		t.Fatal("repair did not start once caught up")
 	}
 	q.AddReplay([]objectKey{{resource: "cms", namespace: "ns", name: "a"}}, false)
-	if q.endRepair() {
+	if _, end := q.repairStep(); end {
 		t.Fatal("repair ended with keys in the cursor")
 	}
 	if got := strings.Join(drain(q), "; "); got != "replay a" {
 		t.Errorf("repair: %s", got)
 	}
-	if !q.endRepair() || q.Stats().Degraded {
+	if _, end := q.repairStep(); !end || q.Stats().Degraded {
 		t.Errorf("repair did not end: %+v", q.Stats())
 	}
 }

@@ -150,13 +150,17 @@ type generation struct {
 	// and a live event older than what the plugin has (an event still in
 	// flight when the store was replayed) is not delivered. Bounded by the
 	// number of objects the plugin's bindings match.
-	seen map[objectKey]seenObject
+	seen map[objectKey]*seenObject
 	// reported holds the bindings whose ih_synced the current instance
 	// has had since its initial list (or the last repair) began.
 	reported map[string]bool
 	// failing is set when a call fails and cleared by the next successful
 	// call.
 	failing bool
+	// syncDue says the bindings' sync may have changed (an initial-list
+	// entry handled, a replay started, the worker woke idle): housekeeping
+	// looks only then, so a live event costs no lookups.
+	syncDue bool
 
 	// synced is set by the worker once every binding is reported, and
 	// cleared when a restart or repair starts over; Status reads it.
@@ -172,10 +176,12 @@ type generation struct {
 	done      chan struct{} // closed when the worker has returned
 }
 
-// seenObject is the last state of an object a plugin was given.
+// seenObject is the last state of an object a plugin was given, and that
+// state's resourceVersion.
 type seenObject struct {
 	res *informer.ResourceRef
 	obj *unstructured.Unstructured
+	rv  string
 }
 
 // bindingListener feeds one binding's events into a generation's queue,
@@ -278,7 +284,7 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 	g := &generation{
 		slot: slot, log: slot.log.With("version", mod.SHA256()[:12]), module: mod, settings: settings, config: configJSON,
 		queue:      NewDeliveryQueue(mode, settings.Delivery.BufferSize),
-		byResource: map[string]*bindingListener{}, seen: map[objectKey]seenObject{}, reported: map[string]bool{},
+		byResource: map[string]*bindingListener{}, seen: map[objectKey]*seenObject{}, reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
 	}
 	for _, b := range settings.Bindings {
@@ -386,6 +392,7 @@ func (g *generation) run(inst *engine.Instance) {
 	}()
 	draining := false
 	poll := syncPoll
+	g.syncDue = true
 	var prev *delivery // handled; goes back to the queue with the next take
 	for {
 		if !draining {
@@ -410,6 +417,7 @@ func (g *generation) run(inst *engine.Instance) {
 			if !g.idle(wait, &draining) {
 				return
 			}
+			g.syncDue = true
 			continue
 		}
 		poll = syncPoll
@@ -468,17 +476,20 @@ const (
 // instance to use next, nil when the plugin is quarantined.
 func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	q := g.queue
-	if q.startRepair() {
+	start, end := q.repairStep()
+	if start {
 		g.repair()
 	}
-	if q.endRepair() {
+	if end {
 		g.log.Info("plugin repaired from the cache after its buffer overflowed")
 		clear(g.reported)
 		g.synced.Store(false)
+		g.syncDue = true
 	}
-	if g.synced.Load() {
+	if g.synced.Load() || !g.syncDue {
 		return inst
 	}
+	g.syncDue = false
 	all := true
 	for _, l := range g.bindings {
 		if g.reported[l.binding] {
@@ -545,18 +556,19 @@ func (g *generation) repair() {
 // what the plugin has seen: one that would take it back to an older state
 // (still in flight when the store was replayed) is not delivered, an
 // update of an object it has not seen arrives as an add, and a delete of
-// one it does not have is not delivered (bindings that take adds only:
+// one it does not have is not delivered (for bindings that take adds: the
 // others keep no view to check against).
-func (g *generation) prepare(d *delivery) (ev *informer.Event, own bool, ok bool) {
+func (g *generation) prepare(d *delivery) (ev *informer.Event, seen *seenObject, own bool, ok bool) {
 	l := g.byResource[d.key.resource]
 	if l == nil {
-		return nil, false, false
+		return nil, nil, false, false
 	}
-	seen, have := g.seen[d.key]
+	seen = g.seen[d.key]
+	have := seen != nil
 	if d.replay {
 		reg := l.registration()
 		if reg == nil {
-			return nil, false, false
+			return nil, seen, false, false
 		}
 		ref, obj, found := reg.Get(d.key.storeKey())
 		var e informer.Event
@@ -564,58 +576,77 @@ func (g *generation) prepare(d *delivery) (ev *informer.Event, own bool, ok bool
 		case found && !have:
 			e = informer.Event{Type: informer.EventAdd, Resource: ref, Object: obj, IsInInitialList: d.initial}
 		case found:
-			if obj.GetResourceVersion() == seen.obj.GetResourceVersion() {
-				return nil, false, false
+			if resourceVersion(obj) == seen.rv {
+				return nil, seen, false, false
 			}
 			e = informer.Event{Type: informer.EventUpdate, Resource: ref, Object: obj, OldObject: seen.obj}
 		case have:
 			e = informer.Event{Type: informer.EventDelete, Resource: seen.res, Object: seen.obj, FinalStateUnknown: true}
 		default:
-			return nil, false, false
+			return nil, seen, false, false
 		}
 		if e.Resource == nil {
-			return nil, false, false
+			return nil, seen, false, false
 		}
 		out, ok := l.decide(&e)
-		return out, true, ok
+		return out, seen, true, ok
 	}
 	ev = &d.ev
 	switch ev.Type {
 	case informer.EventAdd:
-		if have && !newer(ev.Object, seen.obj) {
-			return nil, false, false
+		if have && older(ev.Object, seen) {
+			return nil, seen, false, false
 		}
 	case informer.EventUpdate:
 		switch {
-		case ev.OldObject != nil && ev.OldObject.GetResourceVersion() == ev.Object.GetResourceVersion():
+		case ev.OldObject != nil && resourceVersion(ev.OldObject) == resourceVersion(ev.Object):
 			// A resync the binding asked for: same version on purpose.
 		case !have && l.add:
-			return &informer.Event{Type: informer.EventAdd, Resource: ev.Resource, Object: ev.Object}, true, true
-		case have && !newer(ev.Object, seen.obj):
-			return nil, false, false
+			return &informer.Event{Type: informer.EventAdd, Resource: ev.Resource, Object: ev.Object}, seen, true, true
+		case have && older(ev.Object, seen):
+			return nil, seen, false, false
 		}
 	case informer.EventDelete:
 		if l.add && (!have || seen.obj.GetUID() != ev.Object.GetUID()) {
-			return nil, false, false
+			return nil, seen, false, false
 		}
 	}
-	return ev, false, true
+	return ev, seen, false, true
 }
 
-// newer reports whether a is a later version of the object than b, or
-// cannot tell (resourceVersions that are not integers).
-func newer(a, b *unstructured.Unstructured) bool {
-	c, err := resourceversion.CompareResourceVersion(a.GetResourceVersion(), b.GetResourceVersion())
-	return err != nil || c > 0
-}
-
-// record notes ev as the plugin's view of its object.
-func (g *generation) record(k objectKey, ev *informer.Event) {
-	if ev.Type == informer.EventDelete {
-		delete(g.seen, k)
-		return
+// older reports whether a is an earlier version of the object than the
+// one the plugin has, b. It
+// says false when it cannot tell (resourceVersions that are not integers)
+// and for the same version: a repeat of the state the plugin has is
+// delivered (as client-go repeats one on a relist), only a step back is
+// not.
+func older(a *unstructured.Unstructured, b *seenObject) bool {
+	if a == b.obj {
+		return false
 	}
-	g.seen[k] = seenObject{res: ev.Resource, obj: ev.Object}
+	rv := resourceVersion(a)
+	if rv == b.rv {
+		return false
+	}
+	c, err := resourceversion.CompareResourceVersion(rv, b.rv)
+	return err == nil && c < 0
+}
+
+// record notes ev as the plugin's view of its object; seen is the
+// object's entry, nil if it has none.
+func (g *generation) record(k objectKey, ev *informer.Event, seen *seenObject) {
+	switch {
+	case ev.Type == informer.EventDelete:
+		if seen != nil {
+			delete(g.seen, k)
+		}
+	case seen != nil:
+		if seen.obj != ev.Object {
+			seen.res, seen.obj, seen.rv = ev.Resource, ev.Object, resourceVersion(ev.Object)
+		}
+	default:
+		g.seen[k] = &seenObject{res: ev.Resource, obj: ev.Object, rv: resourceVersion(ev.Object)}
+	}
 }
 
 // shutdownCallTimeout bounds ih_shutdown when the plugin has no deadline
@@ -632,10 +663,11 @@ const shutdownCallTimeout = 5 * time.Second
 func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instance, bool) {
 	s := g.slot
 	q := g.queue
-	ev, own, ok := g.prepare(d)
+	ev, seen, own, ok := g.prepare(d)
 	if !ok {
 		if d.initial {
 			q.InitialDone(d.key.resource)
+			g.syncDue = true
 		}
 		if !d.replay {
 			s.c.superseded.Add(1)
@@ -644,7 +676,8 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 	}
 	env := d.env
 	if own || env == nil {
-		env = engine.NewEnvelope(ev)
+		// Plugins replaying one store at once share its envelopes.
+		env = s.h.envelopes.get(ev)
 	}
 	start := time.Now()
 	if d.attempts == 0 {
@@ -698,9 +731,10 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 		g.log.Warn("plugin asked to retry an event too often; dropped", "event", eventString(ev),
 			"retries", d.attempts-1, "message", res.Message)
 	}
-	g.record(d.key, ev)
+	g.record(d.key, ev, seen)
 	if d.initial {
 		q.InitialDone(d.key.resource)
+		g.syncDue = true
 	}
 	return inst, true
 }
@@ -806,6 +840,7 @@ func (g *generation) replayAll() {
 	clear(g.seen)
 	clear(g.reported)
 	g.synced.Store(false)
+	g.syncDue = true
 	for _, l := range g.bindings {
 		if reg := l.registration(); reg != nil {
 			g.queue.AddReplay(keysOf(l.binding, reg.Keys()), true)
