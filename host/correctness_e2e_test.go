@@ -99,7 +99,6 @@ func TestInitialListArrivesWholeWhateverTheBufferSize(t *testing.T) {
 	const n = 2000
 	var mu sync.Mutex
 	var syncedEarly []string
-	var hs *harness
 	hs, err := newHarness(t, `
 apiVersion: informer-host/v1
 resources:
@@ -111,11 +110,10 @@ plugins:
     delivery: {bufferSize: 10}
     limits: {restartBackoff: 10ms, maxConsecutiveFailures: 3}
 `, map[string][]byte{"poison.wasm": testPlugin(t, "poison")}, func(h *harness) {
-		hs = h
 		h.createMany("cm", n)
 		h.rec.probe = func(plugin string, d observed) {
 			// Still inside the call: the plugin has not handled d yet.
-			if d.Initial && hs.status(plugin).Synced {
+			if d.Initial && h.status(plugin).Synced {
 				mu.Lock()
 				syncedEarly = append(syncedEarly, d.Key)
 				mu.Unlock()
