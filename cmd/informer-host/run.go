@@ -221,8 +221,12 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 	// On a lost lease, no drain: every event still queued here is the new
 	// leader's to deliver, and delivering it here too would act twice.
 	lost := o.lostLease != nil && o.lostLease()
+	stopCtx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
+	defer cancel()
 	if lost {
 		log.Warn("informer-host stopping: lost the leader lease; plugins stop after their current event, without draining")
+		// At once, before waiting for the watchers below.
+		h.Halt(stopCtx)
 	} else {
 		if o.stopping != nil {
 			o.stopping()
@@ -231,10 +235,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 	}
 	cancelBG()
 	wg.Wait()
-	stopCtx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
-	defer cancel()
 	if lost {
-		h.Halt(stopCtx)
+		h.Halt(stopCtx) // a plugin a reload loaded meanwhile
 	} else {
 		h.Stop(stopCtx)
 	}
