@@ -337,3 +337,51 @@ func TestDeliveryQueueRetriesLeaveWhenDue(t *testing.T) {
 		t.Errorf("retries left in order %s, want b d a c", s)
 	}
 }
+
+// The worker never takes a plugin back to an older state of an object:
+// live events are checked against what the plugin was last given.
+func TestPrepareNeverGoesBackwards(t *testing.T) {
+	k := objectKey{resource: "cms", namespace: "ns", name: "a"}
+	recreated := add("a", "9")
+	recreated.Object.SetUID("u-other")
+	tests := []struct {
+		name string
+		seen string // resourceVersion the plugin has; "" if it has nothing
+		ev   *informer.Event
+		want string // what is delivered, "" for nothing
+	}{
+		{"newer add", "5", add("a", "6"), "add a 6"},
+		{"repeat of the state it has", "5", add("a", "5"), "add a 5"},
+		{"older add", "5", add("a", "4"), ""},
+		{"older update", "5", update("a", "3", "4"), ""},
+		{"resync", "5", update("a", "5", "5"), "update a 5->5"},
+		{"update of an object it lacks", "", update("a", "3", "4"), "add a 4"},
+		{"delete of an object it lacks", "", del("a", "4"), ""},
+		{"add of the object recreated", "5", recreated, "add a 9"},
+		{"delete", "5", del("a", "5"), "delete a 5"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &generation{seen: map[objectKey]*seenObject{}}
+			l := &bindingListener{g: g, binding: "cms", add: true, update: true, delete: true}
+			g.byResource = map[string]*bindingListener{"cms": l}
+			if tc.seen != "" {
+				g.seen[k] = &seenObject{res: testRes, obj: obj("a", "u-a", tc.seen), rv: tc.seen}
+			}
+			ev, _, _, ok := g.prepare(&delivery{ev: *tc.ev, key: k})
+			got := ""
+			if ok {
+				got = describe(&delivery{ev: *ev})
+			}
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// A delete of an older incarnation than the one the plugin has.
+	g := &generation{seen: map[objectKey]*seenObject{k: {res: testRes, obj: recreated.Object, rv: "9"}}}
+	g.byResource = map[string]*bindingListener{"cms": {g: g, binding: "cms", add: true, delete: true}}
+	if _, _, _, ok := g.prepare(&delivery{ev: *del("a", "5"), key: k}); ok {
+		t.Error("a delete of the object's previous incarnation was delivered")
+	}
+}
