@@ -67,7 +67,7 @@ var (
 	descRestarts = prometheus.NewDesc("informer_host_plugin_restarts_total",
 		"Fresh instances started after a failure.", []string{"plugin"}, nil)
 	descSuperseded = prometheus.NewDesc("informer_host_plugin_superseded_total",
-		"Waiting events replaced by a replay of the cache when a fresh instance started.", []string{"plugin"}, nil)
+		"Events not delivered: replaced by a replay of the cache when a fresh instance started, or older than what the plugin has.", []string{"plugin"}, nil)
 	descReloads = prometheus.NewDesc("informer_host_plugin_reloads_total",
 		"New versions of the plugin's file, by outcome: swapped or refused.", []string{"plugin", "outcome"}, nil)
 	descFiltered = prometheus.NewDesc("informer_host_plugin_filtered_total",

@@ -44,7 +44,7 @@ type Counters struct {
 	MemoryFailures uint64
 	ABIFailures    uint64
 	Restarts       uint64 // fresh instances after a failure
-	Superseded     uint64 // waiting events replaced by a cache replay on restart
+	Superseded     uint64 // events not delivered: replaced by a cache replay on restart, or older than what the plugin has
 	Reloads        uint64 // new versions swapped in
 	ReloadFailures uint64 // new versions refused; the old one kept running
 }
