@@ -453,10 +453,14 @@ func (g *generation) idle(wait time.Duration, draining *bool) bool {
 		defer t.Stop()
 		timer = t.C
 	}
+	drain := g.drainCh
+	if *draining {
+		drain = nil // closed: it would wake the worker at once, every time
+	}
 	select {
 	case <-g.queue.ready:
 	case <-timer:
-	case <-g.drainCh:
+	case <-drain:
 		*draining = true
 	case <-g.stopCh:
 		return false
