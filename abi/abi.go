@@ -40,6 +40,10 @@ const (
 	ExportHandle = "ih_handle"
 	// ExportShutdown is ih_shutdown() -> (); optional.
 	ExportShutdown = "ih_shutdown"
+	// ExportSynced is ih_synced(header_len i32) -> (); optional. The host
+	// calls it once per binding when the plugin has handled the binding's
+	// initial list (after a start, restart, reload or overflow repair).
+	ExportSynced = "ih_synced"
 	// ExportPrefix is the prefix reserved for ABI entry points.
 	ExportPrefix = "ih_"
 )
@@ -314,6 +318,7 @@ func Exports() []Func {
 		{Name: ExportHandle, Signature: sig(i32s(1), I32), Required: true},
 		{Name: ExportInit, Signature: sig(i32s(1), I32)},
 		{Name: ExportShutdown, Signature: sig(nil)},
+		{Name: ExportSynced, Signature: sig(i32s(1))},
 		{Name: ExportInitialize, Signature: sig(nil)},
 	}
 }

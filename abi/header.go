@@ -8,6 +8,7 @@ import (
 
 // Event types, the header's byte 1. The values equal informer.EventType.
 const (
+	EventNone   uint8 = 0 // the header of an ih_synced call: no event
 	EventAdd    uint8 = 1
 	EventUpdate uint8 = 2
 	EventDelete uint8 = 3

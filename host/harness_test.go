@@ -21,9 +21,35 @@ import (
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
-var env *testenv.Env
+// env is the package's control plane, started by the first test that
+// needs one (controlPlane), so that unit tests (`go test ./host -run
+// Queue`) start no apiserver. TestMain stops it.
+var (
+	env      *testenv.Env
+	envOnce  sync.Once
+	envError error
+)
 
-func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: stop:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// controlPlane starts the package's control plane once and returns it. A
+// missing binary fails the test with the message saying how to build it.
+func controlPlane(t testing.TB) *testenv.Env {
+	t.Helper()
+	envOnce.Do(func() { env, envError = testenv.Start() })
+	if envError != nil {
+		t.Fatal(envError)
+	}
+	return env
+}
 
 // wat assembles a WAT file (testenv.WAT).
 func wat(t testing.TB, src string) []byte {
@@ -65,6 +91,9 @@ type observed struct {
 }
 
 func (d observed) String() string {
+	if d.Type == 0 {
+		return "synced " + d.Resource // an ih_synced call
+	}
 	s := fmt.Sprintf("%s %s", d.Type, d.Key)
 	if d.Initial {
 		s += " initial"
@@ -83,6 +112,10 @@ type recorder struct {
 	by      map[string][]observed
 	gates   map[string]chan struct{}
 	blocked map[string]chan struct{} // receives each time a gated worker is held
+	// probe, when set (before the host starts), runs on the worker after
+	// each observed call, before the call's outcome is acted on; the
+	// worker holds no lock then.
+	probe func(plugin string, d observed)
 }
 
 // gate holds plugin's worker after every call until open is called.
@@ -95,8 +128,10 @@ func (r *recorder) gate(plugin string) (held <-chan struct{}, open func()) {
 }
 
 func (r *recorder) observe(plugin string, ev *informer.Event, res engine.Result, err error) {
-	d := observed{Type: ev.Type, Key: ev.Key(), RV: ev.Object.GetResourceVersion(), Initial: ev.IsInInitialList,
-		Unknown: ev.FinalStateUnknown, Code: res.Code, Resource: ev.Resource.Name}
+	d := observed{Type: ev.Type, Initial: ev.IsInInitialList, Unknown: ev.FinalStateUnknown, Code: res.Code, Resource: ev.Resource.Name}
+	if ev.Object != nil { // nil for an ih_synced call
+		d.Key, d.RV = ev.Key(), ev.Object.GetResourceVersion()
+	}
 	if ev.OldObject != nil {
 		d.OldRV = ev.OldObject.GetResourceVersion()
 	}
@@ -104,6 +139,9 @@ func (r *recorder) observe(plugin string, ev *informer.Event, res engine.Result,
 		d.Failure = f.Kind
 	} else if err != nil {
 		d.Failure = -1
+	}
+	if r.probe != nil {
+		r.probe(plugin, d)
 	}
 	r.mu.Lock()
 	r.by[plugin] = append(r.by[plugin], d)
@@ -153,7 +191,7 @@ type harness struct {
 // given, runs before anything starts.
 func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup ...func(*harness)) (*harness, error) {
 	t.Helper()
-	hs := &harness{t: t, ns: env.Namespace(t), dir: t.TempDir(), rec: &recorder{by: map[string][]observed{}, gates: map[string]chan struct{}{}, blocked: map[string]chan struct{}{}}, logs: &logs{}}
+	hs := &harness{t: t, ns: controlPlane(t).Namespace(t), dir: t.TempDir(), rec: &recorder{by: map[string][]observed{}, gates: map[string]chan struct{}{}, blocked: map[string]chan struct{}{}}, logs: &logs{}}
 	for name, b := range plugins {
 		hs.write(name, b)
 	}

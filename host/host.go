@@ -44,7 +44,8 @@ type Options struct {
 	StartTimeout time.Duration
 
 	// observe, when set, is told of every call into a plugin's ih_handle
-	// and its outcome. Tests use it to see exactly what each plugin got.
+	// and its outcome, and of every ih_synced call (an event with only a
+	// Resource). Tests use it to see exactly what each plugin got.
 	observe func(plugin string, ev *informer.Event, res engine.Result, err error)
 	// logRate overrides the engine's limit on plugin output (tests).
 	logRate engine.LogRate
@@ -65,6 +66,9 @@ type Host struct {
 	// bindings share one evaluate it once per event.
 	filters      *filter.Cache
 	filterErrors *filter.ErrorLimiter
+	// overflowWarnings limits the warning a plugin's buffer overflow
+	// logs to one a minute per plugin.
+	overflowWarnings *filter.ErrorLimiter
 
 	mu    sync.Mutex
 	cfg   *config.Config
@@ -110,7 +114,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		return nil, fmt.Errorf("host: filters: %w", err)
 	}
 	return &Host{
-		filters: filters, filterErrors: filter.NewErrorLimiter(time.Minute),
+		filters: filters, filterErrors: filter.NewErrorLimiter(time.Minute), overflowWarnings: filter.NewErrorLimiter(time.Minute),
 		log: log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
 		observe: opts.observe, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
@@ -255,13 +259,15 @@ func (h *Host) load(ctx context.Context, path string, force bool) error {
 		_ = mod.Close(context.Background())
 		return slot.loadFailed(err, sha)
 	}
-	go g.run(inst)
 
+	// g is current before its worker starts, so its first failure (only
+	// the current generation may change the slot's state) is its own.
 	slot.mu.Lock()
 	old, oldSHA := slot.current, slot.sha256
 	slot.current, slot.sha256, slot.state, slot.lastErr, slot.failures = g, sha, StateRunning, "", 0
 	slot.refusedSHA, slot.loadedAt = "", time.Now()
 	slot.mu.Unlock()
+	go g.run(inst)
 	if old != nil {
 		slot.c.reloads.Add(1)
 		h.forgetBindings(name, old.settings, settings)
@@ -361,7 +367,16 @@ func (h *Host) forgetBindings(name string, old, cur config.PluginSettings) {
 // Stop unloads every plugin. Each drains its queue first, for as long as
 // ctx allows; then it is stopped after its current event. A plugin still
 // busy when ctx ends is abandoned (Stop returns without it).
-func (h *Host) Stop(ctx context.Context) {
+func (h *Host) Stop(ctx context.Context) { h.stop(ctx, true) }
+
+// Halt is Stop without the drain: every plugin stops after the event it is
+// handling, and the events waiting for it are dropped. For a replica that
+// lost its leader lease: another replica delivers them already, and
+// controller-runtime, too, stops at once rather than gracefully then.
+// ctx bounds the wait for a plugin still inside a call.
+func (h *Host) Halt(ctx context.Context) { h.stop(ctx, false) }
+
+func (h *Host) stop(ctx context.Context, drain bool) {
 	h.mu.Lock()
 	slots := make([]*PluginSlot, 0, len(h.slots))
 	for _, s := range h.slots {
@@ -383,9 +398,14 @@ func (h *Host) Stop(ctx context.Context) {
 			if g.abandoned.Load() {
 				return // an earlier Stop gave up on it already
 			}
-			// No new events; then let the worker finish what is queued.
+			// No new events; then let the worker finish what is queued,
+			// or stop it after its current event.
 			g.close()
-			g.drainOnce.Do(func() { close(g.drainCh) })
+			if drain {
+				g.drainOnce.Do(func() { close(g.drainCh) })
+			} else {
+				g.stopOnce.Do(func() { close(g.stopCh) })
+			}
 			select {
 			case <-g.done:
 				h.Unload(s.name)
@@ -536,9 +556,17 @@ type PluginStatus struct {
 	ABIVersion int         `json:"abiVersion,omitempty"`
 	State      PluginState `json:"state"`
 	Bindings   []string    `json:"bindings,omitempty"`
-	Synced     bool        `json:"synced"` // every listener has received its initial list
-	Queue      QueueStats  `json:"queue"`
-	Counters   Counters    `json:"counters"`
+	// Synced: the plugin has handled the initial list of every binding
+	// (the last one returned from its call), since its instance started
+	// or its last overflow repair.
+	Synced bool `json:"synced"`
+	// Degraded: the plugin's buffer overflowed, so its view of the cache
+	// may be wrong, until the repair from the cache that follows is done.
+	Degraded bool `json:"degraded"`
+	// Repairs counts the overflow repairs of the current version.
+	Repairs  uint64     `json:"repairs"`
+	Queue    QueueStats `json:"queue"`
+	Counters Counters   `json:"counters"`
 	// Filtered counts, per binding (resource name), the events its filter
 	// kept from the plugin.
 	Filtered  map[string]FilterCounts `json:"filtered,omitempty"`
@@ -642,13 +670,18 @@ func (h *Host) Status() []PluginStatus {
 		if ns := s.lastEvent.Load(); ns != 0 {
 			st.LastEventAt = time.Unix(0, ns)
 		}
-		if g := s.current; g != nil {
+		g := s.current
+		s.mu.Unlock()
+		// The generation is read without the slot's lock (lock order at
+		// PluginSlot).
+		if g != nil {
 			st.ABIVersion = g.module.ABIVersion()
 			st.Bindings = bindingNames(g.settings)
 			st.Queue = g.queue.Stats()
-			st.Synced = s.state == StateRunning && g.synced()
+			st.Synced = st.State == StateRunning && g.synced.Load()
+			st.Degraded = st.Queue.Degraded
+			st.Repairs = g.repairs.Load()
 		}
-		s.mu.Unlock()
 		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })

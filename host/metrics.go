@@ -59,15 +59,15 @@ var (
 	descDelivered = prometheus.NewDesc("informer_host_plugin_events_delivered_total",
 		"ih_handle calls that returned a result.", []string{"plugin"}, nil)
 	descDepth = prometheus.NewDesc("informer_host_plugin_buffer_depth",
-		"Events waiting in the plugin's buffer.", []string{"plugin"}, nil)
+		"Events waiting in the plugin's buffer, retries included.", []string{"plugin"}, nil)
 	descBufferDrops = prometheus.NewDesc("informer_host_plugin_buffer_dropped_total",
-		"Events dropped because the plugin's buffer was full (delivery mode every).", []string{"plugin"}, nil)
+		"Events dropped because the plugin's buffer was full; the plugin is then repaired from the cache.", []string{"plugin"}, nil)
 	descCoalesced = prometheus.NewDesc("informer_host_plugin_buffer_coalesced_total",
 		"Events merged into a waiting event of the same object (delivery mode latest).", []string{"plugin"}, nil)
 	descRestarts = prometheus.NewDesc("informer_host_plugin_restarts_total",
 		"Fresh instances started after a failure.", []string{"plugin"}, nil)
 	descSuperseded = prometheus.NewDesc("informer_host_plugin_superseded_total",
-		"Waiting events replaced by a replay of the cache when a fresh instance started.", []string{"plugin"}, nil)
+		"Events not delivered: replaced by a replay of the cache when a fresh instance started, or older than what the plugin has.", []string{"plugin"}, nil)
 	descReloads = prometheus.NewDesc("informer_host_plugin_reloads_total",
 		"New versions of the plugin's file, by outcome: swapped or refused.", []string{"plugin", "outcome"}, nil)
 	descFiltered = prometheus.NewDesc("informer_host_plugin_filtered_total",
@@ -76,6 +76,14 @@ var (
 	descFilterErrors = prometheus.NewDesc("informer_host_plugin_filter_errors_total",
 		"Filter evaluations that failed, whether the event was then delivered (onFilterError open) or not.",
 		[]string{"plugin", "binding"}, nil)
+	descDegraded = prometheus.NewDesc("informer_host_plugin_degraded",
+		"1 from a buffer overflow (events dropped) until the plugin is repaired from the cache, else 0.", []string{"plugin"}, nil)
+	descRepairs = prometheus.NewDesc("informer_host_plugin_repairs_total",
+		"Repairs from the cache after a buffer overflow, of the plugin's current version.", []string{"plugin"}, nil)
+	descReplay = prometheus.NewDesc("informer_host_plugin_replay_depth",
+		"Objects waiting to be brought up to date from the cache (initial list, restart, repair).", []string{"plugin"}, nil)
+	descSynced = prometheus.NewDesc("informer_host_plugin_synced",
+		"1 once the plugin has handled the initial list of every binding, else 0.", []string{"plugin"}, nil)
 	descState = prometheus.NewDesc("informer_host_plugin_state",
 		"1 for the plugin's current state (loading, running, restarting, quarantined, failed).", []string{"plugin", "state"}, nil)
 )
@@ -85,7 +93,8 @@ var allStates = []PluginState{StateLoading, StateRunning, StateRestarting, State
 // Describe implements prometheus.Collector.
 func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descEvents, descDelivered, descDepth, descBufferDrops, descCoalesced,
-		descRestarts, descSuperseded, descReloads, descState, descFiltered, descFilterErrors} {
+		descRestarts, descSuperseded, descReloads, descState, descFiltered, descFilterErrors,
+		descDegraded, descRepairs, descReplay, descSynced} {
 		ch <- d
 	}
 	h.metrics.wait.Describe(ch)
@@ -97,6 +106,9 @@ func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	for _, s := range h.Status() {
 		p, c := s.File, s.Counters
@@ -112,6 +124,10 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 		counter(descBufferDrops, s.Queue.Dropped, p)
 		counter(descCoalesced, s.Queue.Coalesced, p)
 		counter(descRestarts, c.Restarts, p)
+		gauge(descDegraded, b2f(s.Degraded), p)
+		counter(descRepairs, s.Repairs, p)
+		gauge(descReplay, float64(s.Queue.Replay), p)
+		gauge(descSynced, b2f(s.Synced), p)
 		counter(descSuperseded, c.Superseded, p)
 		counter(descReloads, c.Reloads, p, "swapped")
 		counter(descReloads, c.ReloadFailures, p, "refused")
@@ -133,6 +149,13 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	h.metrics.wait.Collect(ch)
 	h.metrics.handle.Collect(ch)
 	h.metrics.filter.Collect(ch)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func since(t time.Time) float64 { return time.Since(t).Seconds() }

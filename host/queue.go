@@ -1,9 +1,14 @@
 package host
 
 import (
+	"container/heap"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
@@ -14,7 +19,8 @@ type DeliveryMode int
 
 const (
 	// DeliverEvery delivers each event, in order. Past the buffer's cap the
-	// oldest waiting event is dropped and counted.
+	// oldest waiting event is dropped and counted, and the plugin is
+	// repaired from the cache once it catches up.
 	DeliverEvery DeliveryMode = iota
 	// DeliverLatest coalesces waiting events by object: the buffer holds at
 	// most one entry per object, so it never holds more entries than there
@@ -22,7 +28,9 @@ const (
 	DeliverLatest
 )
 
-// delivery is one entry of a DeliveryQueue.
+// delivery is one entry of a DeliveryQueue: a live event, or (replay set)
+// a key of the replay cursor, whose current state the worker reads from
+// the informer's store when it gets to it.
 type delivery struct {
 	ev informer.Event
 	// env is the envelope shared with every other plugin that got the
@@ -32,27 +40,123 @@ type delivery struct {
 	enqueued time.Time // when the first event merged into this entry arrived
 	key      objectKey
 	dead     bool // coalesced away (an add and its delete); skipped by pop
+
+	// replay marks a replay entry (ev and env are empty); initial, that it
+	// belongs to an initial list, so the binding is synced only once the
+	// plugin has handled it.
+	replay, initial bool
+	// attempts counts the plugin's RETRY answers for this entry; notBefore
+	// is when it may be delivered again.
+	attempts  int
+	notBefore time.Time
+	// behind holds, in mode every, the object's later events, which wait
+	// until this entry (waiting out a retry) is done.
+	behind []*delivery
+	// retryIndex is the entry's place in the queue's retry heap.
+	retryIndex int
 }
 
-// objectKey identifies an object within a resource.
+// retryHeap orders the entries waiting out a retry by when they are due.
+type retryHeap []*delivery
+
+func (h retryHeap) Len() int           { return len(h) }
+func (h retryHeap) Less(i, j int) bool { return h[i].notBefore.Before(h[j].notBefore) }
+func (h retryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].retryIndex, h[j].retryIndex = i, j
+}
+func (h *retryHeap) Push(x any) {
+	d := x.(*delivery)
+	d.retryIndex = len(*h)
+	*h = append(*h, d)
+}
+func (h *retryHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return d
+}
+
+// objectKey identifies an object within a binding: the resource's name in
+// the configuration (stable when the resource's informers restart, unlike
+// its *ResourceRef), the namespace and the name.
 type objectKey struct {
-	res             *informer.ResourceRef
-	namespace, name string
+	resource, namespace, name string
 }
 
 func keyOf(ev *informer.Event) objectKey {
-	return objectKey{res: ev.Resource, namespace: ev.Object.GetNamespace(), name: ev.Object.GetName()}
+	md := metadata(ev.Object)
+	ns, _ := md["namespace"].(string)
+	name, _ := md["name"].(string)
+	return objectKey{resource: ev.Resource.Name, namespace: ns, name: name}
 }
 
-// DeliveryQueue is a plugin's bounded buffer between its informer listeners
+// metadata is o's metadata map, nil if it has none: what GetNamespace,
+// GetName and GetResourceVersion read, in one lookup instead of one walk
+// each (they are on every event's path).
+func metadata(o *unstructured.Unstructured) map[string]any {
+	if o == nil {
+		return nil
+	}
+	md, _ := o.Object["metadata"].(map[string]any)
+	return md
+}
+
+// resourceVersion is o.GetResourceVersion(), by the same short path.
+func resourceVersion(o *unstructured.Unstructured) string {
+	rv, _ := metadata(o)["resourceVersion"].(string)
+	return rv
+}
+
+// storeKey is the key of the object in the informer's store.
+func (k objectKey) storeKey() string {
+	if k.namespace == "" {
+		return k.name
+	}
+	return k.namespace + "/" + k.name
+}
+
+// keysOf turns store keys of one binding into object keys.
+func keysOf(resource string, storeKeys []string) []objectKey {
+	out := make([]objectKey, 0, len(storeKeys))
+	for _, sk := range storeKeys {
+		ns, name, err := cache.SplitMetaNamespaceKey(sk)
+		if err == nil {
+			out = append(out, objectKey{resource: resource, namespace: ns, name: name})
+		}
+	}
+	return out
+}
+
+// DeliveryQueue is a plugin's buffer between its informer listeners
 // (producers, one per binding, each on its own client-go goroutine) and its
 // worker (the single consumer). Producers never block: a slow plugin fills
 // its own queue, never client-go's unbounded ring, and never delays another
 // plugin.
 //
-// Order is kept per object in both modes: entries leave in the order their
-// object first entered, and an object has at most one waiting entry in
-// latest mode.
+// It holds three things:
+//
+//   - live events, in arrival order, at most cap of them (in mode latest at
+//     most one per object, see coalesce). Past the cap the oldest is
+//     dropped and the queue is marked overflowed: the worker then repairs
+//     the plugin from the cache once it has caught up.
+//   - the replay cursor: keys of objects to bring up to date from the
+//     informer's store (the initial list, a restart's replay, an overflow
+//     repair). It holds keys, never objects, one per object at most, so it
+//     is bounded by the store's own size however small cap is. A live add
+//     or update of a key in the cursor is absorbed by it (the store already
+//     holds that state); a live delete takes the key out and is delivered.
+//   - retries: entries the plugin answered RETRY for, each waiting out its
+//     own backoff while other objects go on. In mode every the object's
+//     later events wait behind its retry, so order per object is kept; in
+//     mode latest a newer event merges into the waiting retry (coalesce),
+//     which keeps its backoff and restarts its count of attempts (the
+//     merged event is one the plugin has not judged yet).
+//
+// Order is kept per object: entries leave in the order their object first
+// entered, an object has at most one waiting entry in mode latest, and no
+// event of an object overtakes its waiting retry.
 type DeliveryQueue struct {
 	mode DeliveryMode
 	cap  int
@@ -78,6 +182,36 @@ type DeliveryQueue struct {
 	// an object is in pending iff it has a live entry in ring.
 	pending map[objectKey]*delivery
 
+	// retrying maps each object waiting out a retry to its entry, which
+	// retries holds too, ordered by when it is due; behind counts the
+	// entries waiting behind them (mode every).
+	retrying map[objectKey]*delivery
+	retries  retryHeap
+	behind   int
+
+	// replay is the cursor: keys in the order they entered, from
+	// replayHead; replaySet holds the keys still to do, with whether each
+	// is part of an initial list. A key taken out of the set (by a live
+	// delete) stays in the slice until passed over, so the slice is
+	// compacted when it holds more than twice the set.
+	replay     []objectKey
+	replayHead int
+	replaySet  map[objectKey]bool
+	// initialLeft counts, per binding, the initial-list keys the plugin
+	// has not handled yet: in the cursor, or taken and not yet done.
+	initialLeft map[string]int
+	// replayNext alternates the worker between live events and the
+	// cursor, so neither starves the other.
+	replayNext bool
+
+	// overflowed is set when an event is dropped past the cap and cleared
+	// when the worker starts the repair; repairing is set from then until
+	// the repair is done. The plugin is degraded while either is set, and
+	// so is degraded, which the worker reads without the lock on every
+	// event (it is written under mu).
+	overflowed, repairing bool
+	degraded              atomic.Bool
+
 	dropped, coalesced uint64
 
 	// sleeping is set by a take that found the queue empty (its consumer is
@@ -96,12 +230,13 @@ type DeliveryQueue struct {
 
 const maxFree = 256
 
-// NewDeliveryQueue returns a queue holding at most capacity entries.
+// NewDeliveryQueue returns a queue holding at most capacity live events.
 func NewDeliveryQueue(mode DeliveryMode, capacity int) *DeliveryQueue {
 	if capacity < 1 {
 		capacity = 1
 	}
-	q := &DeliveryQueue{mode: mode, cap: capacity, now: time.Now, ready: make(chan struct{}, 1)}
+	q := &DeliveryQueue{mode: mode, cap: capacity, now: time.Now, ready: make(chan struct{}, 1),
+		retrying: map[objectKey]*delivery{}, replaySet: map[objectKey]bool{}, initialLeft: map[string]int{}}
 	if mode == DeliverLatest {
 		q.pending = map[objectKey]*delivery{}
 	}
@@ -112,11 +247,38 @@ func NewDeliveryQueue(mode DeliveryMode, capacity int) *DeliveryQueue {
 func (q *DeliveryQueue) Push(ev *informer.Event, env *engine.Envelope) { q.push(ev, env, q.now()) }
 
 // push is Push with the arrival time read by the caller (the listener
-// reads the clock anyway, to time its filter).
+// reads the clock anyway, to time its filter). An add of an initial list
+// goes to the replay cursor, as its key.
 func (q *DeliveryQueue) push(ev *informer.Event, env *engine.Envelope, now time.Time) {
+	k := keyOf(ev)
 	q.mu.Lock()
+	if ev.Type == informer.EventAdd && ev.IsInInitialList {
+		q.addReplayLocked(k, true)
+		q.wakeLocked()
+		return
+	}
+	if initial, ok := q.replaySet[k]; ok {
+		if ev.Type != informer.EventDelete {
+			// The store holds this state already; the cursor delivers it.
+			q.mu.Unlock()
+			return
+		}
+		delete(q.replaySet, k)
+		if initial {
+			q.initialLeft[k.resource]--
+		}
+	}
 	if q.mode == DeliverLatest {
-		k := keyOf(ev)
+		if d := q.retrying[k]; d != nil {
+			q.coalesced++
+			if !coalesce(d, ev) {
+				delete(q.retrying, k)
+				heap.Remove(&q.retries, d.retryIndex)
+			}
+			d.attempts = 0
+			q.mu.Unlock()
+			return
+		}
 		if d, ok := q.pending[k]; ok {
 			q.coalesced++
 			if !coalesce(d, ev) {
@@ -130,13 +292,24 @@ func (q *DeliveryQueue) push(ev *informer.Event, env *engine.Envelope, now time.
 		}
 		d := q.newDelivery()
 		d.ev, d.env, d.enqueued, d.key = *ev, env, now, k
+		if !q.append(d) {
+			q.mu.Unlock()
+			return
+		}
 		q.pending[k] = d
-		q.append(d)
 	} else {
 		d := q.newDelivery()
-		d.ev, d.env, d.enqueued = *ev, env, now
-		q.append(d)
+		d.ev, d.env, d.enqueued, d.key = *ev, env, now, k
+		if !q.append(d) {
+			q.mu.Unlock()
+			return
+		}
 	}
+	q.wakeLocked()
+}
+
+// wakeLocked wakes a sleeping consumer and unlocks mu.
+func (q *DeliveryQueue) wakeLocked() {
 	wake := q.sleeping
 	q.sleeping = false
 	q.mu.Unlock()
@@ -145,6 +318,30 @@ func (q *DeliveryQueue) push(ev *informer.Event, env *engine.Envelope, now time.
 		case q.ready <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// AddReplay adds keys to the replay cursor (initial: they are an initial
+// list the binding's sync waits for).
+func (q *DeliveryQueue) AddReplay(keys []objectKey, initial bool) {
+	q.mu.Lock()
+	for _, k := range keys {
+		q.addReplayLocked(k, initial)
+	}
+	q.wakeLocked()
+}
+
+func (q *DeliveryQueue) addReplayLocked(k objectKey, initial bool) {
+	was, ok := q.replaySet[k]
+	switch {
+	case !ok:
+		q.replay = append(q.replay, k)
+	case was || !initial:
+		return
+	}
+	q.replaySet[k] = initial
+	if initial {
+		q.initialLeft[k.resource]++
 	}
 }
 
@@ -160,28 +357,54 @@ func (q *DeliveryQueue) newDelivery() *delivery {
 	return &delivery{}
 }
 
-// append adds d at the tail, dropping the oldest live entry when full.
-// Called with mu held.
-func (q *DeliveryQueue) append(d *delivery) {
-	if q.live >= q.cap {
+// append adds d at the tail, dropping the oldest live entry when full. It
+// reports false when d itself had to be dropped (every waiting event is
+// held behind a retry). Called with mu held.
+func (q *DeliveryQueue) append(d *delivery) bool {
+	if q.live+q.behind >= q.cap {
+		q.overflowed = true
+		q.degraded.Store(true)
+		q.dropped++
+		dropped := false
 		for q.size > 0 {
 			old := q.takeHead()
 			if !old.dead {
 				q.live--
-				q.dropped++
 				if q.pending != nil {
 					delete(q.pending, old.key)
 				}
+				dropped = true
 				break
 			}
 		}
+		if !dropped {
+			return false
+		}
 	}
+	q.appendRing(d)
+	return true
+}
+
+func (q *DeliveryQueue) appendRing(d *delivery) {
 	if q.size == len(q.ring) {
 		q.grow()
 	}
 	q.ring[(q.head+q.size)&(len(q.ring)-1)] = d
 	q.size++
 	q.live++
+}
+
+// prependRing puts ds back at the head, in order.
+func (q *DeliveryQueue) prependRing(ds []*delivery) {
+	for i := len(ds) - 1; i >= 0; i-- {
+		if q.size == len(q.ring) {
+			q.grow()
+		}
+		q.head = (q.head - 1) & (len(q.ring) - 1)
+		q.ring[q.head] = ds[i]
+		q.size++
+		q.live++
+	}
 }
 
 func (q *DeliveryQueue) takeHead() *delivery {
@@ -222,38 +445,79 @@ func (q *DeliveryQueue) compactIfSparse() {
 	q.ring, q.head, q.size = ring, 0, n
 }
 
-// pop returns the oldest live entry, waiting for one until ctx ends.
+// pop returns the next entry, waiting for one until ctx ends.
 func (q *DeliveryQueue) pop(ctx context.Context) (*delivery, bool) {
 	for {
-		if d, ok := q.take(); ok {
+		d, wait, ok := q.next(nil)
+		if ok {
 			return d, true
 		}
+		if wait <= 0 {
+			wait = time.Hour // no retry waits: only a push wakes us
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-q.ready:
+		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
 			return nil, false
 		}
+		t.Stop()
 	}
 }
 
-// take returns the oldest live entry, or false when there is none.
-func (q *DeliveryQueue) take() (*delivery, bool) { return q.takeAfter(nil) }
+// take returns the next ready entry, or false when there is none.
+func (q *DeliveryQueue) take() (*delivery, bool) {
+	d, _, ok := q.next(nil)
+	return d, ok
+}
 
-// takeAfter is take for a consumer that is done with prev, the entry its
-// previous take returned (nil if none): prev goes back for reuse under the
-// same lock, so the consumer locks the queue once per event. The caller
-// must hold no reference to prev or into it. Its references (objects,
-// envelope) are cleared at once, so a free entry keeps nothing alive.
-func (q *DeliveryQueue) takeAfter(prev *delivery) (*delivery, bool) {
-	if prev != nil {
-		*prev = delivery{}
-	}
+// next is take for a consumer that is done with prev, the entry its
+// previous take returned (nil if none). Unless prev was handed back with
+// Retry, the object's events that waited behind it go back to the head of
+// the ring, and prev goes back for reuse under the same lock, so the
+// consumer locks the queue once per event; the caller must hold no
+// reference to prev or into it.
+//
+// It returns, in turn, a retry whose backoff has ended, a live event or
+// a key of the replay cursor (alternating between the two). When nothing
+// is ready, wait is how long until the earliest retry is due (0 if none
+// waits): the consumer sleeps on ready for at most that long.
+func (q *DeliveryQueue) next(prev *delivery) (d *delivery, wait time.Duration, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if prev != nil && len(q.free) < maxFree {
-		q.free = append(q.free, prev)
+	if prev != nil && q.retrying[prev.key] != prev {
+		if len(prev.behind) > 0 {
+			q.behind -= len(prev.behind)
+			q.prependRing(prev.behind)
+		}
+		*prev = delivery{}
+		if len(q.free) < maxFree {
+			q.free = append(q.free, prev)
+		}
 	}
-	for q.size > 0 {
+	if len(q.retries) > 0 {
+		now := q.now()
+		if r := q.retries[0]; !r.notBefore.After(now) {
+			heap.Pop(&q.retries)
+			delete(q.retrying, r.key)
+			return r, 0, true
+		}
+		wait = max(q.retries[0].notBefore.Sub(now), time.Millisecond)
+	}
+	for {
+		if q.replayNext || q.live == 0 {
+			if d, ok := q.takeReplay(); ok {
+				q.replayNext = false
+				return d, 0, true
+			}
+		}
+		q.replayNext = true
+		if q.live == 0 {
+			q.sleeping = true
+			return nil, wait, false
+		}
 		d := q.takeHead()
 		if d.dead {
 			continue
@@ -262,39 +526,161 @@ func (q *DeliveryQueue) takeAfter(prev *delivery) (*delivery, bool) {
 		if q.pending != nil {
 			delete(q.pending, d.key)
 		}
+		if r := q.retrying[d.key]; r != nil {
+			// The object waits out a retry: its later events wait behind
+			// it (mode latest merges them at push, so only mode every
+			// gets here).
+			r.behind = append(r.behind, d)
+			q.behind++
+			continue
+		}
+		return d, 0, true
+	}
+}
+
+// takeReplay returns the cursor's next key as a replay entry. Keys of
+// objects waiting out a retry are passed over: the retried event and
+// those behind it bring the object up to date.
+func (q *DeliveryQueue) takeReplay() (*delivery, bool) {
+	for q.replayHead < len(q.replay) {
+		k := q.replay[q.replayHead]
+		q.replay[q.replayHead] = objectKey{}
+		q.replayHead++
+		initial, ok := q.replaySet[k]
+		if !ok {
+			continue
+		}
+		delete(q.replaySet, k)
+		if q.retrying[k] != nil {
+			if initial {
+				q.initialLeft[k.resource]--
+			}
+			continue
+		}
+		d := q.newDelivery()
+		d.key, d.replay, d.initial, d.enqueued = k, true, initial, q.now()
+		q.compactReplay()
 		return d, true
 	}
-	q.sleeping = true
+	q.replay, q.replayHead = q.replay[:0], 0
 	return nil, false
 }
 
-// Clear drops every waiting entry and returns how many there were.
+// compactReplay drops passed-over keys once they are most of the slice.
+func (q *DeliveryQueue) compactReplay() {
+	if rest := len(q.replay) - q.replayHead; q.replayHead < 1024 || q.replayHead < rest {
+		return
+	}
+	n := copy(q.replay, q.replay[q.replayHead:])
+	clear(q.replay[n:])
+	q.replay, q.replayHead = q.replay[:n], 0
+}
+
+// Retry hands d back to wait until notBefore; the object's later events
+// wait behind it (mode every) or merge into it (mode latest).
+func (q *DeliveryQueue) Retry(d *delivery, notBefore time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d.notBefore = notBefore
+	if q.mode == DeliverLatest {
+		if p, ok := q.pending[d.key]; ok {
+			// A newer event arrived during the call: it merges into the
+			// retried one, as it would have had it arrived later.
+			coalesced := coalesce(d, &p.ev)
+			p.dead = true
+			delete(q.pending, d.key)
+			q.live--
+			q.coalesced++
+			d.attempts = 0
+			if !coalesced {
+				return
+			}
+		}
+	}
+	q.retrying[d.key] = d
+	heap.Push(&q.retries, d)
+}
+
+// InitialDone records that the plugin handled an entry of res's initial
+// list.
+func (q *DeliveryQueue) InitialDone(res string) {
+	q.mu.Lock()
+	q.initialLeft[res]--
+	q.mu.Unlock()
+}
+
+// InitialLeft returns how many keys of res's initial list the plugin has
+// not handled yet.
+func (q *DeliveryQueue) InitialLeft(res string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.initialLeft[res]
+}
+
+// repairStep moves an overflow repair on. start reports that the queue
+// overflowed and has no live events left: the repair is marked begun and
+// the caller adds the keys to repair to the cursor. end reports that a
+// repair under way has nothing left to do (no new overflow, the cursor
+// empty): it is marked done. Without an overflow it costs an atomic load.
+func (q *DeliveryQueue) repairStep() (start, end bool) {
+	if !q.degraded.Load() {
+		return false, false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.overflowed && q.live == 0:
+		q.overflowed, q.repairing = false, true
+		return true, false
+	case q.repairing && !q.overflowed && len(q.replaySet) == 0:
+		q.repairing = false
+		q.degraded.Store(false)
+		return false, true
+	}
+	return false, false
+}
+
+// Clear drops every waiting entry, live, retried and replayed, and
+// returns how many live events there were. The overflow is forgotten:
+// the caller replays the whole cache.
 func (q *DeliveryQueue) Clear() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := q.live
-	for i := range q.ring {
-		q.ring[i] = nil
-	}
-	q.head, q.size, q.live = 0, 0, 0
+	n := q.live + q.behind + len(q.retrying)
+	clear(q.ring)
+	q.head, q.size, q.live, q.behind = 0, 0, 0, 0
 	if q.pending != nil {
 		clear(q.pending)
 	}
+	clear(q.retrying)
+	clear(q.retries)
+	q.retries = q.retries[:0]
+	clear(q.replaySet)
+	clear(q.initialLeft)
+	q.replay, q.replayHead = q.replay[:0], 0
+	q.overflowed, q.repairing = false, false
+	q.degraded.Store(false)
 	return n
 }
 
 // QueueStats is a snapshot of a queue's counters.
 type QueueStats struct {
-	Depth     int    // entries waiting
-	Dropped   uint64 // entries dropped because the queue was full
+	Depth     int    // live events waiting, retries included
+	Replay    int    // keys in the replay cursor
+	Retrying  int    // objects waiting out a retry
+	Dropped   uint64 // events dropped because the queue was full
 	Coalesced uint64 // events merged into a waiting entry (latest mode)
+	// Degraded is set from an overflow until the repair from the cache
+	// that follows it is done.
+	Degraded bool
 }
 
 // Stats returns the queue's counters.
 func (q *DeliveryQueue) Stats() QueueStats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return QueueStats{Depth: q.live, Dropped: q.dropped, Coalesced: q.coalesced}
+	return QueueStats{Depth: q.live + q.behind + len(q.retrying), Replay: len(q.replaySet), Retrying: len(q.retrying),
+		Dropped: q.dropped, Coalesced: q.coalesced, Degraded: q.overflowed || q.repairing}
 }
 
 // coalesce merges the newer event n into the waiting entry d of the same

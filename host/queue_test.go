@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,6 +38,13 @@ func del(name, rv string) *informer.Event {
 
 // describe renders an entry as "type name old->new".
 func describe(d *delivery) string {
+	if d.replay {
+		s := "replay " + d.key.name
+		if d.initial {
+			s += " initial"
+		}
+		return s
+	}
 	s := fmt.Sprintf("%s %s %s", d.ev.Type, d.ev.Object.GetName(), d.ev.Object.GetResourceVersion())
 	if d.ev.OldObject != nil {
 		s = fmt.Sprintf("%s %s %s->%s", d.ev.Type, d.ev.Object.GetName(), d.ev.OldObject.GetResourceVersion(), d.ev.Object.GetResourceVersion())
@@ -80,7 +88,7 @@ func TestDeliveryQueueLatestCoalesces(t *testing.T) {
 		events []*informer.Event
 		want   string
 	}{
-		{"add then updates: add of the newest, initial flag kept", []*informer.Event{initial, update("a", "1", "2"), update("a", "2", "3")}, "add a 3 initial"},
+		{"initial add then updates: the replay cursor's key, which absorbs them", []*informer.Event{initial, update("a", "1", "2"), update("a", "2", "3")}, "replay a initial"},
 		{"add then delete: nothing", []*informer.Event{add("a", "1"), update("a", "1", "2"), del("a", "2")}, ""},
 		{"updates: first old to newest new", []*informer.Event{update("a", "1", "2"), update("a", "2", "3"), update("a", "3", "4")}, "update a 1->4"},
 		{"update then delete: delete", []*informer.Event{update("a", "1", "2"), del("a", "2")}, "delete a 2"},
@@ -158,5 +166,222 @@ func TestDeliveryQueueClear(t *testing.T) {
 		if got := strings.Join(drain(q), "; "); got != "update a 1->2" {
 			t.Errorf("mode %d: after Clear: %s", mode, got)
 		}
+	}
+}
+
+func initialAdd(name, rv string) *informer.Event {
+	ev := add(name, rv)
+	ev.IsInInitialList = true
+	return ev
+}
+
+// An initial list larger than the buffer arrives whole: as keys in the
+// replay cursor, never dropped, and the binding counts as synced only
+// once every key is done.
+func TestDeliveryQueueInitialListIsNotCutByTheCap(t *testing.T) {
+	for _, mode := range []DeliveryMode{DeliverEvery, DeliverLatest} {
+		q := NewDeliveryQueue(mode, 10)
+		for i := range 2000 {
+			q.Push(initialAdd(fmt.Sprintf("o%d", i), "1"), nil)
+		}
+		if st := q.Stats(); st.Dropped != 0 || st.Replay != 2000 || st.Degraded {
+			t.Fatalf("mode %d: stats %+v; want 2000 keys in the cursor, none dropped", mode, st)
+		}
+		n := 0
+		for {
+			d, ok := q.take()
+			if !ok {
+				break
+			}
+			if !d.replay || !d.initial {
+				t.Fatalf("mode %d: %s is not an initial replay entry", mode, describe(d))
+			}
+			if left := q.InitialLeft("cms"); left != 2000-n {
+				t.Fatalf("mode %d: %d initial keys left before the plugin handled entry %d, want %d", mode, left, n, 2000-n)
+			}
+			q.InitialDone(d.key.resource)
+			n++
+		}
+		if n != 2000 || q.InitialLeft("cms") != 0 {
+			t.Errorf("mode %d: %d replay entries, %d left", mode, n, q.InitialLeft("cms"))
+		}
+	}
+}
+
+// Live events and the cursor: an add or update of a key in the cursor is
+// absorbed (the cursor delivers the store's current state), a delete takes
+// the key out (and counts as done for the sync) and is delivered; live
+// events and the cursor alternate.
+func TestDeliveryQueueLiveEventsAndTheReplayCursor(t *testing.T) {
+	q := NewDeliveryQueue(DeliverEvery, 10)
+	for _, ev := range []*informer.Event{initialAdd("a", "1"), initialAdd("b", "1"), initialAdd("c", "1"),
+		update("a", "1", "2"), del("b", "1"), add("x", "3"), add("y", "4")} {
+		q.Push(ev, nil)
+	}
+	if left := q.InitialLeft("cms"); left != 2 {
+		t.Errorf("initial keys left: %d, want 2 (b was deleted)", left)
+	}
+	got := strings.Join(drain(q), "; ")
+	if want := "delete b 1; replay a initial; add x 3; replay c initial; add y 4"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// A buffer overflow marks the queue degraded; the repair starts only once
+// the live events are delivered, and ends when the cursor is empty.
+func TestDeliveryQueueOverflowStartsARepairOnceCaughtUp(t *testing.T) {
+	q := NewDeliveryQueue(DeliverEvery, 2)
+	for _, ev := range []*informer.Event{add("a", "1"), add("b", "2"), add("c", "3")} {
+		q.Push(ev, nil)
+	}
+	if st := q.Stats(); !st.Degraded || st.Dropped != 1 {
+		t.Fatalf("stats %+v; want degraded, 1 dropped", st)
+	}
+	if start, _ := q.repairStep(); start {
+		t.Fatal("repair started with live events waiting")
+	}
+	drain(q)
+	if start, _ := q.repairStep(); !start {
+		t.Fatal("repair did not start once caught up")
+	}
+	q.AddReplay([]objectKey{{resource: "cms", namespace: "ns", name: "a"}}, false)
+	if _, end := q.repairStep(); end {
+		t.Fatal("repair ended with keys in the cursor")
+	}
+	if got := strings.Join(drain(q), "; "); got != "replay a" {
+		t.Errorf("repair: %s", got)
+	}
+	if _, end := q.repairStep(); !end || q.Stats().Degraded {
+		t.Errorf("repair did not end: %+v", q.Stats())
+	}
+}
+
+// A retried entry waits out its backoff while other objects go on. In mode
+// every the object's later events wait behind it, in order; in mode latest
+// a newer event merges into it.
+func TestDeliveryQueueRetryIsPerObject(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tests := []struct {
+		mode  DeliveryMode
+		after []*informer.Event // pushed while a's first event waits
+		want  string
+	}{
+		{DeliverEvery, []*informer.Event{update("a", "1", "2"), add("b", "3"), update("a", "2", "4"), add("c", "5")},
+			"add b 3; add c 5 | add a 1; update a 1->2; update a 2->4"},
+		{DeliverLatest, []*informer.Event{update("a", "1", "2"), add("b", "3"), update("a", "2", "4"), add("c", "5")},
+			"add b 3; add c 5 | add a 4"},
+	}
+	for _, tc := range tests {
+		q := NewDeliveryQueue(tc.mode, 100)
+		q.now = func() time.Time { return now }
+		q.Push(add("a", "1"), nil)
+		d, _ := q.take()
+		if describe(d) != "add a 1" {
+			t.Fatalf("mode %d: first take %s", tc.mode, describe(d))
+		}
+		q.Retry(d, now.Add(time.Second))
+		for _, ev := range tc.after {
+			q.Push(ev, nil)
+		}
+		before := drain(q)
+		_, wait, ok := q.next(nil)
+		if ok || wait != time.Second {
+			t.Errorf("mode %d: nothing should be ready until the retry is due (wait %v, ok %v)", tc.mode, wait, ok)
+		}
+		now = now.Add(time.Second)
+		var after []string
+		var prev *delivery
+		for {
+			d, _, ok := q.next(prev)
+			if !ok {
+				break
+			}
+			after = append(after, describe(d))
+			prev = d
+		}
+		if got := strings.Join(before, "; ") + " | " + strings.Join(after, "; "); got != tc.want {
+			t.Errorf("mode %d:\n got %s\nwant %s", tc.mode, got, tc.want)
+		}
+		if st := q.Stats(); st.Depth != 0 || st.Retrying != 0 {
+			t.Errorf("mode %d: left %+v", tc.mode, st)
+		}
+	}
+}
+
+// Retries leave in the order they are due, whatever the order they were
+// handed back in, and none before it is due.
+func TestDeliveryQueueRetriesLeaveWhenDue(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := NewDeliveryQueue(DeliverEvery, 100)
+	q.now = func() time.Time { return now }
+	for _, name := range []string{"a", "b", "c", "d"} {
+		q.Push(add(name, "1"), nil)
+	}
+	for _, due := range []int{3, 1, 4, 2} { // a due at +3s, b at +1s, ...
+		d, _ := q.take()
+		q.Retry(d, now.Add(time.Duration(due)*time.Second))
+	}
+	var got []string
+	for i := 0; i < 4; i++ {
+		if _, wait, ok := q.next(nil); ok || wait != time.Second {
+			t.Fatalf("step %d: ok %v, wait %v; want nothing ready for 1s", i, ok, wait)
+		}
+		now = now.Add(time.Second)
+		d, ok := q.take()
+		if !ok {
+			t.Fatalf("step %d: nothing due", i)
+		}
+		got = append(got, d.key.name)
+	}
+	if s := strings.Join(got, " "); s != "b d a c" {
+		t.Errorf("retries left in order %s, want b d a c", s)
+	}
+}
+
+// The worker never takes a plugin back to an older state of an object:
+// live events are checked against what the plugin was last given.
+func TestPrepareNeverGoesBackwards(t *testing.T) {
+	k := objectKey{resource: "cms", namespace: "ns", name: "a"}
+	recreated := add("a", "9")
+	recreated.Object.SetUID("u-other")
+	tests := []struct {
+		name string
+		seen string // resourceVersion the plugin has; "" if it has nothing
+		ev   *informer.Event
+		want string // what is delivered, "" for nothing
+	}{
+		{"newer add", "5", add("a", "6"), "add a 6"},
+		{"repeat of the state it has", "5", add("a", "5"), "add a 5"},
+		{"older add", "5", add("a", "4"), ""},
+		{"older update", "5", update("a", "3", "4"), ""},
+		{"resync", "5", update("a", "5", "5"), "update a 5->5"},
+		{"update of an object it lacks", "", update("a", "3", "4"), "add a 4"},
+		{"delete of an object it lacks", "", del("a", "4"), ""},
+		{"add of the object recreated", "5", recreated, "add a 9"},
+		{"delete", "5", del("a", "5"), "delete a 5"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &generation{seen: map[objectKey]*seenObject{}}
+			l := &bindingListener{g: g, binding: "cms", add: true, update: true, delete: true}
+			g.byResource = map[string]*bindingListener{"cms": l}
+			if tc.seen != "" {
+				g.seen[k] = &seenObject{res: testRes, obj: obj("a", "u-a", tc.seen), rv: tc.seen}
+			}
+			ev, _, _, ok := g.prepare(&delivery{ev: *tc.ev, key: k})
+			got := ""
+			if ok {
+				got = describe(&delivery{ev: *ev})
+			}
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// A delete of an older incarnation than the one the plugin has.
+	g := &generation{seen: map[objectKey]*seenObject{k: {res: testRes, obj: recreated.Object, rv: "9"}}}
+	g.byResource = map[string]*bindingListener{"cms": {g: g, binding: "cms", add: true, delete: true}}
+	if _, _, _, ok := g.prepare(&delivery{ev: *del("a", "5"), key: k}); ok {
+		t.Error("a delete of the object's previous incarnation was delivered")
 	}
 }

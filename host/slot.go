@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/filter"
@@ -43,7 +44,7 @@ type Counters struct {
 	MemoryFailures uint64
 	ABIFailures    uint64
 	Restarts       uint64 // fresh instances after a failure
-	Superseded     uint64 // waiting events replaced by a cache replay on restart
+	Superseded     uint64 // events not delivered: replaced by a cache replay on restart, or older than what the plugin has
 	Reloads        uint64 // new versions swapped in
 	ReloadFailures uint64 // new versions refused; the old one kept running
 }
@@ -75,6 +76,11 @@ func (c *counters) snapshot() Counters {
 // worker goroutine. At most one generation is current; during a reload the
 // new one is registered before the old one is stopped, so every change
 // reaches one of them.
+//
+// Lock order: Host.mu, then a generation's regsMu, then PluginSlot.mu,
+// then a DeliveryQueue's mu. PluginSlot.mu is never held while taking
+// regsMu or calling into the pipeline (Status copies what it needs and
+// reads the generation after unlocking).
 type PluginSlot struct {
 	name string // file base name, e.g. "pod-logger.wasm"
 	h    *Host
@@ -85,6 +91,10 @@ type PluginSlot struct {
 	// for Status. Written by the worker, read by Status.
 	lastEvent atomic.Int64
 
+	// mu guards the fields below. Only the current generation changes
+	// state, lastErr and failures: a generation's worker checks, under
+	// mu, that it is still current before it does, so a version being
+	// retired cannot overwrite what its replacement reported.
 	mu      sync.Mutex
 	state   PluginState
 	current *generation
@@ -123,17 +133,44 @@ type generation struct {
 	config   []byte
 	queue    *DeliveryQueue
 
-	// regsMu guards regs and closed. The worker replaces regs on a
-	// restart while Status reads them and Stop or a reload removes them;
-	// once closed is set, register adds nothing, so a restart racing a
-	// stop cannot bring listeners back.
+	// bindings are the generation's listeners, one per binding, in the
+	// configuration's order; byResource indexes them. Both are set by
+	// newGeneration and never change.
+	bindings   []*bindingListener
+	byResource map[string]*bindingListener
+
+	// regsMu guards each binding's reg and closed. register sets them,
+	// Stop or a reload removes them, the worker and Status read them; once
+	// closed is set, register adds nothing.
 	regsMu sync.Mutex
-	regs   []*informer.Registration
 	closed bool
 
-	// failing is set by the worker when a call fails and cleared by its
-	// next successful call; the worker's own, unguarded.
+	// The worker's own, unguarded:
+	//
+	// seen holds, per object, the last state the current instance was
+	// given (an add or update it answered other than RETRY), and loses the
+	// object with its delete. It is the plugin's view of the cache: an
+	// overflow repair delivers the difference between it and the store,
+	// and a live event older than what the plugin has (an event still in
+	// flight when the store was replayed) is not delivered. Bounded by the
+	// number of objects the plugin's bindings match.
+	seen map[objectKey]*seenObject
+	// reported holds the bindings whose ih_synced the current instance
+	// has had since its initial list (or the last repair) began.
+	reported map[string]bool
+	// failing is set when a call fails and cleared by the next successful
+	// call.
 	failing bool
+	// syncDue says the bindings' sync may have changed (an initial-list
+	// entry handled, a replay started, the worker woke idle): housekeeping
+	// looks only then, so a live event costs no lookups.
+	syncDue bool
+
+	// synced is set by the worker once every binding is reported, and
+	// cleared when a restart or repair starts over; Status reads it.
+	synced atomic.Bool
+	// repairs counts overflow repairs started.
+	repairs atomic.Uint64
 
 	stopOnce  sync.Once
 	stopCh    chan struct{} // closed to stop the worker after its current event
@@ -141,6 +178,14 @@ type generation struct {
 	drainCh   chan struct{} // closed to let the worker finish the queue, then stop
 	abandoned atomic.Bool   // Host.Stop gave up waiting for the worker
 	done      chan struct{} // closed when the worker has returned
+}
+
+// seenObject is the last state of an object a plugin was given, and that
+// state's resourceVersion.
+type seenObject struct {
+	res *informer.ResourceRef
+	obj *unstructured.Unstructured
+	rv  string
 }
 
 // bindingListener feeds one binding's events into a generation's queue,
@@ -152,6 +197,7 @@ type bindingListener struct {
 	add, update, delete bool
 	filter              *filter.Filter
 	counts              *bindingCounts
+	reg                 *informer.Registration // guarded by g.regsMu
 }
 
 // bindingCounts are the events a binding's filter kept from the plugin,
@@ -160,8 +206,16 @@ type bindingCounts struct {
 	filtered, unchanged, resync, errors, evalErrors atomic.Uint64
 }
 
+// OnAdd queues an add. An add of an initial list is queued as its key
+// only: the worker delivers the object's state from the store when it gets
+// to it, so an initial list of any size arrives whole however small the
+// buffer is.
 func (l *bindingListener) OnAdd(res *informer.ResourceRef, obj *unstructured.Unstructured, isInInitialList bool) {
-	l.offer(&informer.Event{Type: informer.EventAdd, Resource: res, Object: obj, IsInInitialList: isInInitialList})
+	if isInInitialList {
+		l.g.queue.push(&informer.Event{Type: informer.EventAdd, Resource: res, Object: obj, IsInInitialList: true}, nil, time.Now())
+		return
+	}
+	l.offer(&informer.Event{Type: informer.EventAdd, Resource: res, Object: obj})
 }
 
 func (l *bindingListener) OnUpdate(res *informer.ResourceRef, oldObj, newObj *unstructured.Unstructured) {
@@ -172,14 +226,23 @@ func (l *bindingListener) OnDelete(res *informer.ResourceRef, obj *unstructured.
 	l.offer(&informer.Event{Type: informer.EventDelete, Resource: res, Object: obj, FinalStateUnknown: finalStateUnknown})
 }
 
-// offer filters ev and queues what is left. The filter runs first: it may
-// turn an update into an add or a delete (an object starting or stopping
-// to match), and the binding's event types apply to what it delivers.
+// offer filters ev and queues what is left.
 func (l *bindingListener) offer(ev *informer.Event) {
 	start := time.Now()
-	d := l.filter.Decide(ev)
+	ev, ok := l.decide(ev)
 	now := time.Now() // also the event's arrival in the queue
 	l.g.slot.obs.filter.Observe(now.Sub(start).Seconds())
+	if ok {
+		l.g.push(ev, now)
+	}
+}
+
+// decide runs ev through the binding's filter and event types and returns
+// what to deliver, if anything. The filter runs first: it may turn an
+// update into an add or a delete (an object starting or stopping to
+// match), and the binding's event types apply to what it delivers.
+func (l *bindingListener) decide(ev *informer.Event) (*informer.Event, bool) {
+	d := l.filter.Decide(ev)
 	if d.Err != nil {
 		l.counts.evalErrors.Add(1)
 		key := l.g.slot.name + "/" + l.binding
@@ -199,24 +262,18 @@ func (l *bindingListener) offer(ev *informer.Event) {
 		default:
 			l.counts.filtered.Add(1)
 		}
-		return
+		return nil, false
 	}
 	ev = d.Event
 	switch ev.Type {
 	case informer.EventAdd:
-		if !l.add {
-			return
-		}
+		return ev, l.add
 	case informer.EventUpdate:
-		if !l.update {
-			return
-		}
+		return ev, l.update
 	case informer.EventDelete:
-		if !l.delete {
-			return
-		}
+		return ev, l.delete
 	}
-	l.g.push(ev, now)
+	return nil, false
 }
 
 func (g *generation) push(ev *informer.Event, now time.Time) {
@@ -228,11 +285,19 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 	if settings.Delivery.Mode == config.DeliveryLatest {
 		mode = DeliverLatest
 	}
-	return &generation{
+	g := &generation{
 		slot: slot, log: slot.log.With("version", mod.SHA256()[:12]), module: mod, settings: settings, config: configJSON,
-		queue:  NewDeliveryQueue(mode, settings.Delivery.BufferSize),
+		queue:      NewDeliveryQueue(mode, settings.Delivery.BufferSize),
+		byResource: map[string]*bindingListener{}, seen: map[objectKey]*seenObject{}, reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
 	}
+	for _, b := range settings.Bindings {
+		l := &bindingListener{g: g, binding: b.Resource, counts: slot.bindingCounts(b.Resource),
+			add: b.Wants(config.EventAdd), update: b.Wants(config.EventUpdate), delete: b.Wants(config.EventDelete)}
+		g.bindings = append(g.bindings, l)
+		g.byResource[b.Resource] = l
+	}
+	return g
 }
 
 // instantiate starts a fresh instance of the generation's module: start
@@ -242,33 +307,35 @@ func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) 
 }
 
 // register adds one informer listener per binding. Listeners on a running
-// informer first receive its cache as initial-list adds.
+// informer first receive its cache as initial-list adds, which the queue
+// keeps as keys (see OnAdd).
 func (g *generation) register() error {
 	g.regsMu.Lock()
 	defer g.regsMu.Unlock()
 	if g.closed {
 		return fmt.Errorf("plugin %q: version is being stopped", g.slot.name)
 	}
-	for _, b := range g.settings.Bindings {
+	fail := func(err error) error {
+		for _, l := range g.bindings {
+			if l.reg != nil {
+				l.reg.Remove()
+				l.reg = nil
+			}
+		}
+		return err
+	}
+	for i, b := range g.settings.Bindings {
+		l := g.bindings[i]
 		f, err := g.slot.h.filters.Compile(b.FilterSpec())
 		if err != nil {
-			for _, r := range g.regs {
-				r.Remove()
-			}
-			g.regs = nil
-			return fmt.Errorf("plugin %q: binding to %q: filter: %w", g.slot.name, b.Resource, err)
+			return fail(fmt.Errorf("plugin %q: binding to %q: filter: %w", g.slot.name, b.Resource, err))
 		}
-		l := &bindingListener{g: g, binding: b.Resource, filter: f, counts: g.slot.bindingCounts(b.Resource),
-			add: b.Wants(config.EventAdd), update: b.Wants(config.EventUpdate), delete: b.Wants(config.EventDelete)}
+		l.filter = f
 		reg, err := g.slot.h.pipeline.AddListener(b.Resource, l)
 		if err != nil {
-			for _, r := range g.regs {
-				r.Remove()
-			}
-			g.regs = nil
-			return fmt.Errorf("plugin %q: bind to resource %q: %w", g.slot.name, b.Resource, err)
+			return fail(fmt.Errorf("plugin %q: bind to resource %q: %w", g.slot.name, b.Resource, err))
 		}
-		g.regs = append(g.regs, reg)
+		l.reg = reg
 	}
 	return nil
 }
@@ -277,8 +344,13 @@ func (g *generation) register() error {
 // them is inside a callback any more.
 func (g *generation) unregister() {
 	g.regsMu.Lock()
-	regs := g.regs
-	g.regs = nil
+	var regs []*informer.Registration
+	for _, l := range g.bindings {
+		if l.reg != nil {
+			regs = append(regs, l.reg)
+			l.reg = nil
+		}
+	}
 	g.regsMu.Unlock()
 	for _, r := range regs {
 		r.Remove()
@@ -293,16 +365,11 @@ func (g *generation) close() {
 	g.unregister()
 }
 
-// synced reports whether every listener has received its initial list.
-func (g *generation) synced() bool {
-	g.regsMu.Lock()
-	defer g.regsMu.Unlock()
-	for _, r := range g.regs {
-		if !r.HasSynced() {
-			return false
-		}
-	}
-	return true
+// registration returns l's registration, nil once removed.
+func (l *bindingListener) registration() *informer.Registration {
+	l.g.regsMu.Lock()
+	defer l.g.regsMu.Unlock()
+	return l.reg
 }
 
 // stop ends the worker after the event it is handling; waiting events are
@@ -313,8 +380,8 @@ func (g *generation) stop() {
 }
 
 // run is the generation's worker: the only goroutine that calls into its
-// instance. It returns when stopped, when drained, or when the plugin is
-// quarantined.
+// instance. It returns when stopped, when drained, when the plugin is
+// quarantined, or when it failed after being replaced.
 func (g *generation) run(inst *engine.Instance) {
 	defer close(g.done)
 	defer func() {
@@ -328,33 +395,265 @@ func (g *generation) run(inst *engine.Instance) {
 		}
 	}()
 	draining := false
+	poll := syncPoll
+	g.syncDue = true
 	var prev *delivery // handled; goes back to the queue with the next take
 	for {
-		d, ok := g.queue.takeAfter(prev)
+		if !draining {
+			if inst = g.housekeeping(inst); inst == nil {
+				return
+			}
+		}
+		d, wait, ok := g.queue.next(prev)
 		prev = nil
 		if !ok {
-			if draining {
+			if draining && wait == 0 {
 				return
 			}
-			select {
-			case <-g.queue.ready:
-			case <-g.drainCh:
-				draining = true
-			case <-g.stopCh:
+			if !draining && !g.synced.Load() && wait == 0 {
+				// A binding's informer may report its initial list
+				// handed over a moment after the worker handled it, or
+				// only once its resource is served at all: look again,
+				// less and less often while nothing happens.
+				wait = poll
+				poll = min(2*poll, maxSyncPoll)
+			}
+			if !g.idle(wait, &draining) {
 				return
 			}
+			g.syncDue = true
 			continue
 		}
+		poll = syncPoll
 		select {
 		case <-g.stopCh:
 			return
 		default:
 		}
-		inst = g.deliver(inst, d)
-		prev = d // deliver keeps no reference to d
-		if inst == nil {
-			return // quarantined
+		if draining && d.replay {
+			// Draining delivers what is queued; the listeners are gone,
+			// and the replay owes the plugin no change.
+			prev = d
+			continue
 		}
+		var keep bool
+		inst, keep = g.deliver(inst, d)
+		if keep {
+			prev = d // deliver keeps no reference to d
+		}
+		if inst == nil {
+			return // quarantined, or failed after being replaced
+		}
+	}
+}
+
+// idle waits for the queue's next token, at most wait (0: no bound). It
+// returns false when the generation is stopped and sets *draining when it
+// is told to drain.
+func (g *generation) idle(wait time.Duration, draining *bool) bool {
+	var timer <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	drain := g.drainCh
+	if *draining {
+		drain = nil // closed: it would wake the worker at once, every time
+	}
+	select {
+	case <-g.queue.ready:
+	case <-timer:
+	case <-drain:
+		*draining = true
+	case <-g.stopCh:
+		return false
+	}
+	return true
+}
+
+// An idle worker whose bindings are not all synced looks again after
+// syncPoll, doubling up to maxSyncPoll while nothing arrives.
+const (
+	syncPoll    = 10 * time.Millisecond
+	maxSyncPoll = time.Second
+)
+
+// housekeeping starts and ends overflow repairs and calls ih_synced for
+// bindings whose initial list the plugin has handled. It returns the
+// instance to use next, nil when the plugin is quarantined.
+func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
+	q := g.queue
+	start, end := q.repairStep()
+	if start {
+		g.repair()
+	}
+	if end {
+		g.log.Info("plugin repaired from the cache after its buffer overflowed")
+		clear(g.reported)
+		g.synced.Store(false)
+		g.syncDue = true
+	}
+	if g.synced.Load() || !g.syncDue {
+		return inst
+	}
+	g.syncDue = false
+	all := true
+	for _, l := range g.bindings {
+		if g.reported[l.binding] {
+			continue
+		}
+		reg := l.registration()
+		if reg == nil || q.InitialLeft(l.binding) > 0 || !reg.HasSynced() {
+			all = false
+			continue
+		}
+		ref := reg.Ref()
+		if ref == nil {
+			all = false
+			continue
+		}
+		called, err := inst.Synced(context.Background(), ref)
+		if called && g.slot.h.observe != nil {
+			g.slot.h.observe(g.slot.name, &informer.Event{Resource: ref}, engine.Result{}, err)
+		}
+		if err != nil {
+			var f *engine.Failure
+			if errors.As(err, &f) {
+				g.failing = true
+				return g.failed(inst, "synced "+l.binding, err)
+			}
+			g.log.Warn("ih_synced not called", "binding", l.binding, "err", err)
+		}
+		g.reported[l.binding] = true
+	}
+	if all {
+		g.synced.Store(true)
+	}
+	return inst
+}
+
+// repair starts bringing the plugin back to the cache's state after its
+// buffer overflowed: every key of the store and every key the plugin has
+// seen go to the replay cursor, which delivers the difference.
+func (g *generation) repair() {
+	s := g.slot
+	g.repairs.Add(1)
+	var keys []objectKey
+	for _, l := range g.bindings {
+		if reg := l.registration(); reg != nil {
+			keys = append(keys, keysOf(l.binding, reg.Keys())...)
+		}
+	}
+	for k := range g.seen {
+		keys = append(keys, k)
+	}
+	st := g.queue.Stats()
+	if ok, suppressed := s.h.overflowWarnings.Allow(s.name); ok {
+		g.log.Warn("plugin's buffer overflowed: events were dropped; repairing the plugin from the cache",
+			"bufferSize", g.settings.Delivery.BufferSize, "droppedTotal", st.Dropped, "keys", len(keys),
+			"suppressedSinceLast", suppressed)
+	}
+	g.queue.AddReplay(keys, false)
+}
+
+// prepare returns the event to deliver for d and its binding, or false
+// when there is nothing to deliver. A replay entry becomes the difference
+// between what the plugin has seen of the object and the store's current
+// state, through the binding's filter. A live event is checked against
+// what the plugin has seen: one that would take it back to an older state
+// (still in flight when the store was replayed) is not delivered, an
+// update of an object it has not seen arrives as an add, and a delete of
+// one it does not have is not delivered (for bindings that take adds: the
+// others keep no view to check against).
+func (g *generation) prepare(d *delivery) (ev *informer.Event, seen *seenObject, own bool, ok bool) {
+	l := g.byResource[d.key.resource]
+	if l == nil {
+		return nil, nil, false, false
+	}
+	seen = g.seen[d.key]
+	have := seen != nil
+	if d.replay {
+		reg := l.registration()
+		if reg == nil {
+			return nil, seen, false, false
+		}
+		ref, obj, found := reg.Get(d.key.storeKey())
+		var e informer.Event
+		switch {
+		case found && !have:
+			e = informer.Event{Type: informer.EventAdd, Resource: ref, Object: obj, IsInInitialList: d.initial}
+		case found:
+			if resourceVersion(obj) == seen.rv {
+				return nil, seen, false, false
+			}
+			e = informer.Event{Type: informer.EventUpdate, Resource: ref, Object: obj, OldObject: seen.obj}
+		case have:
+			e = informer.Event{Type: informer.EventDelete, Resource: seen.res, Object: seen.obj, FinalStateUnknown: true}
+		default:
+			return nil, seen, false, false
+		}
+		if e.Resource == nil {
+			return nil, seen, false, false
+		}
+		out, ok := l.decide(&e)
+		return out, seen, true, ok
+	}
+	ev = &d.ev
+	switch ev.Type {
+	case informer.EventAdd:
+		if have && older(ev.Object, seen) {
+			return nil, seen, false, false
+		}
+	case informer.EventUpdate:
+		switch {
+		case ev.OldObject != nil && resourceVersion(ev.OldObject) == resourceVersion(ev.Object):
+			// A resync the binding asked for: same version on purpose.
+		case !have && l.add:
+			return &informer.Event{Type: informer.EventAdd, Resource: ev.Resource, Object: ev.Object}, seen, true, true
+		case have && older(ev.Object, seen):
+			return nil, seen, false, false
+		}
+	case informer.EventDelete:
+		if l.add && (!have || seen.obj.GetUID() != ev.Object.GetUID()) {
+			return nil, seen, false, false
+		}
+	}
+	return ev, seen, false, true
+}
+
+// older reports whether a is an earlier version of the object than the
+// one the plugin has, b. It
+// says false when it cannot tell (resourceVersions that are not integers)
+// and for the same version: a repeat of the state the plugin has is
+// delivered (as client-go repeats one on a relist), only a step back is
+// not.
+func older(a *unstructured.Unstructured, b *seenObject) bool {
+	if a == b.obj {
+		return false
+	}
+	rv := resourceVersion(a)
+	if rv == b.rv {
+		return false
+	}
+	c, err := resourceversion.CompareResourceVersion(rv, b.rv)
+	return err == nil && c < 0
+}
+
+// record notes ev as the plugin's view of its object; seen is the
+// object's entry, nil if it has none.
+func (g *generation) record(k objectKey, ev *informer.Event, seen *seenObject) {
+	switch {
+	case ev.Type == informer.EventDelete:
+		if seen != nil {
+			delete(g.seen, k)
+		}
+	case seen != nil:
+		if seen.obj != ev.Object {
+			seen.res, seen.obj, seen.rv = ev.Resource, ev.Object, resourceVersion(ev.Object)
+		}
+	default:
+		g.seen[k] = &seenObject{res: ev.Resource, obj: ev.Object, rv: resourceVersion(ev.Object)}
 	}
 }
 
@@ -362,79 +661,102 @@ func (g *generation) run(inst *engine.Instance) {
 // of its own; the engine's CallTimeout applies within it.
 const shutdownCallTimeout = 5 * time.Second
 
-// deliver hands d to the plugin, retrying as the plugin asks. On a
-// failure it restarts the instance (after a backoff) or quarantines the
-// plugin; it returns the instance to use next, or nil when quarantined.
-func (g *generation) deliver(inst *engine.Instance, d *delivery) *engine.Instance {
+// deliver hands d to the plugin once. A RETRY answer hands d back to the
+// queue to wait out its backoff, while other objects go on; after
+// maxRetries it is dropped and counted. On a failure it restarts the
+// instance (after a backoff) or quarantines the plugin. It returns the
+// instance to use next (nil when quarantined or replaced) and whether d
+// goes back to the queue as done (false when the queue was cleared or d
+// waits out a retry).
+func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instance, bool) {
 	s := g.slot
+	q := g.queue
+	ev, seen, own, ok := g.prepare(d)
+	if !ok {
+		if d.initial {
+			q.InitialDone(d.key.resource)
+			g.syncDue = true
+		}
+		if !d.replay {
+			s.c.superseded.Add(1)
+		}
+		return inst, true
+	}
 	env := d.env
-	if env == nil {
-		env = engine.NewEnvelope(&d.ev)
+	if own || env == nil {
+		// Plugins replaying one store at once share its envelopes.
+		env = s.h.envelopes.get(ev)
 	}
-	backoff := g.settings.Delivery.RetryBackoff.Duration
 	start := time.Now()
-	s.obs.wait.Observe(start.Sub(d.enqueued).Seconds())
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			start = time.Now()
-		}
-		res, err := inst.Handle(context.Background(), env)
-		s.obs.handle.Observe(since(start))
-		s.lastEvent.Store(time.Now().UnixNano())
-		if s.h.observe != nil {
-			s.h.observe(s.name, env.Event(), res, err)
-		}
-		if err != nil {
-			g.failing = true
-			return g.failed(inst, d, err)
-		}
-		s.c.delivered.Add(1)
-		if g.failing {
-			// The first success after failures ends the streak. Only this
-			// worker counts failures (restart, called from failed), so the
-			// slot's lock is taken only when there is a streak to end.
-			s.mu.Lock()
-			s.failures = 0
-			s.mu.Unlock()
-			g.failing = false
-		}
-		switch res.Code {
-		case engine.CodeOK:
-			s.c.ok.Add(1)
-			return inst
-		case engine.CodeDrop:
-			s.c.dropped.Add(1)
-			g.log.Debug("plugin dropped an event", "event", eventString(&d.ev), "message", res.Message)
-			return inst
-		case engine.CodeError:
-			s.c.errors.Add(1)
-			g.log.Warn("plugin failed to handle an event; skipped", "event", eventString(&d.ev), "message", res.Message)
-			return inst
-		case engine.CodeRetry:
-			if attempt >= g.settings.Delivery.MaxRetries {
-				s.c.retryExhausted.Add(1)
-				g.log.Warn("plugin asked to retry an event too often; dropped", "event", eventString(&d.ev),
-					"retries", attempt, "message", res.Message)
-				return inst
-			}
-			s.c.retries.Add(1)
-			if !g.sleep(backoff) {
-				return inst
-			}
-			backoff *= 2
-		}
+	if d.attempts == 0 {
+		s.obs.wait.Observe(start.Sub(d.enqueued).Seconds())
 	}
+	res, err := inst.Handle(context.Background(), env)
+	s.obs.handle.Observe(since(start))
+	s.lastEvent.Store(time.Now().UnixNano())
+	if s.h.observe != nil {
+		s.h.observe(s.name, env.Event(), res, err)
+	}
+	if err != nil {
+		g.failing = true
+		d.behind = nil // the restart clears the queue, and these with it
+		return g.failed(inst, eventString(ev), err), false
+	}
+	s.c.delivered.Add(1)
+	if g.failing {
+		// The first success after failures ends the streak. Only the
+		// current generation's worker counts failures (restart), so the
+		// slot's lock is taken only when there is a streak to end.
+		s.mu.Lock()
+		if s.current == g {
+			s.failures = 0
+		}
+		s.mu.Unlock()
+		g.failing = false
+	}
+	switch res.Code {
+	case engine.CodeOK:
+		s.c.ok.Add(1)
+	case engine.CodeDrop:
+		s.c.dropped.Add(1)
+		g.log.Debug("plugin dropped an event", "event", eventString(ev), "message", res.Message)
+	case engine.CodeError:
+		s.c.errors.Add(1)
+		g.log.Warn("plugin failed to handle an event; skipped", "event", eventString(ev), "message", res.Message)
+	case engine.CodeRetry:
+		d.attempts++
+		if d.attempts <= g.settings.Delivery.MaxRetries {
+			s.c.retries.Add(1)
+			if own || d.replay {
+				// What waits is the event the plugin was given.
+				d.ev, d.replay = *ev, false
+			}
+			d.env = env
+			backoff := g.settings.Delivery.RetryBackoff.Duration << (d.attempts - 1)
+			q.Retry(d, time.Now().Add(backoff))
+			return inst, false
+		}
+		s.c.retryExhausted.Add(1)
+		g.log.Warn("plugin asked to retry an event too often; dropped", "event", eventString(ev),
+			"retries", d.attempts-1, "message", res.Message)
+	}
+	g.record(d.key, ev, seen)
+	if d.initial {
+		q.InitialDone(d.key.resource)
+		g.syncDue = true
+	}
+	return inst, true
 }
 
 // failed handles a call that did not complete: the event is skipped, as
 // client-go skips an event whose handler panics, the instance is discarded
 // and a fresh one started after a backoff, or the plugin is quarantined
-// after too many failures in a row.
-func (g *generation) failed(inst *engine.Instance, d *delivery, err error) *engine.Instance {
+// after too many failures in a row. what names the call (the event).
+func (g *generation) failed(inst *engine.Instance, what string, err error) *engine.Instance {
 	s := g.slot
 	_ = inst.Close(context.Background())
 	var f *engine.Failure
-	attrs := []any{"event", eventString(&d.ev), "err", err}
+	attrs := []any{"event", what, "err", err}
 	if errors.As(err, &f) {
 		switch f.Kind {
 		case engine.KindTimeout:
@@ -462,13 +784,24 @@ func (g *generation) failed(inst *engine.Instance, d *delivery, err error) *engi
 
 // restart starts a fresh instance after the backoff the failure count
 // calls for, or quarantines the plugin. A fresh instance has no state, so
-// it gets the cache again: the generation's listeners are registered anew
-// (client-go replays the cache to them as initial-list adds) and the
-// events still waiting, which the replay supersedes, are discarded.
+// it gets the cache again: the events still waiting, which the replay
+// supersedes, are discarded, and every key of the informers' stores goes
+// to the replay cursor as an initial list. The listeners stay registered:
+// registering them anew would have client-go replay the cache under the
+// informer's lock, stalling every other listener of it.
+//
+// A generation that is no longer current (a reload replaced it while its
+// call was failing) changes nothing of the slot and ends: its
+// replacement has the events.
 func (g *generation) restart(cause error) *engine.Instance {
 	s := g.slot
 	for {
 		s.mu.Lock()
+		if s.current != g {
+			s.mu.Unlock()
+			g.log.Info("replaced version failed; not restarted", "err", cause)
+			return nil
+		}
 		s.failures++
 		n := s.failures
 		s.lastErr = cause.Error()
@@ -477,36 +810,50 @@ func (g *generation) restart(cause error) *engine.Instance {
 			s.mu.Unlock()
 			g.log.Error("plugin quarantined after failing too often in a row; it stays off until its file changes",
 				"failures", n, "lastError", cause.Error())
+			g.synced.Store(false)
 			g.unregister()
 			g.queue.Clear()
 			return nil
 		}
 		s.state = StateRestarting
 		s.mu.Unlock()
+		g.synced.Store(false)
 		delay := restartDelay(g.settings.Limits, n)
 		g.log.Info("restarting plugin", "after", delay, "failures", n)
 		if !g.sleep(delay) {
 			return nil
 		}
-		g.unregister()
-		superseded := g.queue.Clear()
-		s.c.superseded.Add(uint64(superseded))
 		inst, err := g.instantiate(context.Background())
 		if err != nil {
 			g.log.Error("plugin restart failed", "err", err)
 			cause = err
 			continue
 		}
-		if err := g.register(); err != nil {
-			_ = inst.Close(context.Background())
-			cause = err
-			continue
-		}
+		g.replayAll()
 		s.c.restarts.Add(1)
 		s.mu.Lock()
-		s.state = StateRunning
+		if s.current == g {
+			s.state = StateRunning
+		}
 		s.mu.Unlock()
 		return inst
+	}
+}
+
+// replayAll starts the plugin's view over: the queue is cleared, and every
+// key in the bindings' stores goes to the replay cursor as an initial
+// list.
+func (g *generation) replayAll() {
+	superseded := g.queue.Clear()
+	g.slot.c.superseded.Add(uint64(superseded))
+	clear(g.seen)
+	clear(g.reported)
+	g.synced.Store(false)
+	g.syncDue = true
+	for _, l := range g.bindings {
+		if reg := l.registration(); reg != nil {
+			g.queue.AddReplay(keysOf(l.binding, reg.Keys()), true)
+		}
 	}
 }
 

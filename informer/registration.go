@@ -3,6 +3,7 @@ package informer
 import (
 	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -97,4 +98,56 @@ func finishDetach(ds []detachment) {
 		d.shutDown()
 		d.reg.detaching.Done()
 	}
+}
+
+// Get returns the current state of the object with store key key
+// ("namespace/name", or "name" when cluster-scoped) from the informers'
+// caches, and the resource's coordinates (nil when the resource is not
+// active). The object is the cache's own and must not be modified.
+func (r *Registration) Get(key string) (*ResourceRef, *unstructured.Unstructured, bool) {
+	r.p.mu.Lock()
+	ref := r.refLocked()
+	attached := r.attached
+	r.p.mu.Unlock()
+	// The stores are safe for concurrent use, and the attachments a copy
+	// of the slice sees are never changed (attaching appends past them,
+	// detaching replaces the slice).
+	for _, a := range attached {
+		obj, ok, err := a.w.informer.GetStore().GetByKey(key)
+		if err != nil || !ok {
+			continue
+		}
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			return ref, u, true
+		}
+	}
+	return ref, nil, false
+}
+
+// Ref returns the coordinates of the registration's resource, nil while
+// it is not active.
+func (r *Registration) Ref() *ResourceRef {
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	return r.refLocked()
+}
+
+func (r *Registration) refLocked() *ResourceRef {
+	if st := r.p.resources[r.resource]; st != nil && st.phase == PhaseActive {
+		return st.ref
+	}
+	return nil
+}
+
+// Keys returns the store keys of every object in the informers' caches of
+// the registration's resource (empty while the resource is not active).
+func (r *Registration) Keys() []string {
+	r.p.mu.Lock()
+	attached := r.attached
+	r.p.mu.Unlock()
+	var keys []string
+	for _, a := range attached {
+		keys = append(keys, a.w.informer.GetStore().ListKeys()...)
+	}
+	return keys
 }

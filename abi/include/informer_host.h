@@ -10,6 +10,12 @@
  *     IH_EXPORT("ih_handle") int32_t ih_handle(int32_t header_len);
  *     IH_EXPORT("ih_init")   int32_t ih_init(int32_t config_len);  // optional
  *     IH_EXPORT("ih_shutdown") void  ih_shutdown(void);           // optional
+ *     IH_EXPORT("ih_synced") void ih_synced(int32_t header_len);  // optional
+ *
+ * ih_synced is called once per binding when the plugin has handled the
+ * binding's initial list (after a start, restart, reload or overflow
+ * repair); header_read gives a header of type IH_EVENT_NONE naming the
+ * binding's resource (string 0), with empty object strings.
  *
  * and is linked as a reactor: -mexec-model=reactor.
  */
@@ -60,6 +66,7 @@
 #define IH_LOG_ERROR 3
 
 /* event types and header flags */
+#define IH_EVENT_NONE 0 /* the header of an ih_synced call */
 #define IH_EVENT_ADD 1
 #define IH_EVENT_UPDATE 2
 #define IH_EVENT_DELETE 3

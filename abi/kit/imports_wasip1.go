@@ -18,6 +18,9 @@ func ihHandle(headerLen int32) int32 { return the.handle(headerLen) }
 //go:wasmexport ih_shutdown
 func ihShutdown() { the.shutdown() }
 
+//go:wasmexport ih_synced
+func ihSynced(headerLen int32) { the.synced(headerLen) }
+
 // The imports, module informer_host_v1 (abi.ImportModule). The host checks
 // at load that every name and signature matches ABI v1.
 

@@ -35,6 +35,7 @@ type plugin struct {
 	onHandle   func(*Event) error
 	onInit     func(config []byte) error
 	onShutdown func()
+	onSynced   func(res Resource)
 	config     []byte
 
 	ev     Event  // reused for every event
@@ -79,6 +80,16 @@ func OnInit(f func(config []byte) error) { the.onInit = f }
 // OnShutdown registers the function called when the host stops the plugin
 // in an orderly way (not after a crash).
 func OnShutdown(f func()) { the.onShutdown = f }
+
+// OnSynced registers the function called once per binding when the plugin
+// has handled the binding's whole initial list: after the instance starts
+// (a load, a reload or a restart after a crash) and after the host
+// repaired the plugin from the cache following a buffer overflow. res
+// names the binding's resource. A stateful plugin that must not act on a
+// partial view (a count, "which objects are missing") waits for it.
+// A kit plugin always exports ih_synced (ABI section 5); without OnSynced
+// it does nothing.
+func OnSynced(f func(res Resource)) { the.onSynced = f }
 
 // Config returns the plugin's configuration, as passed to OnInit.
 func Config() []byte { return the.config }
@@ -330,7 +341,7 @@ func (p *plugin) object(which int32) ([]byte, error) {
 	}
 }
 
-// The three functions below are the bodies of the ABI exports
+// The functions below are the bodies of the ABI exports
 // (imports_wasip1.go binds them); they are separate so tests can drive
 // them natively.
 
@@ -399,6 +410,29 @@ func (p *plugin) handle(headerLen int32) (rc int32) {
 		p.host.setError(msg)
 	}
 	return code
+}
+
+func (p *plugin) synced(headerLen int32) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.host.log(abi.LogError, fmt.Sprintf("panic in OnSynced: %v", r))
+		}
+		p.yield()
+	}()
+	if p.onSynced == nil {
+		return
+	}
+	buf := make([]byte, headerLen)
+	if n := p.host.headerRead(buf); n != headerLen {
+		p.host.log(abi.LogError, fmt.Sprintf("ih_synced: header_read returned %d, want %d", n, headerLen))
+		return
+	}
+	h, err := abi.ParseHeader(buf)
+	if err != nil {
+		p.host.log(abi.LogError, "ih_synced: "+err.Error())
+		return
+	}
+	p.onSynced((&Event{p: p, hdr: h}).Resource())
 }
 
 func (p *plugin) shutdown() {

@@ -259,3 +259,24 @@ func TestLog(t *testing.T) {
 		t.Fatalf("got %q", h.logs)
 	}
 }
+
+// ih_synced reaches OnSynced with the binding's resource, read from the
+// header the host gives it; without OnSynced it does nothing.
+func TestSynced(t *testing.T) {
+	h := &fakeHost{}
+	p := newPlugin(h, func(*Event) error { return nil })
+	call := func() {
+		h.header = abi.AppendHeader(nil, &abi.Header{Fields: [abi.HeaderFieldCount]string{"web", "apps", "v1", "deployments", "Deployment"}})
+		h.inEvent = true
+		defer func() { h.inEvent = false }()
+		p.synced(int32(len(h.header)))
+	}
+	call() // no OnSynced: nothing happens
+	var got []Resource
+	p.onSynced = func(r Resource) { got = append(got, r) }
+	call()
+	want := Resource{Name: "web", Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment"}
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("OnSynced got %+v, want [%+v]", got, want)
+	}
+}

@@ -47,7 +47,11 @@ func runAsLeader(ctx context.Context, cfg *config.Config, log *slog.Logger, o ru
 		srv.Standby(fmt.Sprintf("standby: waiting for the lease %s/%s", le.Namespace, le.LeaseName))
 	}
 	var runErr error
-	led := false
+	// started is closed when this replica starts leading, ran when the
+	// daemon it ran has returned. The elector does not wait for
+	// OnStartedLeading to return, so runAsLeader does, lest the daemon
+	// still run (or drain) when the caller thinks it stopped.
+	started, ran := make(chan struct{}), make(chan struct{})
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   le.LeaseDuration.Duration,
@@ -57,9 +61,14 @@ func runAsLeader(ctx context.Context, cfg *config.Config, log *slog.Logger, o ru
 		Name:            "informer-host",
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
-				led = true
+				close(started)
+				defer close(ran)
 				log.Info("became the leader; starting", "lease", le.Namespace+"/"+le.LeaseName, "identity", id)
-				runErr = run(lctx, cfg, log, o, srv)
+				ro := o
+				// lctx ends with the lease, or with ctx: the lease was lost
+				// if ctx is still live.
+				ro.lostLease = func() bool { return ctx.Err() == nil }
+				runErr = run(lctx, cfg, log, ro, srv)
 			},
 			OnStoppedLeading: func() {
 				log.Info("leader lease released or lost", "identity", id)
@@ -76,10 +85,16 @@ func runAsLeader(ctx context.Context, cfg *config.Config, log *slog.Logger, o ru
 	}
 	log.Info("campaigning for the leader lease", "lease", le.Namespace+"/"+le.LeaseName, "identity", id)
 	elector.Run(ctx)
+	select {
+	case <-started:
+	default:
+		return nil // never led (ctx ended while campaigning)
+	}
+	<-ran
 	switch {
 	case runErr != nil:
 		return runErr
-	case led && ctx.Err() == nil:
+	case ctx.Err() == nil:
 		return errLostLeadership
 	}
 	return nil

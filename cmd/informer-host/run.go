@@ -119,6 +119,11 @@ type runOptions struct {
 	// serverStarted, if set, is called once the HTTP endpoint listens
 	// (nil when it is off), before the daemon starts (tests).
 	serverStarted func(*server.Server)
+	// lostLease, set under leader election, reports whether run's context
+	// ended because the replica lost its lease (not because it is told to
+	// stop): then run stops delivering at once instead of draining, since
+	// the new leader already delivers the same events.
+	lostLease func() bool
 }
 
 // daemon is a running informer-host: the pipeline, the plugins, the HTTP
@@ -213,15 +218,28 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 		o.started(d)
 	}
 	<-ctx.Done()
-	if o.stopping != nil {
-		o.stopping()
+	// On a lost lease, no drain: every event still queued here is the new
+	// leader's to deliver, and delivering it here too would act twice.
+	lost := o.lostLease != nil && o.lostLease()
+	stopCtx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
+	defer cancel()
+	if lost {
+		log.Warn("informer-host stopping: lost the leader lease; plugins stop after their current event, without draining")
+		// At once, before waiting for the watchers below.
+		h.Halt(stopCtx)
+	} else {
+		if o.stopping != nil {
+			o.stopping()
+		}
+		log.Info("informer-host stopping", "drainTimeout", o.drainTimeout)
 	}
-	log.Info("informer-host stopping", "drainTimeout", o.drainTimeout)
 	cancelBG()
 	wg.Wait()
-	drainCtx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
-	defer cancel()
-	h.Stop(drainCtx)
+	if lost {
+		h.Halt(stopCtx) // a plugin a reload loaded meanwhile
+	} else {
+		h.Stop(stopCtx)
+	}
 	log.Info("informer-host stopped")
 	return nil
 }

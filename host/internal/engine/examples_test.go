@@ -116,6 +116,7 @@ func TestExamples(t *testing.T) {
 			`msg="pod deleted: shop/web-1 phase=Pending (missed by the watch; last known state)"`,
 		}},
 		{name: "pod-phases", config: `{"logEvery":1}`, want: []string{
+			`msg="initial list of pods handled: 2 pods in 1 namespaces"`,
 			`msg="namespace shop: Running=1"`,
 			`msg="namespace shop: Pending=1 Running=1"`,
 			`msg="namespace (cluster): Running=1"`,
@@ -146,10 +147,15 @@ func TestExamples(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer i.Close(context.Background())
-			for _, ev := range events {
+			for n, ev := range events {
 				r, err := i.Handle(context.Background(), ev)
 				if err != nil || r.Code != CodeOK {
 					t.Fatalf("handle: %v %+v\n%s", err, r, logs)
+				}
+				if n == 1 { // the initial list is in: ih_synced, for plugins that export it
+					if _, err := i.Synced(context.Background(), podsRef); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			if err := i.Shutdown(context.Background()); err != nil {
@@ -185,6 +191,9 @@ func TestPodPhasesRestart(t *testing.T) {
 			if _, err := i.Handle(context.Background(), ev); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if _, err := i.Synced(context.Background(), podsRef); err != nil { // pod-phases logs once its initial list is in
+			t.Fatal(err)
 		}
 		i.Close(context.Background())
 	}

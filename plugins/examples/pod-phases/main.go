@@ -10,6 +10,10 @@
 // and deletes, including those the watch missed (finalStateUnknown), for
 // which it trusts its own record of the pod's phase over the stale object.
 //
+// Counts are partial until the initial list is in: the plugin stays quiet
+// until the host says it has handled all of it (kit.OnSynced), then logs
+// every namespace's counts once, and from then on each change.
+//
 // Configuration (JSON, optional):
 //
 //	{"logEvery": 1}   log every Nth change of a namespace's counts (default 1)
@@ -36,6 +40,7 @@ type config struct {
 
 type counter struct {
 	logEvery int
+	synced   bool                      // the initial list is handled: counts are whole
 	phaseOf  map[string]string         // pod key -> phase counted for it
 	counts   map[string]map[string]int // namespace -> phase -> pods
 	changes  map[string]int            // namespace -> changes since the last log
@@ -75,11 +80,24 @@ func (c *counter) set(ns, key, phase string) {
 	if len(m) == 0 {
 		delete(c.counts, ns)
 	}
+	if !c.synced {
+		return // a partial count says nothing yet
+	}
 	c.changes[ns]++
 	if c.changes[ns] >= c.logEvery {
 		c.changes[ns] = 0
 		kit.Infof("namespace %s: %s", nsName(ns), c.summary(ns))
 	}
+}
+
+// namespaces returns the namespaces with pods, sorted.
+func (c *counter) namespaces() []string {
+	nss := make([]string, 0, len(c.counts))
+	for ns := range c.counts {
+		nss = append(nss, ns)
+	}
+	sort.Strings(nss)
+	return nss
 }
 
 func nsName(ns string) string {
@@ -141,13 +159,17 @@ func init() {
 		}
 		return nil
 	})
-	kit.OnShutdown(func() {
-		nss := make([]string, 0, len(c.counts))
-		for ns := range c.counts {
-			nss = append(nss, ns)
+	kit.OnSynced(func(res kit.Resource) {
+		// Once per instance, and again after the host repaired the
+		// plugin's view following a buffer overflow.
+		c.synced = true
+		kit.Infof("initial list of %s handled: %d pods in %d namespaces", res.Name, len(c.phaseOf), len(c.counts))
+		for _, ns := range c.namespaces() {
+			kit.Infof("namespace %s: %s", nsName(ns), c.summary(ns))
 		}
-		sort.Strings(nss)
-		for _, ns := range nss {
+	})
+	kit.OnShutdown(func() {
+		for _, ns := range c.namespaces() {
 			kit.Infof("final: namespace %s: %s", nsName(ns), c.summary(ns))
 		}
 	})

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/informer-host/informer-host/config"
+)
+
+// Issue 10, item 9: a leader that loses its lease stops delivering at once:
+// it does not drain its plugins' backlog (the new leader delivers the same
+// events), and it has stopped its plugins when serve returns.
+func TestLostLeaseStopsDeliveryAtOnce(t *testing.T) {
+	const objects = 100
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	if err := env.WriteKubeconfig(filepath.Join(dir, "kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "plugins"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// 100ms per event: the initial list alone is a backlog of 10s.
+	if err := os.WriteFile(filepath.Join(dir, "plugins", "slow.wasm"), wat(t, "../../host/testdata/plugins/slow.wat"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(fmt.Sprintf(daemonConfig, "", "{resource: cms}"), "NS", ns) + `leaderElection:
+  enabled: true
+  namespace: ` + ns + `
+  leaseName: informer-host
+  leaseDuration: 2s
+  renewDeadline: 1500ms
+  retryPeriod: 250ms
+`
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	for i := range objects {
+		if _, err := cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), runOptions{drainTimeout: time.Minute})
+	}()
+	handled := func() int {
+		n := 0
+		for _, l := range logs.lines("plugin=slow.wasm", "stream=log") {
+			if !strings.Contains(l, "msg=bye") {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, "the leader's plugin to handle an event", func() bool { return handled() > 0 })
+
+	// Another replica takes the lease over: this one fails to renew it.
+	leases := env.Client.CoordinationV1().Leases(ns)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(context.Background(), "informer-host", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		thief, now, d := "thief", metav1.NewMicroTime(time.Now()), int32(3600)
+		l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &thief, &now, &now, &d
+		_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, errLostLeadership) {
+			t.Errorf("serve: %v, want %v", err, errLostLeadership)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("serve did not return after the lease was lost")
+	}
+
+	// serve has returned: the plugin was stopped (its shutdown ran), and
+	// after the stop began it finished at most the call it was in.
+	lines := logs.lines()
+	stopping := -1
+	for i, l := range lines {
+		if strings.Contains(l, "informer-host stopping") {
+			stopping = i
+			break
+		}
+	}
+	if stopping < 0 {
+		t.Fatalf("no stop logged:\n%s", strings.Join(lines, "\n"))
+	}
+	after := 0
+	for _, l := range lines[stopping:] {
+		if strings.Contains(l, "plugin=slow.wasm") && strings.Contains(l, "stream=log") && !strings.Contains(l, "msg=bye") {
+			after++
+		}
+	}
+	if after > 1 {
+		t.Errorf("%d events delivered after the lease was lost, want at most the one in progress", after)
+	}
+	if len(logs.lines("plugin=slow.wasm", "msg=bye")) != 1 {
+		t.Errorf("the plugin was not stopped when serve returned")
+	}
+	if n := handled(); n >= objects {
+		t.Errorf("the plugin handled %d events: its backlog was drained", n)
+	}
+}
