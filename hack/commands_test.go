@@ -275,7 +275,7 @@ func TestMakeDemo(t *testing.T) {
 	}
 	cfg := string(shipped)
 	for old, repl := range map[string]string{
-		`address: ":9090"`:        `address: "127.0.0.1:0"`,
+		`address: ":9090"`:         `address: "127.0.0.1:0"`,
 		`directory: build/plugins`: `directory: ` + built,
 	} {
 		if !strings.Contains(cfg, old) {
