@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -154,6 +155,9 @@ func NotReady(p *informer.Pipeline, h *host.Host) []string {
 				why = append(why, fmt.Sprintf("resource %s: %s %s", r.Name, strings.ToLower(string(r.Phase)), r.Error))
 			case !r.Synced:
 				why = append(why, fmt.Sprintf("resource %s: not synced %s", r.Name, r.Error))
+			case r.WatchFailing:
+				why = append(why, fmt.Sprintf("resource %s: list/watch failing since %s (%s): %s", r.Name,
+					r.FailingSince.UTC().Format(time.RFC3339), time.Since(r.FailingSince).Round(time.Second), r.Error))
 			}
 		}
 	}

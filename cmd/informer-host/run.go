@@ -56,6 +56,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ro
 	fs.BoolVar(&ro.logEvents, "log-events", false, "log every informer event (resource, type, namespace/name)")
 	fs.DurationVar(&ro.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long plugins may take to handle what is queued")
 	fs.DurationVar(&ro.startTimeout, "start-timeout", 10*time.Second, "how long a plugin may take to start (start function, _initialize, ih_init)")
+	fs.DurationVar(&ro.watchFailureGrace, "watch-failure-grace", 30*time.Second, "how long a resource's list/watch may keep failing before /readyz reports it")
 	var lo logOptions
 	lo.register(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -109,6 +110,8 @@ type runOptions struct {
 	logEvents    bool
 	drainTimeout time.Duration
 	startTimeout time.Duration
+	// watchFailureGrace is informer.Options.WatchFailureGrace.
+	watchFailureGrace time.Duration
 	// stopping is called when the first stop signal arrives; it restores
 	// the default signal handling so that a second signal exits at once.
 	stopping func()
@@ -141,7 +144,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 		return err
 	}
 	log.Info("informer-host starting", "version", versionString(), "config", cfg.File, "apiserver", restCfg.Host, "credentials", source)
-	p, err := informer.New(informer.Options{RESTConfig: restCfg, Logger: log})
+	p, err := informer.New(informer.Options{RESTConfig: restCfg, Logger: log, WatchFailureGrace: o.watchFailureGrace})
 	if err != nil {
 		return err
 	}
