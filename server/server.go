@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/informer-host/informer-host/host"
 	"github.com/informer-host/informer-host/informer"
@@ -23,9 +24,53 @@ import (
 
 // Options configure the server.
 type Options struct {
-	// Address to listen on, "host:port" or ":port".
+	// Address to listen on, "host:port" or ":port". ":port" listens on
+	// every interface, which a pod needs (the kubelet probes the pod IP);
+	// on a workstation "127.0.0.1:port" keeps the endpoints local.
 	Address string
 	Logger  *slog.Logger
+
+	// MaxConnections bounds the connections held open; at the limit the
+	// longest-waiting connection without a request in a handler is closed
+	// to make room (limit.go), so probes answer under a flood. Default 256.
+	MaxConnections int
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are
+	// http.Server's. Defaults: 5s, 10s, 30s, 90s; the idle timeout exceeds
+	// Prometheus's common 60s scrape interval so scrapes reuse connections.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+
+	// AuthClient, when set, guards /metrics and /debug/plugins with
+	// Kubernetes authentication and authorisation (auth.go): a bearer
+	// token the apiserver accepts, whose user may "get" the path as a
+	// non-resource URL. /healthz and /readyz stay open for probes. Nil:
+	// every endpoint is open to whoever reaches the address.
+	AuthClient kubernetes.Interface
+	// AuthCacheTTL is how long an authentication and authorisation
+	// decision is reused. Default 10s.
+	AuthCacheTTL time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&o.ReadHeaderTimeout, 5 * time.Second},
+		{&o.ReadTimeout, 10 * time.Second},
+		{&o.WriteTimeout, 30 * time.Second},
+		{&o.IdleTimeout, 90 * time.Second},
+		{&o.AuthCacheTTL, 10 * time.Second},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = 256
+	}
 }
 
 // Server serves the endpoints until Shutdown. It starts before the
@@ -33,6 +78,7 @@ type Options struct {
 // leadership is alive but not ready); Attach connects them.
 type Server struct {
 	srv  *http.Server
+	ln   *shedListener
 	addr net.Addr
 	log  *slog.Logger
 	reg  *prometheus.Registry
@@ -51,31 +97,49 @@ type Server struct {
 
 // Start listens on o.Address and serves in the background.
 func Start(ctx context.Context, o Options) (*Server, error) {
+	o.defaults()
 	log := o.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &Server{log: log, reg: reg, done: make(chan struct{}), waiting: "starting"}
+	guard := func(h http.Handler) http.Handler { return h }
+	if o.AuthClient != nil {
+		a := &kubeAuth{client: o.AuthClient, ttl: o.AuthCacheTTL, log: log, cache: map[authKey]authDecision{}}
+		guard = a.wrap
+	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", guard(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("GET /debug/plugins", s.debugPlugins)
+	mux.Handle("GET /debug/plugins", guard(http.HandlerFunc(s.debugPlugins)))
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.Address)
 	if err != nil {
 		return nil, fmt.Errorf("server: listen on %s: %w", o.Address, err)
 	}
+	s.ln = newShedListener(ln, o.MaxConnections)
 	s.addr = ln.Addr()
-	s.srv = &http.Server{Handler: mux}
+	s.srv = &http.Server{
+		Handler:           serving(mux),
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		ReadTimeout:       o.ReadTimeout,
+		WriteTimeout:      o.WriteTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    16 << 10, // these endpoints take no parameters; a token fits
+		ConnContext:       connContext,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "err", err)
 		}
 	}()
-	log.Info("serving /metrics, /healthz, /readyz and /debug/plugins", "address", s.addr.String())
+	auth := "none: every endpoint is open"
+	if o.AuthClient != nil {
+		auth = "kubernetes: /metrics and /debug/plugins need a token allowed to get them"
+	}
+	log.Info("serving /metrics, /healthz, /readyz and /debug/plugins", "address", s.addr.String(),
+		"maxConnections", o.MaxConnections, "auth", auth)
 	return s, nil
 }
 
