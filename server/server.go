@@ -295,6 +295,8 @@ var (
 		"Events the resource's informers delivered, by type.", []string{"resource", "type"}, nil)
 	descResourceSynced = prometheus.NewDesc("informer_host_resource_synced",
 		"1 when every informer of the resource has completed its initial list.", []string{"resource"}, nil)
+	descResourceFailing = prometheus.NewDesc("informer_host_resource_watch_failing_seconds",
+		"How long the resource's list/watch calls have been failing; 0 while they succeed.", []string{"resource"}, nil)
 )
 
 // watch counts the events of names from now on, and stops counting the
@@ -344,6 +346,7 @@ func (c *resourceCounts) stop() {
 func (c *resourceCounts) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descResourceEvents
 	ch <- descResourceSynced
+	ch <- descResourceFailing
 }
 
 func (c *resourceCounts) Collect(ch chan<- prometheus.Metric) {
@@ -355,6 +358,11 @@ func (c *resourceCounts) Collect(ch chan<- prometheus.Metric) {
 			synced = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descResourceSynced, prometheus.GaugeValue, synced, r.Name)
+		failing := 0.0
+		if !r.FailingSince.IsZero() {
+			failing = time.Since(r.FailingSince).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(descResourceFailing, prometheus.GaugeValue, failing, r.Name)
 		if counts, ok := c.n[r.Name]; ok {
 			for _, t := range []informer.EventType{informer.EventAdd, informer.EventUpdate, informer.EventDelete} {
 				ch <- prometheus.MustNewConstMetric(descResourceEvents, prometheus.CounterValue, float64(counts[t].Load()), r.Name, t.String())
