@@ -86,6 +86,7 @@ type Pipeline struct {
 	retryPeriod time.Duration
 	grace       time.Duration
 	watchOpts   watchOptions
+	api         *apiHealth // every request of the clients built here goes through it
 
 	// ctx bounds every informer and the retry loop; Stop cancels it.
 	ctx    context.Context
@@ -142,12 +143,14 @@ func New(opts Options) (*Pipeline, error) {
 		p.watchOpts.retryMax = 2 * time.Second
 	}
 	p.watchOpts.retryMin = min(p.watchOpts.retryMin, p.watchOpts.retryMax)
+	p.api = &apiHealth{log: p.log, logEvery: p.watchOpts.logEvery}
 	disco := opts.Discovery
 	if p.dynamic == nil || disco == nil {
 		if opts.RESTConfig == nil {
 			return nil, errors.New("informer: Options needs RESTConfig, or both Dynamic and Discovery")
 		}
 		cfg := rest.CopyConfig(opts.RESTConfig)
+		p.api.instrument(cfg)
 		if p.dynamic == nil {
 			d, err := dynamic.NewForConfig(cfg)
 			if err != nil {
@@ -281,6 +284,9 @@ func (p *Pipeline) Status() []ResourceStatus {
 	defer p.mu.Unlock()
 	out := make([]ResourceStatus, 0, len(p.resources))
 	now := time.Now()
+	// The apiserver unreachable fails every active resource, whether or
+	// not its own calls have returned yet (transport.go).
+	apiErr, apiSince := p.api.state()
 	for name, st := range p.resources {
 		s := ResourceStatus{Name: name, Phase: st.phase, Ref: st.ref}
 		if st.err != nil {
@@ -298,6 +304,14 @@ func (p *Pipeline) Status() []ResourceStatus {
 				}
 				if !since.IsZero() && (s.FailingSince.IsZero() || since.Before(s.FailingSince)) {
 					s.FailingSince = since
+				}
+			}
+			if !apiSince.IsZero() {
+				if s.FailingSince.IsZero() || apiSince.Before(s.FailingSince) {
+					s.FailingSince = apiSince
+				}
+				if s.Error == "" {
+					s.Error = "apiserver unreachable: " + apiErr.Error()
 				}
 			}
 			s.WatchFailing = !s.FailingSince.IsZero() && now.Sub(s.FailingSince) >= p.grace

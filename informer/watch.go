@@ -52,15 +52,9 @@ type sharedWatch struct {
 	// refs is guarded by Pipeline.mu.
 	refs int
 
-	// mu guards the outcome of the list and watch calls below. A run of
-	// failures starts at the first failed call after a success and ends at
-	// the next successful call; lastErr, failingSince and failures
-	// describe the current run and are zero outside one.
-	mu           sync.Mutex
-	lastErr      error
-	failingSince time.Time
-	failures     int
-	lastLogged   time.Time // last failure logged, for logEvery
+	// mu guards calls, the current run of failed list and watch calls.
+	mu    sync.Mutex
+	calls failureRun
 }
 
 func newSharedWatch(client dynamic.Interface, key watchKey, opts watchOptions) *sharedWatch {
@@ -153,10 +147,9 @@ func (w *sharedWatch) call(ctx context.Context, verb string, f func() error) err
 
 // unanswered: the call failed without an answer from the apiserver, or
 // with 503 (an apiserver still starting, or a proxy without backends).
+// call has checked that its context is alive, so a deadline here is the
+// transport's own (a TLS handshake timeout, say): no answer either.
 func unanswered(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
 	var st apierrors.APIStatus
 	if errors.As(err, &st) {
 		return st.Status().Code == http.StatusServiceUnavailable
@@ -166,12 +159,11 @@ func unanswered(err error) bool {
 
 func (w *sharedWatch) succeeded() {
 	w.mu.Lock()
-	since, n := w.failingSince, w.failures
-	w.lastErr, w.failingSince, w.failures, w.lastLogged = nil, time.Time{}, 0, time.Time{}
+	ended := w.calls.end()
 	w.mu.Unlock()
-	if n > 0 {
+	if ended.failures > 0 {
 		w.opts.log.Info("list/watch works again", "resource", gvrString(w.key.gvr), "namespace", w.key.namespace,
-			"failedFor", time.Since(since).Round(time.Millisecond), "failures", n)
+			"failedFor", time.Since(ended.since).Round(time.Millisecond), "failures", ended.failures)
 	}
 }
 
@@ -182,21 +174,13 @@ func (w *sharedWatch) succeeded() {
 func (w *sharedWatch) failed(verb string, err error, retried bool) {
 	now := time.Now()
 	w.mu.Lock()
-	if w.failures == 0 {
-		w.failingSince = now
-	}
-	w.failures++
-	w.lastErr = err
-	since, n := w.failingSince, w.failures
-	logIt := retried && (n == 1 || now.Sub(w.lastLogged) >= w.opts.logEvery)
-	if logIt {
-		w.lastLogged = now
-	}
+	logIt := w.calls.fail(now, err, w.opts.logEvery) && retried
+	run := w.calls
 	w.mu.Unlock()
 	if logIt {
 		w.opts.log.Warn("list/watch failing: apiserver unreachable; retrying", "resource", gvrString(w.key.gvr),
-			"namespace", w.key.namespace, "verb", verb, "failingFor", now.Sub(since).Round(time.Millisecond),
-			"failures", n, "err", err)
+			"namespace", w.key.namespace, "verb", verb, "failingFor", now.Sub(run.since).Round(time.Millisecond),
+			"failures", run.failures, "err", err)
 	}
 }
 
@@ -221,7 +205,7 @@ func (w *sharedWatch) stop() {
 func (w *sharedWatch) health() (err error, since time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.lastErr, w.failingSince
+	return w.calls.lastErr, w.calls.since
 }
 
 // gvrString writes a resource the way kubectl names it, with the version:

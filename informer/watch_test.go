@@ -30,8 +30,7 @@ func TestUnanswered(t *testing.T) {
 		{"403", apierrors.NewForbidden(gr, "", errors.New("rbac")), false},
 		{"500", apierrors.NewInternalError(errors.New("boom")), false},
 		{"410", apierrors.NewResourceExpired("too old"), false},
-		{"stopping", context.Canceled, false},
-		{"deadline", fmt.Errorf("list: %w", context.DeadlineExceeded), false},
+		{"a transport deadline (the caller's context is checked first)", fmt.Errorf("list: %w", context.DeadlineExceeded), true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -13,8 +12,11 @@ import (
 // OutageProxy is a TCP proxy on loopback in front of the apiserver that a
 // test takes down and brings back, as if the apiserver were killed and
 // restarted: Down resets every open connection and refuses new ones (the
-// port is closed), Up listens on the same port again. It forwards bytes
-// only, so TLS and authentication are the apiserver's own.
+// port is closed), Up listens on the same port again. Partition instead
+// stops forwarding while connections stay open and new ones are accepted,
+// as when the network to the apiserver's node is lost: nothing is reset,
+// so only timeouts and health checks notice. It forwards bytes only, so
+// TLS and authentication are the apiserver's own.
 type OutageProxy struct {
 	addr   string
 	target string
@@ -22,7 +24,9 @@ type OutageProxy struct {
 	mu    sync.Mutex
 	ln    net.Listener          // nil while down
 	conns map[net.Conn]struct{} // both sides of every proxied connection
-	wg    sync.WaitGroup
+	// healed is non-nil during a partition and closed when it ends.
+	healed chan struct{}
+	wg     sync.WaitGroup
 }
 
 // NewOutageProxy starts a proxy to the apiserver cfg reaches and returns
@@ -41,6 +45,7 @@ func NewOutageProxy(t testing.TB, cfg *rest.Config) (*OutageProxy, *rest.Config)
 	p.addr = ln.Addr().String()
 	p.serve(ln)
 	t.Cleanup(func() {
+		p.heal()
 		p.Down()
 		p.wg.Wait()
 	})
@@ -77,9 +82,29 @@ func (p *OutageProxy) Down() {
 	}
 }
 
-// Up listens on the proxy's port again.
+// Partition stops forwarding bytes in both directions until Up; what was
+// sent meanwhile is delivered then, as TCP retransmits after a partition.
+func (p *OutageProxy) Partition() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.healed == nil {
+		p.healed = make(chan struct{})
+	}
+}
+
+func (p *OutageProxy) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.healed != nil {
+		close(p.healed)
+		p.healed = nil
+	}
+}
+
+// Up ends a partition, and listens on the proxy's port again after Down.
 func (p *OutageProxy) Up(t testing.TB) {
 	t.Helper()
+	p.heal()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ln != nil {
@@ -135,8 +160,25 @@ func (p *OutageProxy) pipe(ln net.Listener, c net.Conn) {
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
 	forward := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		done <- struct{}{}
+		defer func() { done <- struct{}{} }()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				p.mu.Lock()
+				healed := p.healed
+				p.mu.Unlock()
+				if healed != nil {
+					<-healed
+				}
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
 	}
 	go forward(up, c)
 	go forward(c, up)
