@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
@@ -38,8 +39,9 @@ type trackedConn struct {
 	net.Conn
 	l         *shedListener
 	closeOnce sync.Once
-	// serving counts the handlers running on this connection (one for
-	// HTTP/1.1; HTTP/2 is not offered without TLS). Guarded by l.mu.
+	// serving counts the handlers running on this connection: one at a
+	// time with HTTP/1.1, any number with HTTP/2 (TLS only). Guarded by
+	// l.mu.
 	serving int
 	// since is when the connection was accepted or its last request was
 	// served: how long it has been waiting. Guarded by l.mu.
@@ -103,6 +105,9 @@ type connKey struct{}
 // connContext is http.Server.ConnContext: it makes the connection known
 // to serving.
 func connContext(ctx context.Context, c net.Conn) context.Context {
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
 	if tc, ok := c.(*trackedConn); ok {
 		return context.WithValue(ctx, connKey{}, tc)
 	}

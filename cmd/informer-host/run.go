@@ -60,6 +60,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ro
 	fs.DurationVar(&ro.watchFailureGrace, "watch-failure-grace", 30*time.Second, "how long a resource's list/watch may keep failing before /readyz reports it")
 	fs.IntVar(&ro.maxConnections, "server-max-connections", 256, "connections the HTTP endpoint holds open; past it the longest-waiting idle one is closed")
 	fs.StringVar(&ro.serverAuth, "server-auth", "none", "guard /metrics and /debug/plugins: none, or kubernetes (TokenReview and SubjectAccessReview; /healthz and /readyz stay open)")
+	fs.StringVar(&ro.tlsCert, "server-tls-cert", "", "serve HTTPS with this certificate (PEM; read again when it changes); needs --server-tls-key")
+	fs.StringVar(&ro.tlsKey, "server-tls-key", "", "the key of --server-tls-cert (PEM)")
 	var lo logOptions
 	lo.register(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -93,7 +95,8 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptio
 	klog.SetSlogLogger(log)
 	var srv *server.Server
 	if cfg.Server.Address != config.ServerOff {
-		so := server.Options{Address: cfg.Server.Address, Logger: log, MaxConnections: o.maxConnections}
+		so := server.Options{Address: cfg.Server.Address, Logger: log, MaxConnections: o.maxConnections,
+			TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey}
 		if o.serverAuth == "kubernetes" {
 			restCfg, _, err := restConfig(cfg)
 			if err != nil {
@@ -131,8 +134,9 @@ type runOptions struct {
 	watchFailureGrace time.Duration
 	// maxConnections and serverAuth configure the HTTP endpoint
 	// (server.Options.MaxConnections and AuthClient).
-	maxConnections int
-	serverAuth     string
+	maxConnections  int
+	serverAuth      string
+	tlsCert, tlsKey string
 	// stopping is called when the first stop signal arrives; it restores
 	// the default signal handling so that a second signal exits at once.
 	stopping func()
