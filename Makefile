@@ -18,7 +18,8 @@ TEST_FLAGS ?=
 all: build
 
 build: bin/informer-host
-bin/informer-host: $(shell find cmd informer host abi config internal -name '*.go' 2>/dev/null) go.mod go.sum
+# Every Go file of the module but tests and plugins: any package may be linked in.
+bin/informer-host: $(shell find . -name '*.go' -not -name '*_test.go' -not -path './build/*' -not -path './plugins/*' 2>/dev/null) go.mod go.sum
 	$(GO) build -o $@ ./cmd/informer-host
 
 # The Debian packages for C and WAT plugins (clang, lld, wasi-libc, wabt):

@@ -193,6 +193,21 @@ func TestInformerHostCommands(t *testing.T) {
 	}
 }
 
+// makeRuns checks that `make target` still runs want, the command the
+// test runs in its stead (with paths of its own), so the two cannot drift.
+func makeRuns(t *testing.T, target, want string) {
+	t.Helper()
+	cmd := exec.Command("make", "-n", target)
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n %s: %v\n%s", target, err, out)
+	}
+	if !strings.Contains(string(out), "\n"+want+"\n") {
+		t.Fatalf("make %s no longer runs %q; update this test:\n%s", target, want, out)
+	}
+}
+
 // make cluster: bin/cluster starts a control plane, writes a kubeconfig
 // that reaches it, and bin/informer-host run with that kubeconfig becomes
 // ready against it (README's "use it with" lines). Ctrl-C stops the host
@@ -201,6 +216,7 @@ func TestMakeCluster(t *testing.T) {
 	if _, err := testenv.AssetsDir(); err != nil {
 		t.Fatal(err)
 	}
+	makeRuns(t, "cluster", "bin/cluster --kubeconfig build/kubeconfig")
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "build", "kubeconfig")
 	cluster := start(t, dir, nil, binary(t, "cluster"), "--kubeconfig", kubeconfig)
@@ -259,6 +275,7 @@ func TestMakeDemo(t *testing.T) {
 	if _, err := testenv.AssetsDir(); err != nil {
 		t.Fatal(err)
 	}
+	makeRuns(t, "demo", "bin/demo --host bin/informer-host --config config.yaml")
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
