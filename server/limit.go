@@ -83,13 +83,6 @@ func (l *shedListener) Accept() (net.Conn, error) {
 	}
 }
 
-// open is the number of connections held open.
-func (l *shedListener) open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.conns)
-}
-
 func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
 	c.closeOnce.Do(func() {

@@ -85,7 +85,6 @@ func (o *Options) defaults() {
 // leadership is alive but not ready); Attach connects them.
 type Server struct {
 	srv  *http.Server
-	ln   *shedListener
 	addr net.Addr
 	log  *slog.Logger
 	reg  *prometheus.Registry
@@ -134,7 +133,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: listen on %s: %w", o.Address, err)
 	}
-	s.ln = newShedListener(ln, o.MaxConnections)
+	shed := newShedListener(ln, o.MaxConnections)
 	s.addr = ln.Addr()
 	s.srv = &http.Server{
 		Handler:           serving(mux),
@@ -146,11 +145,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
-	var serveLn net.Listener = s.ln
+	var serveLn net.Listener = shed
 	scheme := "http"
 	if tlsConfig != nil {
 		s.srv.TLSConfig = tlsConfig
-		serveLn, scheme = tls.NewListener(s.ln, tlsConfig), "https"
+		serveLn, scheme = tls.NewListener(shed, tlsConfig), "https"
 	}
 	go func() {
 		defer close(s.done)
