@@ -286,7 +286,7 @@ func (p *Pipeline) Status() []ResourceStatus {
 	now := time.Now()
 	// The apiserver unreachable fails every active resource, whether or
 	// not its own calls have returned yet (transport.go).
-	apiErr, apiSince := p.api.state()
+	apiErr, apiSince := p.api.state(now)
 	for name, st := range p.resources {
 		s := ResourceStatus{Name: name, Phase: st.phase, Ref: st.ref}
 		if st.err != nil {

@@ -63,7 +63,7 @@ func (h *apiHealth) instrument(cfg *rest.Config) {
 			case err == nil:
 				h.answered()
 			case req.Context().Err() == nil: // not a request given up by its caller
-				h.unanswered(req, err)
+				h.unanswered(time.Now(), req.URL.Path, err)
 			}
 			return resp, err
 		})
@@ -83,22 +83,40 @@ func (h *apiHealth) answered() {
 	}
 }
 
-func (h *apiHealth) unanswered(req *http.Request, err error) {
-	now := time.Now()
+// apiStaleAfter ends a run of failed requests that no failure has
+// continued for this long, though no request has succeeded either: a
+// single failed request (a reset connection that client-go then retried
+// on another) must not mark the apiserver unreachable until some request
+// happens to finish, which for healthy watch streams can take minutes.
+// During an outage client-go fails a request at least every ~11s (a TLS
+// handshake timeout and a 1s retry), sharedWatch.call every 2s; a blip
+// client-go retries ends with the retry's success a second later.
+const apiStaleAfter = 15 * time.Second
+
+// expireLocked ends a run no failure has continued for apiStaleAfter.
+func (h *apiHealth) expireLocked(now time.Time) {
+	if h.run.failures > 0 && now.Sub(h.run.last) > apiStaleAfter {
+		h.run = failureRun{}
+	}
+}
+
+func (h *apiHealth) unanswered(now time.Time, path string, err error) {
 	h.mu.Lock()
+	h.expireLocked(now)
 	logIt := h.run.fail(now, err, h.logEvery)
 	run := h.run
 	h.mu.Unlock()
 	if logIt {
-		h.log.Warn("apiserver unreachable; client-go retries", "path", req.URL.Path,
+		h.log.Warn("apiserver unreachable; client-go retries", "path", path,
 			"unreachableFor", now.Sub(run.since).Round(time.Millisecond), "failedRequests", run.failures, "err", err)
 	}
 }
 
 // state returns the current run of failures; zero values outside one.
-func (h *apiHealth) state() (error, time.Time) {
+func (h *apiHealth) state(now time.Time) (error, time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.expireLocked(now)
 	return h.run.lastErr, h.run.since
 }
 
@@ -107,6 +125,7 @@ func (h *apiHealth) state() (error, time.Time) {
 // it.
 type failureRun struct {
 	since      time.Time // the first failure
+	last       time.Time // the latest failure
 	lastErr    error
 	failures   int
 	lastLogged time.Time
@@ -119,7 +138,7 @@ func (r *failureRun) fail(now time.Time, err error, logEvery time.Duration) bool
 		r.since = now
 	}
 	r.failures++
-	r.lastErr = err
+	r.last, r.lastErr = now, err
 	if r.failures == 1 || now.Sub(r.lastLogged) >= logEvery {
 		r.lastLogged = now
 		return true
