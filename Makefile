@@ -1,6 +1,7 @@
 # informer-host. `make demo` and `make test` do all the setup on a fresh
-# machine: they build kube-apiserver and etcd from the Go module proxy once
-# (cached outside the repo, by version) and the example plugins.
+# machine: they install the system packages the plugins need
+# (hack/install-deps.sh), build kube-apiserver and etcd from the Go module
+# proxy once (cached outside the repo, by version) and the example plugins.
 
 GO ?= go
 SHELL := /bin/bash
@@ -13,12 +14,19 @@ export KUBEBUILDER_ASSETS
 TEST_TIMEOUT ?= 20m
 TEST_FLAGS ?=
 
-.PHONY: all build controlplane test test-unit vet fmt cluster demo bench clean
+.PHONY: all build deps controlplane test test-unit vet fmt cluster demo bench clean
 all: build
 
 build: bin/informer-host
-bin/informer-host: $(shell find cmd informer host abi config internal -name '*.go' 2>/dev/null) go.mod go.sum
+# Every Go file of the module but tests and plugins: any package may be linked in.
+bin/informer-host: $(shell find . -name '*.go' -not -name '*_test.go' -not -path './build/*' -not -path './plugins/*' 2>/dev/null) go.mod go.sum
 	$(GO) build -o $@ ./cmd/informer-host
+
+# The Debian packages for C and WAT plugins (clang, lld, wasi-libc, wabt):
+# installed when missing and possible, else the exact command is printed
+# and make stops. The plugin and fixture rules depend on it (mk/plugins.mk).
+deps:
+	@hack/install-deps.sh
 
 # kube-apiserver and etcd for the tests, `make cluster` and `make demo`.
 controlplane: $(KUBEBUILDER_ASSETS)/kube-apiserver $(KUBEBUILDER_ASSETS)/etcd
@@ -30,7 +38,7 @@ $(KUBEBUILDER_ASSETS)/kube-apiserver $(KUBEBUILDER_ASSETS)/etcd:
 
 # Every test, the e2e ones against the real apiserver included, then every
 # benchmark once with tiny sizes so they keep working (no time is asserted).
-test: controlplane plugins fixtures
+test: deps controlplane plugins fixtures
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(MAKE) bench-smoke
@@ -49,7 +57,7 @@ cluster: controlplane
 
 # A local control plane, the host with config.yaml and the example plugins,
 # and objects changing so the plugins have something to say. Ctrl-C stops all.
-demo: controlplane build plugins
+demo: deps controlplane build plugins
 	$(GO) build -o bin/demo ./hack/demo
 	bin/demo --host bin/informer-host --config config.yaml
 

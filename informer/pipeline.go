@@ -36,6 +36,15 @@ type Options struct {
 	// PendingRetryPeriod is how often a resource that discovery does not
 	// serve yet (a CRD not installed) is looked up again. Default 5s.
 	PendingRetryPeriod time.Duration
+	// WatchFailureGrace is how long a resource's list/watch calls may keep
+	// failing before Status reports it as WatchFailing (and /readyz as not
+	// ready): a watch the apiserver drops and that resumes at once is
+	// normal; one failing for longer means a cache going stale. Default 30s.
+	WatchFailureGrace time.Duration
+	// WatchRetryMax caps the backoff between list/watch attempts that get
+	// no answer from the apiserver; it bounds how long after the apiserver
+	// is reachable again delivery resumes. Default 2s.
+	WatchRetryMax time.Duration
 }
 
 // Phase is where a configured resource stands.
@@ -59,7 +68,13 @@ type ResourceStatus struct {
 	Phase  Phase
 	Ref    *ResourceRef // nil until resolved
 	Synced bool         // every informer of the resource has completed its initial list
-	Error  string       // why it is not synced or not active, if known
+	Error  string       // why it is not synced, not active or failing, if known
+	// FailingSince is when the list/watch calls of one of the resource's
+	// informers started failing; zero while they succeed.
+	FailingSince time.Time
+	// WatchFailing: they have been failing for longer than
+	// Options.WatchFailureGrace, so the cache may be stale.
+	WatchFailing bool
 }
 
 // Pipeline runs the shared informers of the configured resources. All
@@ -69,6 +84,9 @@ type Pipeline struct {
 	dynamic     dynamic.Interface
 	mapper      *restmapper.DeferredDiscoveryRESTMapper
 	retryPeriod time.Duration
+	grace       time.Duration
+	watchOpts   watchOptions
+	api         *apiHealth // every request of the clients built here goes through it
 
 	// ctx bounds every informer and the retry loop; Stop cancels it.
 	ctx    context.Context
@@ -117,12 +135,22 @@ func New(opts Options) (*Pipeline, error) {
 	if p.retryPeriod <= 0 {
 		p.retryPeriod = 5 * time.Second
 	}
+	if p.grace = opts.WatchFailureGrace; p.grace <= 0 {
+		p.grace = 30 * time.Second
+	}
+	p.watchOpts = watchOptions{log: p.log, retryMin: 200 * time.Millisecond, retryMax: opts.WatchRetryMax, logEvery: 10 * time.Second}
+	if p.watchOpts.retryMax <= 0 {
+		p.watchOpts.retryMax = 2 * time.Second
+	}
+	p.watchOpts.retryMin = min(p.watchOpts.retryMin, p.watchOpts.retryMax)
+	p.api = &apiHealth{log: p.log, logEvery: p.watchOpts.logEvery}
 	disco := opts.Discovery
 	if p.dynamic == nil || disco == nil {
 		if opts.RESTConfig == nil {
 			return nil, errors.New("informer: Options needs RESTConfig, or both Dynamic and Discovery")
 		}
 		cfg := rest.CopyConfig(opts.RESTConfig)
+		p.api.instrument(cfg)
 		if p.dynamic == nil {
 			d, err := dynamic.NewForConfig(cfg)
 			if err != nil {
@@ -255,6 +283,10 @@ func (p *Pipeline) Status() []ResourceStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]ResourceStatus, 0, len(p.resources))
+	now := time.Now()
+	// The apiserver unreachable fails every active resource, whether or
+	// not its own calls have returned yet (transport.go).
+	apiErr, apiSince := p.api.state(now)
 	for name, st := range p.resources {
 		s := ResourceStatus{Name: name, Phase: st.phase, Ref: st.ref}
 		if st.err != nil {
@@ -266,10 +298,23 @@ func (p *Pipeline) Status() []ResourceStatus {
 				if !w.informer.HasSynced() {
 					s.Synced = false
 				}
-				if err := w.err(); err != nil && s.Error == "" {
+				err, since := w.health()
+				if err != nil && s.Error == "" {
 					s.Error = watchDescription(w.key) + ": " + err.Error()
 				}
+				if !since.IsZero() && (s.FailingSince.IsZero() || since.Before(s.FailingSince)) {
+					s.FailingSince = since
+				}
 			}
+			if !apiSince.IsZero() {
+				if s.FailingSince.IsZero() || apiSince.Before(s.FailingSince) {
+					s.FailingSince = apiSince
+				}
+				if s.Error == "" {
+					s.Error = "apiserver unreachable: " + apiErr.Error()
+				}
+			}
+			s.WatchFailing = !s.FailingSince.IsZero() && now.Sub(s.FailingSince) >= p.grace
 		}
 		out = append(out, s)
 	}
@@ -346,7 +391,7 @@ func (p *Pipeline) activate(ctx context.Context, name string) {
 		}
 		w := p.watches[key]
 		if w == nil {
-			w = newSharedWatch(p.dynamic, key, p.log)
+			w = newSharedWatch(p.dynamic, key, p.watchOpts)
 			p.watches[key] = w
 			start = append(start, w)
 		}

@@ -5,7 +5,9 @@
 #   make plugins    build/plugins/{pod-logger,pod-phases,counter-c,minimal-wat}.wasm
 #   make fixtures   build/fixtures/*.wasm from host/testdata/fixtures/*.wat and *.c
 #
-# Tools (Debian: apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32 wabt):
+# Tools: clang, lld, wasi-libc, the wasm32 compiler runtime and wabt;
+# `make deps` (hack/install-deps.sh, run first by every rule here) installs
+# them or says how.
 GO ?= go
 CLANG ?= clang
 WAT2WASM ?= wat2wasm
@@ -52,6 +54,9 @@ FIXTURES := $(patsubst host/testdata/fixtures/%.wat,$(FIXTURES_OUT)/%.wasm,$(FIX
 	$(patsubst host/testdata/fixtures/%.c,$(FIXTURES_OUT)/%.wasm,$(FIXTURE_C))
 
 fixtures: $(FIXTURES)
+
+# Order-only: the tools must be there, but installing them rebuilds nothing.
+$(PLUGINS) $(FIXTURES): | deps
 
 $(FIXTURES_OUT)/%.wasm: host/testdata/fixtures/%.wat
 	@mkdir -p $(@D)

@@ -4,12 +4,19 @@
 //	/metrics         Prometheus metrics of the plugins, the resources, the Go runtime
 //	/healthz         200 while the process runs
 //	/readyz          200 once every resource has synced and every plugin is
-//	                 loaded and synced, or deliberately quarantined; else 503
-//	                 with the reasons, one per line. A standby replica (leader
+//	                 loaded and synced, or deliberately quarantined, and no
+//	                 resource's list/watch has failed for longer than its
+//	                 grace; else 503 with the reasons, one per line. A standby replica (leader
 //	                 election) answers 200 and says it is one.
 //	/debug/plugins   every plugin's file, sha256, ABI version, bindings, state,
 //	                 counters, last error, load time and last event time, as
 //	                 JSON with lowerCamelCase keys
+//
+// The server has read, write and idle timeouts, and a connection limit
+// that sheds waiting connections rather than queueing new ones, so the
+// probes answer under a connection flood (limit.go). With
+// Options.AuthClient, /metrics and /debug/plugins require a Kubernetes
+// bearer token allowed to get them (auth.go); the probes never do.
 //
 // Usage:
 //

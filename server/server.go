@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,10 +12,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/informer-host/informer-host/host"
 	"github.com/informer-host/informer-host/informer"
@@ -22,9 +25,59 @@ import (
 
 // Options configure the server.
 type Options struct {
-	// Address to listen on, "host:port" or ":port".
+	// Address to listen on, "host:port" or ":port". ":port" listens on
+	// every interface, which a pod needs (the kubelet probes the pod IP);
+	// on a workstation "127.0.0.1:port" keeps the endpoints local.
 	Address string
 	Logger  *slog.Logger
+
+	// MaxConnections bounds the connections held open; at the limit the
+	// longest-waiting connection without a request in a handler is closed
+	// to make room (limit.go), so probes answer under a flood. Default 256.
+	MaxConnections int
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are
+	// http.Server's. Defaults: 5s, 10s, 30s, 90s; the idle timeout exceeds
+	// Prometheus's common 60s scrape interval so scrapes reuse connections.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+
+	// AuthClient, when set, guards /metrics and /debug/plugins with
+	// Kubernetes authentication and authorisation (auth.go): a bearer
+	// token the apiserver accepts, whose user may "get" the path as a
+	// non-resource URL. /healthz and /readyz stay open for probes. Nil:
+	// every endpoint is open to whoever reaches the address.
+	AuthClient kubernetes.Interface
+	// AuthCacheTTL is how long an authentication and authorisation
+	// decision is reused. Default 10s.
+	AuthCacheTTL time.Duration
+
+	// TLSCertFile and TLSKeyFile, when both set, make the server HTTPS
+	// (TLS 1.2 and later, HTTP/2 offered), with the pair read again when
+	// the files change. Set them with AuthClient: bearer tokens should not
+	// cross the network in clear. Probes then use scheme HTTPS.
+	TLSCertFile, TLSKeyFile string
+}
+
+func (o *Options) defaults() {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&o.ReadHeaderTimeout, 5 * time.Second},
+		{&o.ReadTimeout, 10 * time.Second},
+		{&o.WriteTimeout, 30 * time.Second},
+		{&o.IdleTimeout, 90 * time.Second},
+		{&o.AuthCacheTTL, 10 * time.Second},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = 256
+	}
 }
 
 // Server serves the endpoints until Shutdown. It starts before the
@@ -50,31 +103,69 @@ type Server struct {
 
 // Start listens on o.Address and serves in the background.
 func Start(ctx context.Context, o Options) (*Server, error) {
+	o.defaults()
 	log := o.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &Server{log: log, reg: reg, done: make(chan struct{}), waiting: "starting"}
+	guard := func(h http.Handler) http.Handler { return h }
+	if o.AuthClient != nil {
+		a := &kubeAuth{client: o.AuthClient, ttl: o.AuthCacheTTL, log: log, cache: map[authKey]authDecision{}}
+		guard = a.wrap
+	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", guard(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("GET /debug/plugins", s.debugPlugins)
+	mux.Handle("GET /debug/plugins", guard(http.HandlerFunc(s.debugPlugins)))
+	var tlsConfig *tls.Config
+	if o.TLSCertFile != "" || o.TLSKeyFile != "" {
+		if o.TLSCertFile == "" || o.TLSKeyFile == "" {
+			return nil, errors.New("server: TLS needs both a certificate and a key file")
+		}
+		certs, err := newCertReloader(o.TLSCertFile, o.TLSKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.getCertificate, NextProtos: []string{"h2", "http/1.1"}}
+	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.Address)
 	if err != nil {
 		return nil, fmt.Errorf("server: listen on %s: %w", o.Address, err)
 	}
+	shed := newShedListener(ln, o.MaxConnections)
 	s.addr = ln.Addr()
-	s.srv = &http.Server{Handler: mux}
+	s.srv = &http.Server{
+		Handler:           serving(mux),
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		ReadTimeout:       o.ReadTimeout,
+		WriteTimeout:      o.WriteTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    16 << 10, // these endpoints take no parameters; a token fits
+		ConnContext:       connContext,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	var serveLn net.Listener = shed
+	scheme := "http"
+	if tlsConfig != nil {
+		s.srv.TLSConfig = tlsConfig
+		serveLn, scheme = tls.NewListener(shed, tlsConfig), "https"
+	}
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(serveLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "err", err)
 		}
 	}()
-	log.Info("serving /metrics, /healthz, /readyz and /debug/plugins", "address", s.addr.String())
+	auth := "none: every endpoint is open"
+	if o.AuthClient != nil {
+		auth = "kubernetes: /metrics and /debug/plugins need a token allowed to get them"
+		if tlsConfig == nil {
+			log.Warn("bearer tokens reach the HTTP endpoint in clear; give it a TLS certificate and key")
+		}
+	}
+	log.Info("serving /metrics, /healthz, /readyz and /debug/plugins", "address", s.addr.String(),
+		"scheme", scheme, "maxConnections", o.MaxConnections, "auth", auth)
 	return s, nil
 }
 
@@ -154,6 +245,9 @@ func NotReady(p *informer.Pipeline, h *host.Host) []string {
 				why = append(why, fmt.Sprintf("resource %s: %s %s", r.Name, strings.ToLower(string(r.Phase)), r.Error))
 			case !r.Synced:
 				why = append(why, fmt.Sprintf("resource %s: not synced %s", r.Name, r.Error))
+			case r.WatchFailing:
+				why = append(why, fmt.Sprintf("resource %s: list/watch failing since %s (%s): %s", r.Name,
+					r.FailingSince.UTC().Format(time.RFC3339), time.Since(r.FailingSince).Round(time.Second), r.Error))
 			}
 		}
 	}
@@ -227,6 +321,8 @@ var (
 		"Events the resource's informers delivered, by type.", []string{"resource", "type"}, nil)
 	descResourceSynced = prometheus.NewDesc("informer_host_resource_synced",
 		"1 when every informer of the resource has completed its initial list.", []string{"resource"}, nil)
+	descResourceFailing = prometheus.NewDesc("informer_host_resource_watch_failing_seconds",
+		"How long the resource's list/watch calls have been failing; 0 while they succeed.", []string{"resource"}, nil)
 )
 
 // watch counts the events of names from now on, and stops counting the
@@ -276,6 +372,7 @@ func (c *resourceCounts) stop() {
 func (c *resourceCounts) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descResourceEvents
 	ch <- descResourceSynced
+	ch <- descResourceFailing
 }
 
 func (c *resourceCounts) Collect(ch chan<- prometheus.Metric) {
@@ -287,6 +384,11 @@ func (c *resourceCounts) Collect(ch chan<- prometheus.Metric) {
 			synced = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descResourceSynced, prometheus.GaugeValue, synced, r.Name)
+		failing := 0.0
+		if !r.FailingSince.IsZero() {
+			failing = time.Since(r.FailingSince).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(descResourceFailing, prometheus.GaugeValue, failing, r.Name)
 		if counts, ok := c.n[r.Name]; ok {
 			for _, t := range []informer.EventType{informer.EventAdd, informer.EventUpdate, informer.EventDelete} {
 				ch <- prometheus.MustNewConstMetric(descResourceEvents, prometheus.CounterValue, float64(counts[t].Load()), r.Name, t.String())

@@ -183,6 +183,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		`informer_host_plugin_events_total{plugin="counter.wasm",result="ok"} 3`,
 		`informer_host_plugin_state{plugin="counter.wasm",state="running"} 1`,
 		`informer_host_resource_synced{resource="cms"} 1`,
+		`informer_host_resource_watch_failing_seconds{resource="cms"} 0`,
 		`informer_host_resource_events_total{resource="cms",type="add"} 3`,
 		`informer_host_plugin_handle_seconds_count{plugin="counter.wasm"} 3`,
 	} {

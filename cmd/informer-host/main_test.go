@@ -66,6 +66,7 @@ func TestValidate(t *testing.T) {
 		{"missing file", []string{"validate", "--config", filepath.Join(dir, "nope.yaml")}, 1, "", "no such file"},
 		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{"version", []string{"version"}, 0, "informer-host ", ""},
+		{"unknown server auth", []string{"run", "--server-auth", "basic"}, 2, "", `--server-auth: "basic" is neither none nor kubernetes`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -56,10 +57,19 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ro
 	fs.BoolVar(&ro.logEvents, "log-events", false, "log every informer event (resource, type, namespace/name)")
 	fs.DurationVar(&ro.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long plugins may take to handle what is queued")
 	fs.DurationVar(&ro.startTimeout, "start-timeout", 10*time.Second, "how long a plugin may take to start (start function, _initialize, ih_init)")
+	fs.DurationVar(&ro.watchFailureGrace, "watch-failure-grace", 30*time.Second, "how long a resource's list/watch may keep failing before /readyz reports it")
+	fs.IntVar(&ro.maxConnections, "server-max-connections", 256, "connections the HTTP endpoint holds open; past it the longest-waiting idle one is closed")
+	fs.StringVar(&ro.serverAuth, "server-auth", "none", "guard /metrics and /debug/plugins: none, or kubernetes (TokenReview and SubjectAccessReview; /healthz and /readyz stay open)")
+	fs.StringVar(&ro.tlsCert, "server-tls-cert", "", "serve HTTPS with this certificate (PEM; read again when it changes); needs --server-tls-key")
+	fs.StringVar(&ro.tlsKey, "server-tls-key", "", "the key of --server-tls-cert (PEM)")
 	var lo logOptions
 	lo.register(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
+	}
+	if ro.serverAuth != "none" && ro.serverAuth != "kubernetes" {
+		fmt.Fprintf(stderr, "informer-host run: --server-auth: %q is neither none nor kubernetes\n", ro.serverAuth)
+		return 2
 	}
 	log, err := lo.logger(stderr)
 	if err != nil {
@@ -85,8 +95,19 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptio
 	klog.SetSlogLogger(log)
 	var srv *server.Server
 	if cfg.Server.Address != config.ServerOff {
+		so := server.Options{Address: cfg.Server.Address, Logger: log, MaxConnections: o.maxConnections,
+			TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey}
+		if o.serverAuth == "kubernetes" {
+			restCfg, _, err := restConfig(cfg)
+			if err != nil {
+				return err
+			}
+			if so.AuthClient, err = kubernetes.NewForConfig(restCfg); err != nil {
+				return fmt.Errorf("--server-auth=kubernetes: %w", err)
+			}
+		}
 		var err error
-		if srv, err = server.Start(ctx, server.Options{Address: cfg.Server.Address, Logger: log}); err != nil {
+		if srv, err = server.Start(ctx, so); err != nil {
 			return err
 		}
 		defer func() {
@@ -109,6 +130,13 @@ type runOptions struct {
 	logEvents    bool
 	drainTimeout time.Duration
 	startTimeout time.Duration
+	// watchFailureGrace is informer.Options.WatchFailureGrace.
+	watchFailureGrace time.Duration
+	// maxConnections and serverAuth configure the HTTP endpoint
+	// (server.Options.MaxConnections and AuthClient).
+	maxConnections  int
+	serverAuth      string
+	tlsCert, tlsKey string
 	// stopping is called when the first stop signal arrives; it restores
 	// the default signal handling so that a second signal exits at once.
 	stopping func()
@@ -146,7 +174,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 		return err
 	}
 	log.Info("informer-host starting", "version", versionString(), "config", cfg.File, "apiserver", restCfg.Host, "credentials", source)
-	p, err := informer.New(informer.Options{RESTConfig: restCfg, Logger: log})
+	p, err := informer.New(informer.Options{RESTConfig: restCfg, Logger: log, WatchFailureGrace: o.watchFailureGrace})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,26 +16,38 @@ import (
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "build/kubeconfig", "where to write the administrator kubeconfig")
-	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// A flag set of its own: controller-runtime (through envtest) registers
+	// --kubeconfig on flag.CommandLine in an init function, so defining it
+	// there again panics with "flag redefined: kubeconfig".
+	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", "build/kubeconfig", "where to write the administrator kubeconfig")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
 	env, err := testenv.Start()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, err)
+		return 1
 	}
 	defer func() { _ = env.Stop() }()
 	if err := env.WriteKubeconfig(*kubeconfig); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return
+		fmt.Fprintln(stderr, err)
+		return 1
 	}
-	fmt.Printf(`control plane running: kube-apiserver at %s
+	fmt.Fprintf(stdout, `control plane running: kube-apiserver at %s
 kubeconfig written to %s; use it with
   export KUBECONFIG=%s
   informer-host run --config config.yaml
 Ctrl-C stops the control plane.
 `, env.Config.Host, *kubeconfig, *kubeconfig)
 	<-ctx.Done()
-	fmt.Println("stopping the control plane")
+	fmt.Fprintln(stdout, "stopping the control plane")
+	return 0
 }

@@ -13,6 +13,13 @@
 //
 //	func TestX(t *testing.T) { ns := env.Namespace(t); ... }
 //
-// It also has WatchProxy, a loopback proxy in front of the apiserver that a
-// test can use to cut watches and force a relist.
+// Run records the processes of its control plane as this test binary's
+// (reap.go); if the binary dies without stopping them, the next Start kills
+// them. Nothing else is ever killed: not a control plane `make cluster`
+// runs, even in the background.
+//
+// It also has OutageProxy, a TCP proxy that takes the apiserver away
+// (killed, or behind a partition) and brings it back, and WatchProxy, a
+// loopback proxy in front of the apiserver that a test can use to cut
+// watches and force a relist.
 package testenv

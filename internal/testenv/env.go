@@ -30,13 +30,9 @@ const (
 func AssetsDir() (string, error) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
-		cache := os.Getenv("INFORMER_HOST_CACHE")
-		if cache == "" {
-			base, err := os.UserCacheDir()
-			if err != nil {
-				return "", fmt.Errorf("testenv: no cache directory: %w", err)
-			}
-			cache = filepath.Join(base, "informer-host")
+		cache, err := cacheDir()
+		if err != nil {
+			return "", err
 		}
 		dir = filepath.Join(cache, "controlplane", "k8s-"+KubernetesVersion+"-etcd-"+EtcdVersion)
 	}
@@ -55,6 +51,18 @@ func AssetsDir() (string, error) {
 	return dir, nil
 }
 
+// cacheDir is informer-host's cache directory, as the Makefile computes it.
+func cacheDir() (string, error) {
+	if cache := os.Getenv("INFORMER_HOST_CACHE"); cache != "" {
+		return cache, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("testenv: no cache directory: %w", err)
+	}
+	return filepath.Join(base, "informer-host"), nil
+}
+
 // Env is a running control plane.
 type Env struct {
 	Environment *envtest.Environment
@@ -62,15 +70,25 @@ type Env struct {
 	Config *rest.Config
 	Client kubernetes.Interface
 	seq    atomic.Int64
+	// record is the file naming this control plane's processes as a test
+	// run's (reap.go), removed by Stop; "" when not recorded.
+	record string
 }
 
-// Start starts kube-apiserver and etcd on loopback ports.
-func Start() (*Env, error) {
+// Start starts kube-apiserver and etcd on loopback ports, for a command
+// (`make cluster`, `make demo`, the benchmarks). Unlike Run's, this control
+// plane is not recorded as a test run's, so no later test run reaps it.
+func Start() (*Env, error) { return start(false) }
+
+func start(owned bool) (*Env, error) {
 	dir, err := AssetsDir()
 	if err != nil {
 		return nil, err
 	}
-	reapOrphans(dir)
+	runs, err := runDir()
+	if err == nil {
+		reapOrphans(runs, dir)
+	}
 	te := &envtest.Environment{
 		BinaryAssetsDirectory:    dir,
 		ControlPlaneStartTimeout: 2 * time.Minute,
@@ -85,23 +103,40 @@ func Start() (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("testenv: start control plane from %s: %w", dir, err)
 	}
+	e := &Env{Environment: te, Config: cfg}
+	if owned && runs != "" {
+		if e.record, err = record(runs, dir); err != nil {
+			// The tests can run; only a crash would leave the control
+			// plane behind for a person to kill.
+			fmt.Fprintf(os.Stderr, "testenv: cannot record the control plane's processes in %s, "+
+				"so if this test binary crashes they are left running: %v\n", runs, err)
+		}
+	}
 	cfg.QPS, cfg.Burst = 200, 400
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		_ = te.Stop()
+	if e.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+		_ = e.Stop()
 		return nil, err
 	}
-	return &Env{Environment: te, Config: cfg, Client: cs}, nil
+	return e, nil
 }
 
 // Stop stops the control plane and removes its data.
-func (e *Env) Stop() error { return e.Environment.Stop() }
+func (e *Env) Stop() error {
+	err := e.Environment.Stop()
+	if e.record != "" && err == nil {
+		_ = os.Remove(e.record)
+	}
+	return err
+}
 
 // Run is TestMain's body: it starts the control plane into *env, runs the
 // tests and stops it. A missing binary fails the package with the message
 // saying how to build it; it never skips.
+//
+// Its control plane is recorded as this test binary's: if the binary dies
+// without stopping it, the next Start anywhere kills it.
 func Run(m *testing.M, env **Env) int {
-	e, err := Start()
+	e, err := start(true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1

@@ -1,0 +1,329 @@
+package hack
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/informer-host/informer-host/internal/testenv"
+)
+
+// The commands README shows, run as a person runs them: built binaries,
+// child processes, each far enough to prove it starts and does its job,
+// then stopped as README says (Ctrl-C, SIGTERM) and checked to leave no
+// process behind. `make test` itself is the rest of this suite.
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binary builds the repository's commands once per test binary, as
+// `make build`, `make cluster` and `make demo` do, and returns the path of
+// one.
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "informer-host-commands-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/informer-host", "./hack/cluster", "./hack/demo")
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, name)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// process is a command running in the background with its output collected.
+type process struct {
+	cmd  *exec.Cmd
+	out  testenv.LogBuffer // stdout and stderr together
+	done chan struct{}
+	err  error // valid after done
+}
+
+// start runs bin in dir, with env added to the test's environment.
+func start(t *testing.T, dir string, env []string, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Dir = dir
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// waitFor waits until the output matches re and returns the submatches. A
+// process that exits first fails the test with its output.
+func (p *process) waitFor(t *testing.T, what string, re *regexp.Regexp) []string {
+	t.Helper()
+	var m []string
+	testenv.Eventually(t, what, func() bool {
+		if m = re.FindStringSubmatch(p.out.String()); m != nil {
+			return true
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited (%v) before %s:\n%s", filepath.Base(p.cmd.Path), p.err, what, p.out.String())
+		default:
+		}
+		return false
+	})
+	return m
+}
+
+// stop sends sig, waits for the exit and fails unless it is a clean one.
+func (p *process) stop(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	if p.err != nil {
+		t.Errorf("%s after %v: %v\n%s", filepath.Base(p.cmd.Path), sig, p.err, p.out.String())
+	}
+}
+
+// descendants lists every process below pid. Each thread has its own
+// children file, and Go starts processes from whichever thread runs.
+func descendants(pid int) []int {
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var out []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, field := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(field); err == nil {
+				out = append(out, c)
+				out = append(out, descendants(c)...)
+			}
+		}
+	}
+	return out
+}
+
+// leavesNothingBehind waits until every process in pids has exited.
+func leavesNothingBehind(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		testenv.Eventually(t, fmt.Sprintf("process %d to exit", pid), func() bool {
+			return syscall.Kill(pid, 0) != nil
+		})
+	}
+}
+
+func get(url string) (int, string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+var servingRE = regexp.MustCompile(`msg="serving [^"]*" address=(\S+)`)
+
+// bin/informer-host version and validate, as README shows them, with the
+// shipped config.yaml.
+func TestInformerHostCommands(t *testing.T) {
+	ih := binary(t, "informer-host")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"version"}, "informer-host "},
+		{[]string{"validate", "--config", "config.yaml"}, "config.yaml: ok"},
+		{[]string{"run", "-h"}, "-drain-timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := exec.Command(ih, tc.args...)
+			cmd.Dir = ".."
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("output lacks %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+// makeRuns checks that `make target` still runs want, the command the
+// test runs in its stead (with paths of its own), so the two cannot drift.
+func makeRuns(t *testing.T, target, want string) {
+	t.Helper()
+	cmd := exec.Command("make", "-n", target)
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n %s: %v\n%s", target, err, out)
+	}
+	if !strings.Contains(string(out), "\n"+want+"\n") {
+		t.Fatalf("make %s no longer runs %q; update this test:\n%s", target, want, out)
+	}
+}
+
+// make cluster: bin/cluster starts a control plane, writes a kubeconfig
+// that reaches it, and bin/informer-host run with that kubeconfig becomes
+// ready against it (README's "use it with" lines). Ctrl-C stops the host
+// and then the control plane, leaving no process behind.
+func TestMakeCluster(t *testing.T) {
+	if _, err := testenv.AssetsDir(); err != nil {
+		t.Fatal(err)
+	}
+	makeRuns(t, "cluster", "bin/cluster --kubeconfig build/kubeconfig")
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "build", "kubeconfig")
+	cluster := start(t, dir, nil, binary(t, "cluster"), "--kubeconfig", kubeconfig)
+	cluster.waitFor(t, "the kubeconfig to be written", regexp.MustCompile(`kubeconfig written to `+regexp.QuoteMeta(kubeconfig)))
+	controlPlane := descendants(cluster.cmd.Process.Pid)
+	if len(controlPlane) < 2 {
+		t.Errorf("the cluster command runs %d processes (%v), want etcd and kube-apiserver", len(controlPlane), controlPlane)
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Discovery().ServerVersion(); err != nil {
+		t.Fatalf("the apiserver through the written kubeconfig: %v", err)
+	}
+
+	plugins := filepath.Join(dir, "plugins")
+	if err := os.Mkdir(plugins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(config, []byte(`apiVersion: informer-host/v1
+resources:
+  - {name: configmaps, version: v1, resource: configmaps, namespaces: [default]}
+plugins: {directory: plugins}
+server: {address: "127.0.0.1:0"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host := start(t, dir, []string{"KUBECONFIG=" + kubeconfig}, binary(t, "informer-host"), "run", "--config", config)
+	addr := host.waitFor(t, "the host to serve", servingRE)[1]
+	testenv.Eventually(t, "/readyz to answer 200", func() bool {
+		code, _, err := get("http://" + addr + "/readyz")
+		return err == nil && code == http.StatusOK
+	})
+	host.stop(t, syscall.SIGTERM)
+
+	cluster.stop(t, os.Interrupt)
+	if !strings.Contains(cluster.out.String(), "stopping the control plane") {
+		t.Errorf("cluster output:\n%s", cluster.out.String())
+	}
+	leavesNothingBehind(t, controlPlane)
+}
+
+// make demo: bin/demo starts a control plane and the host with the
+// shipped config.yaml and example plugins, and the plugins report the
+// churn. Ctrl-C stops everything. The config differs from the shipped one
+// only where a test must: the server on a free loopback port, the plugin
+// directory absolute.
+func TestMakeDemo(t *testing.T) {
+	if _, err := testenv.AssetsDir(); err != nil {
+		t.Fatal(err)
+	}
+	makeRuns(t, "demo", "bin/demo --host bin/informer-host --config config.yaml")
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := filepath.Join(repo, "build", "plugins")
+	for _, p := range []string{"pod-logger.wasm", "pod-phases.wasm", "counter-c.wasm", "minimal-wat.wasm"} {
+		if _, err := os.Stat(filepath.Join(built, p)); err != nil {
+			t.Fatalf("the example plugins are not built (run `make plugins`): %v", err)
+		}
+	}
+	shipped, err := os.ReadFile(filepath.Join(repo, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(shipped)
+	for old, repl := range map[string]string{
+		`address: ":9090"`:         `address: "127.0.0.1:0"`,
+		`directory: build/plugins`: `directory: ` + built,
+	} {
+		if !strings.Contains(cfg, old) {
+			t.Fatalf("config.yaml no longer has %q; update this test", old)
+		}
+		cfg = strings.Replace(cfg, old, repl, 1)
+	}
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	demo := start(t, dir, nil, binary(t, "demo"), "--host", binary(t, "informer-host"), "--config", config, "--period", "200ms")
+	demo.waitFor(t, "the demo to create a pod", regexp.MustCompile(`demo \| created pod demo/demo-1`))
+	for _, plugin := range []string{"pod-logger.wasm", "pod-phases.wasm", "counter-c.wasm"} {
+		demo.waitFor(t, plugin+" to report", regexp.MustCompile(`plugin=`+regexp.QuoteMeta(plugin)))
+	}
+	addr := demo.waitFor(t, "the host to serve", servingRE)[1]
+	code, body, err := get("http://" + addr + "/debug/plugins")
+	if err != nil || code != http.StatusOK || !strings.Contains(body, "minimal-wat.wasm") {
+		t.Errorf("/debug/plugins: %d %q %v", code, body, err)
+	}
+	all := descendants(demo.cmd.Process.Pid)
+	if len(all) < 3 {
+		t.Errorf("the demo runs %d processes (%v), want etcd, kube-apiserver and informer-host", len(all), all)
+	}
+	demo.stop(t, os.Interrupt)
+	leavesNothingBehind(t, all)
+	var ee *exec.ExitError
+	if errors.As(demo.err, &ee) {
+		t.Errorf("demo exit: %v", ee)
+	}
+}
