@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -180,13 +181,13 @@ func TestInstrumentRefusesUnknownCode(t *testing.T) {
 		"typed ref":     {0x00, 0xd0, 0x63, 0x0b},
 		"negative type": {0x00, 0x02, 0x7a, 0x0b},
 	} {
-		if _, err := loopEnds(body, nil); err == nil {
+		if _, err := scanBody(body, nil); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	at, err := loopEnds([]byte{0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b}, nil)
-	if err != nil || len(at) != 1 || at[0] != 3 {
-		t.Errorf("loop: %v %v", at, err)
+	at, err := scanBody([]byte{0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b}, nil)
+	if want := []edit{{1, 1, editTick}, {3, 3, editTick}}; err != nil || !slices.Equal(at, want) {
+		t.Errorf("loop: %v %v, want %v", at, err, want)
 	}
 }
 
@@ -256,5 +257,159 @@ func TestInjectedChecksBoundInstantiation(t *testing.T) {
 	_, err := m.Instantiate(ctx, InstanceOptions{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Instantiate with a cancelled context: %v, want the context's error", err)
+	}
+}
+
+// wasmHeader starts a module: ABI marker, memory, and the ih_handle of
+// each guest below.
+const wasmHeader = `
+  (func (export "informer_host_abi_v1"))`
+
+// unboundedGuests run for ever, each in a way a check after `loop` alone
+// does not stop: recursion without a loop, and iterations whose one
+// instruction or host call does a lot. Counting guests add one to the
+// i32 at address 0 per iteration.
+var unboundedGuests = []struct {
+	name   string
+	counts bool
+	wat    string
+}{
+	{"binary recursion", false, `(module (memory (export "memory") 1)` + wasmHeader + `
+  (func $f (param $n i32)
+    (if (local.get $n) (then
+      (call $f (i32.sub (local.get $n) (i32.const 1)))
+      (call $f (i32.sub (local.get $n) (i32.const 1))))))
+  (func (export "ih_handle") (param i32) (result i32) (call $f (i32.const 60)) (i32.const 0)))`},
+	{"mutual recursion through call_indirect", false, `(module (memory (export "memory") 1)` + wasmHeader + `
+  (type $t (func (param i32)))
+  (table 2 funcref)
+  (elem (i32.const 0) $a $b)
+  (func $a (param $n i32)
+    (if (local.get $n) (then
+      (call_indirect (type $t) (i32.sub (local.get $n) (i32.const 1)) (i32.const 1))
+      (call_indirect (type $t) (i32.sub (local.get $n) (i32.const 1)) (i32.const 1)))))
+  (func $b (param $n i32) (call_indirect (type $t) (local.get $n) (i32.const 0)))
+  (func (export "ih_handle") (param i32) (result i32) (call $a (i32.const 60)) (i32.const 0)))`},
+	{"memory.fill of 64 MiB per iteration", true, `(module (memory (export "memory") 1025)` + wasmHeader + `
+  (func (export "ih_handle") (param i32) (result i32)
+    (loop $l
+      (memory.fill (i32.const 64) (i32.const 7) (i32.const 0x4000000))
+      (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (i32.const 1)))
+      (br $l))
+    (i32.const 0)))`},
+	{"memory.copy of 32 MiB per iteration", true, `(module (memory (export "memory") 1025)` + wasmHeader + `
+  (func (export "ih_handle") (param i32) (result i32)
+    (loop $l
+      (memory.copy (i32.const 0x2000040) (i32.const 64) (i32.const 0x2000000))
+      (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (i32.const 1)))
+      (br $l))
+    (i32.const 0)))`},
+	{"random_get of 48 MiB per iteration", true, `(module
+  (import "wasi_snapshot_preview1" "random_get" (func $rg (param i32 i32) (result i32)))
+  (memory (export "memory") 769)` + wasmHeader + `
+  (func (export "ih_handle") (param i32) (result i32)
+    (loop $l
+      (drop (call $rg (i32.const 64) (i32.const 0x3000000)))
+      (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (i32.const 1)))
+      (br $l))
+    (i32.const 0)))`},
+	{"fd_write of 48 MiB per iteration", true, `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $w (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 769)
+  (data (i32.const 16) "\40\00\00\00\00\00\00\03")` + wasmHeader + `
+  (func (export "ih_handle") (param i32) (result i32)
+    (loop $l
+      (drop (call $w (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 8)))
+      (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (i32.const 1)))
+      (br $l))
+    (i32.const 0)))`},
+	{"loop", false, `(module (memory (export "memory") 1)` + wasmHeader + `
+  (func (export "ih_handle") (param i32) (result i32) (loop $l (br $l)) (i32.const 0)))`},
+}
+
+// collectWhile forces garbage collections from this goroutine until done
+// yields, and returns what it yielded. A guest that never leaves compiled
+// code for Go would hold a collection's stop-the-world for ever (and the
+// watchdog with it): runtime.GC returning is the proof that it does not.
+func collectWhile[T any](done <-chan T) T {
+	for {
+		select {
+		case v := <-done:
+			return v
+		default:
+			runtime.GC()
+		}
+	}
+}
+
+// Every guest that runs for ever is stopped at its deadline, and garbage
+// collections complete while it runs. A guest that counts its iterations
+// did fewer than the checkBudget-1 that run before a loop's checks alone
+// first look at the stop flag: how much an iteration does does not
+// stretch how long a call overruns.
+func TestChecksStopEveryUnboundedGuest(t *testing.T) {
+	e := newEngine(t, Options{})
+	for _, g := range unboundedGuests {
+		t.Run(g.name, func(t *testing.T) {
+			m, err := e.Load(context.Background(), "spin.wasm", assemble(t, g.wat), Limits{CallTimeout: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			if !m.c.injected {
+				t.Fatal("no injected checks")
+			}
+			i := instantiate(t, m, InstanceOptions{})
+			done := make(chan error, 1)
+			go func() {
+				_, err := i.Handle(context.Background(), addEvent(pod("ns", "p", "Running")))
+				done <- err
+			}()
+			err = collectWhile(done)
+			var f *Failure
+			if !errors.As(err, &f) || f.Kind != KindTimeout {
+				t.Fatalf("Handle: %v, want a timeout", err)
+			}
+			if g.counts {
+				n, _ := i.mod.Memory().ReadUint32Le(0)
+				if n >= checkBudget-1 {
+					t.Errorf("stopped after %d iterations, want fewer than %d", n, checkBudget-1)
+				}
+			}
+		})
+	}
+}
+
+// A start function that recurses for ever is stopped at the start timeout,
+// with a deadline (at Instantiate) and without one (at Load, which runs
+// start functions once under checks), while garbage collections complete.
+func TestChecksStopRecursiveStartFunction(t *testing.T) {
+	wasm := assemble(t, `(module (memory (export "memory") 1)`+wasmHeader+`
+  (func $f (param $n i32)
+    (if (local.get $n) (then
+      (call $f (i32.sub (local.get $n) (i32.const 1)))
+      (call $f (i32.sub (local.get $n) (i32.const 1))))))
+  (func $start (call $f (i32.const 60)))
+  (start $start)
+  (func (export "ih_handle") (param i32) (result i32) (i32.const 0)))`)
+	e := newEngine(t, Options{StartTimeout: 50 * time.Millisecond})
+	for _, timeout := range []time.Duration{time.Second, 0} {
+		done := make(chan error, 1)
+		go func() {
+			m, err := e.Load(context.Background(), "startrec.wasm", wasm, Limits{CallTimeout: timeout})
+			if err == nil {
+				defer m.Close(context.Background())
+				var i *Instance
+				if i, err = m.Instantiate(context.Background(), InstanceOptions{}); err == nil {
+					i.Close(context.Background())
+				}
+			}
+			done <- err
+		}()
+		err := collectWhile(done)
+		var f *Failure
+		if !errors.As(err, &f) || f.Kind != KindTimeout || f.Phase != "instantiate" {
+			t.Errorf("CallTimeout %v: %v, want a timeout of the start function", timeout, err)
+		}
 	}
 }

@@ -166,14 +166,25 @@ func truncateUTF8(b []byte, n int) []byte {
 // its newline until the end of the current call (flush).
 type lineWriter struct {
 	out    *output
+	st     *callState // nil in tests
 	level  slog.Level
 	stream string
 	buf    []byte
 }
 
+// Write takes p line by line. It ends the call (abortCall) once it is
+// being killed, looking every hostChunk bytes, so one fd_write over a
+// large buffer does not outlive its deadline.
 func (w *lineWriter) Write(p []byte) (int, error) {
 	n := len(p)
+	checked := len(p) + hostChunk
 	for len(p) > 0 {
+		if checked-len(p) >= hostChunk {
+			if w.st != nil && w.st.aborted() {
+				abortCall()
+			}
+			checked = len(p)
+		}
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			if room := abi.MaxLogLineLen - len(w.buf); len(p) > room {
