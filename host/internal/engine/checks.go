@@ -450,8 +450,8 @@ const (
 // u64(a) + u64(len) > memory.size << 16.
 func outOfBounds(b []byte, a byte) []byte {
 	b = append(b, 0x20, a, 0xad, 0x20, hLen, 0xad, 0x7c) // i64(a) + i64(len)
-	b = append(b, 0x3f, 0x00, 0xad, 0x42, 16, 0x86)     // i64(memory.size) << 16
-	return append(b, 0x56)                              // i64.gt_u
+	b = append(b, 0x3f, 0x00, 0xad, 0x42, 16, 0x86)      // i64(memory.size) << 16
+	return append(b, 0x56)                               // i64.gt_u
 }
 
 // fillHelper is memory.fill(dst, value, len) cut into bulkChunk pieces,
@@ -568,11 +568,11 @@ type edit struct {
 type editKind int
 
 const (
-	editTick       editKind = iota // insert tick (function entry, loop header)
-	editChargeBulk                 // insert chargeTop(bulkShift): memory.init
-	editChargeTable                // insert chargeTop(tableShift): table.init, copy, fill, grow
-	editFill                       // replace memory.fill with a call of the fill helper
-	editCopy                       // replace memory.copy with a call of the copy helper
+	editTick        editKind = iota // insert tick (function entry, loop header)
+	editChargeBulk                  // insert chargeTop(bulkShift): memory.init
+	editChargeTable                 // insert chargeTop(tableShift): table.init, copy, fill, grow
+	editFill                        // replace memory.fill with a call of the fill helper
+	editCopy                        // replace memory.copy with a call of the copy helper
 )
 
 // instrumentCode rewrites a code section: a tick at every function entry

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -410,6 +411,65 @@ func TestChecksStopRecursiveStartFunction(t *testing.T) {
 		var f *Failure
 		if !errors.As(err, &f) || f.Kind != KindTimeout || f.Phase != "instantiate" {
 			t.Errorf("CallTimeout %v: %v, want a timeout of the start function", timeout, err)
+		}
+	}
+}
+
+// The helpers that cut memory.fill and memory.copy into pieces do what
+// the instructions do: overlapping copies both ways, sizes that are not a
+// multiple of the piece, and an access out of bounds traps without
+// writing anything. Memory after each call is compared byte for byte
+// with the same module run without checks.
+func TestInstrumentBulkHelpersKeepSemantics(t *testing.T) {
+	wasm := assemble(t, `(module (memory (export "memory") 40)`+wasmHeader+`
+  (func (export "ih_handle") (param $mode i32) (result i32)
+    (local $i i32)
+    (loop $l
+      (i32.store (local.get $i) (i32.mul (local.get $i) (i32.const 2654435761)))
+      (local.set $i (i32.add (local.get $i) (i32.const 4)))
+      (br_if $l (i32.lt_u (local.get $i) (i32.const 0x280000))))
+    (if (i32.eq (local.get $mode) (i32.const 1)) (then
+      (memory.copy (i32.const 100003) (i32.const 3) (i32.const 1000001))
+      (memory.copy (i32.const 5) (i32.const 70001) (i32.const 900007))
+      (memory.copy (i32.const 1200000) (i32.const 1200000) (i32.const 300000))
+      (memory.fill (i32.const 1500001) (i32.const 0xab) (i32.const 300017))
+      (memory.fill (i32.const 2000000) (i32.const 0xcd) (i32.const 65536))))
+    (if (i32.eq (local.get $mode) (i32.const 2)) (then
+      (memory.fill (i32.const 0x260000) (i32.const 1) (i32.const 0x30000))))
+    (if (i32.eq (local.get $mode) (i32.const 3)) (then
+      (memory.copy (i32.const 0x10) (i32.const 0x260000) (i32.const 0x30000))))
+    (if (i32.eq (local.get $mode) (i32.const 4)) (then
+      (memory.copy (i32.const 0x260000) (i32.const 0x10) (i32.const 0x30000))))
+    (i32.const 0)))`)
+	e := newEngine(t, Options{})
+	memories := map[bool][][]byte{}
+	for _, checked := range []bool{false, true} {
+		lim := Limits{}
+		if checked {
+			lim.CallTimeout = generous
+		}
+		m, err := e.Load(context.Background(), "bulk.wasm", wasm, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(context.Background())
+		if m.c.injected != checked {
+			t.Fatalf("checked=%v: injected=%v", checked, m.c.injected)
+		}
+		for mode := uint64(1); mode <= 4; mode++ {
+			i := instantiate(t, m, InstanceOptions{})
+			i.stack[0] = mode
+			err := i.call(i.handle)
+			if trap := mode > 1; (err != nil) != trap {
+				t.Errorf("checked=%v, mode %d: %v, want a trap: %v", checked, mode, err, trap)
+			}
+			b, _ := i.mod.Memory().Read(0, i.mod.Memory().Size())
+			memories[checked] = append(memories[checked], bytes.Clone(b))
+		}
+	}
+	for k := range memories[false] {
+		if !bytes.Equal(memories[false][k], memories[true][k]) {
+			t.Errorf("mode %d: memory differs with injected checks", k+1)
 		}
 	}
 }

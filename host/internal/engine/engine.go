@@ -125,7 +125,7 @@ type compiled struct {
 	// stopName and startName are the exports of the injected flag and
 	// start function (rewritten).
 	stopName, startName string
-	refs     int // guarded by Engine.mu
+	refs                int // guarded by Engine.mu
 }
 
 // problemsError carries ABI problems until Load names the plugin.
