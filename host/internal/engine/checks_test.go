@@ -191,7 +191,7 @@ func TestInstrumentRefusesUnknownCode(t *testing.T) {
 	}
 }
 
-func assemble(t *testing.T, src string) []byte {
+func assemble(t testing.TB, src string) []byte {
 	t.Helper()
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")

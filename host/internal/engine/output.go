@@ -178,6 +178,9 @@ type lineWriter struct {
 func (w *lineWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	checked := len(p) + hostChunk
+	// Once p is known to hold no newline it is not searched again: cutting
+	// a long line into MaxLogLineLen pieces stays linear.
+	noNewline := false
 	for len(p) > 0 {
 		if checked-len(p) >= hostChunk {
 			if w.st != nil && w.st.aborted() {
@@ -185,7 +188,11 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			}
 			checked = len(p)
 		}
-		i := bytes.IndexByte(p, '\n')
+		i := -1
+		if !noNewline {
+			i = bytes.IndexByte(p, '\n')
+			noNewline = i < 0
+		}
 		if i < 0 {
 			if room := abi.MaxLogLineLen - len(w.buf); len(p) > room {
 				w.buf = append(w.buf, p[:room]...)
