@@ -14,11 +14,15 @@ import (
 // call to a check at every loop header, and starts a goroutine per call to
 // watch the call's context. Both cost: the goroutine about 0.8 µs and three
 // allocations per call, paid by every event of every plugin, and the checks
-// make loops up to 24 times slower (a Go plugin's JSON decode 4 times).
+// make loops up to 24 times slower. And loop headers are not enough:
+// recursion without a loop (f calling itself twice, 2^60 calls on a
+// shallow stack) and one bulk instruction over gigabytes run without ever
+// reaching one.
 //
-// instrument rewrites the module so that it checks for itself, cheaply.
-// It adds two mutable i32 globals, $stop (exported as stopExport, 0) and
-// $budget (checkBudget), and after every `loop` instruction:
+// rewrite changes the module so that it checks for itself, cheaply,
+// everywhere guest code can run long. It adds three mutable i32 globals,
+// $stop (exported, 0), $budget (checkBudget) and $tmp, and a tick at every
+// function entry and after every `loop` instruction:
 //
 //	$budget -= 1
 //	if $budget == 0 {
@@ -27,37 +31,53 @@ import (
 //	    if $stop { unreachable }
 //	}
 //
-// The fast path is a load, a subtraction, a store and a branch per loop
-// iteration, where wazero's check leaves the compiled code for Go on
-// every iteration. Every checkBudget iterations the guest exits to Go:
-// memory.grow is implemented by a call into Go (a zero delta changes
-// nothing), and Go code is where the Go runtime can preempt a goroutine.
-// That exit is essential: compiled wasm cannot be preempted, so a guest
-// looping without it would hold its thread through a garbage collector's
-// stop-the-world, which would then wait for it, with every other
-// goroutine (the watchdog that would stop it included), until it returns.
+// Bulk instructions are charged by size instead of 1: memory.init one unit
+// per 64 bytes, table.init/copy/fill/grow one per 8 elements (the size is
+// on top of the stack; $tmp keeps it while the charge is computed), and a
+// charge that takes the budget to zero or below runs the same slow path.
+// memory.fill and memory.copy, the two that can cover all of a 4 GiB
+// memory in one instruction, are replaced by calls of two added functions
+// that do the same in 64 KiB pieces, each charged before it runs (copying
+// back to front when the destination is above the source, as memmove
+// does, and doing a range out of bounds in one piece, so it traps before
+// writing anything, as the instruction does). memory.init's source is a
+// data segment of the module, so its length is bounded by the module's.
 //
-// A start section is removed and its function exported as startExport,
-// for the engine to call after instantiation, under the start timeout (the
-// section would run inside InstantiateModule, before the engine can reach
-// the globals).
+// The fast path is a load, a subtraction, a store and a branch, where
+// wazero's check leaves the compiled code for Go on every iteration. Every
+// checkBudget units the guest exits to Go: memory.grow is implemented by a
+// call into Go (a zero delta changes nothing), and Go code is where the Go
+// runtime can preempt a goroutine. That exit is essential: compiled wasm
+// cannot be preempted, so a guest running without it would hold its
+// thread through a garbage collector's stop-the-world, which would then
+// wait for it, with every other goroutine (the watchdog that would stop it
+// included), until it returns. Host calls are Go code and can be
+// preempted; WASI calls that take a size (random_get, fd_write) end the
+// call themselves once it is killed (instance.go, output.go).
 //
-// Such a module runs in a runtime without WithCloseOnContextDone, so a call
-// costs what a call without deadline costs. To stop a call, the watchdog
-// sets $stop to 1 (MutableGlobal.Set writes the instance's global slot,
-// which the compiled code reads); the guest traps within checkBudget loop
-// iterations and the call returns. Straight-line code cannot run for long,
-// and recursion ends in a stack overflow, so loops are the only place a
-// check is needed, the same places wazero checks.
+// A start section is removed and its function exported, for the engine to
+// call after instantiation, under the start timeout (the section would run
+// inside InstantiateModule, before the engine can reach the globals).
 //
-// Only the code section's instructions are decoded, to find the loops.
-// Anything the decoder does not know (an opcode of a proposal wazero does
-// not run either, such as threads or GC, or a malformed body) makes
-// instrument fail, and the engine falls back to wazero's checks; so does a
-// rewritten module that wazero refuses to compile. Custom sections holding
-// DWARF (".debug_*") are dropped, because the code offsets they record
-// move; the name section, which stack traces use, is kept (function
-// indexes do not change).
+// To stop a call, the watchdog sets $stop to 1 (api.MutableGlobal.Set,
+// from its own goroutine: abi/RATIONALE.md, Deadlines, shows in wazero's
+// code why that write reaches the running guest); the guest traps at its
+// next exit to Go and the call returns.
+//
+// Everything added goes at the end of its index space (globals, types,
+// functions, exports), so no index of the module changes; but an invalid
+// module whose indexes run past its own would address what was added.
+// The engine therefore validates the original with wazero first
+// (Engine.validateOriginal) and refuses what wazero refuses.
+//
+// Only the code section's instructions are decoded. Anything the decoder
+// does not know (an opcode of a proposal wazero does not run either, such
+// as threads or GC, or a malformed body) makes rewrite fail, and the
+// module is refused: there is no fallback to wazero's checks, which stop
+// neither recursion nor bulk instructions. Custom sections holding DWARF
+// (".debug_*") are dropped, because the code offsets they record move;
+// the name section, which stack traces use, is kept (function indexes do
+// not change).
 
 const (
 	stopExport  = "informer_host.stop"

@@ -224,9 +224,13 @@ func (c *instanceCtx) Value(k any) any {
 }
 
 // kill makes the running call fail with a deadline error. Idempotent.
-// With wazero's checks, closing done makes wazero close the module; with
-// injected checks, setting the flag makes the guest trap at its next loop
-// header. Either way a guest sleeping in poll_oneoff wakes (done).
+// With injected checks, setting the flag makes the guest trap at its next
+// exit to Go (within checkBudget units of work); with wazero's, closing
+// done makes wazero close the module. Either way a guest sleeping in
+// poll_oneoff, or in a WASI call over a large buffer, ends the call
+// (done, callState.abort). Called from the watchdog's goroutine or the
+// start timer's while the guest runs on another: see abi/RATIONALE.md,
+// Deadlines, for why the flag's Set is safe there.
 func (c *instanceCtx) kill() {
 	if c.done != nil && c.killed.CompareAndSwap(false, true) {
 		close(c.done)
@@ -458,8 +462,8 @@ func (i *Instance) callInit(ctx context.Context, fn api.Function) (err error) {
 }
 
 // sleep implements WASI's nanosleep (poll_oneoff on a clock) for the guest:
-// a real sleep that ends early when the running call is killed, so a
-// plugin sleeping past its deadline does not hold the host goroutine.
+// a real sleep that ends the call when it is killed, so a plugin sleeping
+// past its deadline does not hold the host goroutine.
 func (i *Instance) sleep(ns int64) {
 	if ns <= 0 {
 		return
