@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -529,5 +531,28 @@ func TestInstrumentNeverValidatesInvalidModules(t *testing.T) {
 				t.Errorf("with a deadline:\n%s\nwithout:\n%s", msgs[0], msgs[1])
 			}
 		})
+	}
+}
+
+// With a CacheDir, modules wazero validated are recorded there (and not
+// validated again by the next engine); a module it refused is not.
+func TestValidationRecordedInCacheDir(t *testing.T) {
+	dir := t.TempDir()
+	e := newEngine(t, Options{CacheDir: dir})
+	good, bad := fixture(t, "loop"), craftedModule([]byte{0x00, 0x41, 0x00, 0x0b}, []byte{0x60, 1, 0x7f, 0}, 1)
+	m, err := e.Load(context.Background(), "loop.wasm", good, Limits{CallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close(context.Background())
+	if _, err := e.Load(context.Background(), "bad.wasm", bad, Limits{CallTimeout: time.Second}); err == nil {
+		t.Fatal("loaded an invalid module")
+	}
+	for wasm, want := range map[*[]byte]bool{&good: true, &bad: false} {
+		sum := sha256.Sum256(*wasm)
+		_, err := os.Stat(filepath.Join(e.validDir, hex.EncodeToString(sum[:])))
+		if recorded := err == nil; recorded != want {
+			t.Errorf("recorded %v, want %v", recorded, want)
+		}
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,9 +66,12 @@ type Engine struct {
 	logger       *slog.Logger
 	cache        wazero.CompilationCache
 	startTimeout time.Duration
-	wasiSigs     map[string]abi.Signature // read-only after New
-	wd           *watchdog
-	epoch        time.Time // origin of the monotonic clock instances use for deadlines
+	// validDir records modules wazero validated, across restarts (a
+	// directory in Options.CacheDir; "" without one). See validateOriginal.
+	validDir string
+	wasiSigs map[string]abi.Signature // read-only after New
+	wd       *watchdog
+	epoch    time.Time // origin of the monotonic clock instances use for deadlines
 
 	// mode selects how call deadlines are enforced; tests and benchmarks
 	// switch it to measure the alternatives. Set before any Instantiate.
@@ -157,6 +163,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("compilation cache %s: %w", opts.CacheDir, err)
 		}
 		e.cache = c
+		e.validDir = filepath.Join(opts.CacheDir, "informer-host-validated-"+wazeroVersion())
 	} else {
 		e.cache = wazero.NewCompilationCache()
 	}
@@ -398,7 +405,7 @@ func (e *Engine) compile(ctx context.Context, name string, c *compiled, wasm []b
 func (e *Engine) compileInjected(ctx context.Context, name string, c *compiled, wasm []byte) error {
 	start := time.Now()
 	valid := make(chan error, 1)
-	go func() { valid <- e.validateOriginal(ctx, wasm) }()
+	go func() { valid <- e.validateOriginal(ctx, c.key.sum, wasm) }()
 	rw, err := rewrite(wasm)
 	injected := time.Since(start)
 	var cls *class
@@ -438,12 +445,25 @@ func (e *Engine) compileInjected(ctx context.Context, name string, c *compiled, 
 // (pod-logger, 2.9 MB: about 110 ms against 1.1 s) and its result is
 // discarded. The memory limit is checked by the real compilation, whose
 // memory section is the original's.
-func (e *Engine) validateOriginal(ctx context.Context, wasm []byte) (err error) {
+//
+// With a CacheDir, a module that passed is recorded there by its sha256,
+// and not validated again: a load from the warm cache would otherwise
+// take twice as long. The directory is as trusted as the compiled machine
+// code next to it, which the host runs; it is named after wazero's
+// version, whose validator decided.
+func (e *Engine) validateOriginal(ctx context.Context, sum [sha256.Size]byte, wasm []byte) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("internal error: %v", r)
 		}
 	}()
+	var mark string
+	if e.validDir != "" {
+		mark = filepath.Join(e.validDir, hex.EncodeToString(sum[:]))
+		if _, err := os.Stat(mark); err == nil {
+			return nil
+		}
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -458,7 +478,30 @@ func (e *Engine) validateOriginal(ctx context.Context, wasm []byte) (err error) 
 	if err != nil {
 		return err
 	}
+	if mark != "" {
+		// Best effort: without the record the next load validates again.
+		if os.MkdirAll(e.validDir, 0o755) == nil {
+			_ = os.WriteFile(mark, nil, 0o644)
+		}
+	}
 	return cm.Close(ctx)
+}
+
+// wazeroVersion is the version of wazero the host is built with, found as
+// wazero finds it for its own compilation cache (internal/version): in the
+// build information, which test binaries lack.
+func wazeroVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tetratelabs/wazero" {
+				if d.Replace != nil {
+					d = d.Replace
+				}
+				return d.Version
+			}
+		}
+	}
+	return "unknown"
 }
 
 // probe runs the start functions of a module that will run without
