@@ -324,6 +324,9 @@ func rewrite(wasm []byte) (*rewritten, error) {
 		if rank > sectionRank(7) {
 			missing(7, appendVec(nil, nExports, newExports))
 		}
+		if rank > sectionRank(10) && mc.definedFuncs == 0 {
+			missing(10, appendVec(nil, 2, codeHelpers))
+		}
 		switch s.id {
 		case 0:
 			sr := &reader{b: s.body}
@@ -357,13 +360,11 @@ func rewrite(wasm []byte) (*rewritten, error) {
 	missing(3, appendVec(nil, 2, helperFuncs))
 	missing(6, appendVec(nil, 3, newGlobals))
 	missing(7, appendVec(nil, nExports, newExports))
-	// The code section comes after every section above except data and
-	// custom ones; a module without code has no data referring to it.
 	if !done[10] {
 		if mc.definedFuncs != 0 {
 			return fail("functions without a code section")
 		}
-		return fail("no code")
+		missing(10, appendVec(nil, 2, codeHelpers))
 	}
 	rw.wasm = out
 	return rw, nil

@@ -556,3 +556,24 @@ func TestValidationRecordedInCacheDir(t *testing.T) {
 		}
 	}
 }
+
+// Modules without functions of their own (with data or not) still take
+// the checks: the helpers get a code section of their own, in its place.
+func TestInstrumentModulesWithoutCode(t *testing.T) {
+	rt := wazero.NewRuntime(context.Background())
+	defer rt.Close(context.Background())
+	for _, src := range []string{
+		`(module (memory 1))`,
+		`(module (memory 1) (data (i32.const 0) "abc"))`,
+		`(module (import "m" "f" (func)) (memory 1) (data (i32.const 0) "abc"))`,
+	} {
+		out, _, err := instrument(assemble(t, src))
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		if _, err := rt.CompileModule(context.Background(), out); err != nil {
+			t.Errorf("%s: the rewritten module does not compile: %v", src, err)
+		}
+	}
+}
