@@ -173,11 +173,15 @@ type lineWriter struct {
 }
 
 // Write takes p line by line. It ends the call (abortCall) once it is
-// being killed, looking every hostChunk bytes, so one fd_write over a
-// large buffer does not outlive its deadline.
+// being killed, looking on entry (fd_write calls it once per iovec, and a
+// guest may pass millions of empty ones) and every hostChunk bytes, so
+// one fd_write over a large buffer does not outlive its deadline.
 func (w *lineWriter) Write(p []byte) (int, error) {
+	if w.st != nil && w.st.aborted() {
+		abortCall()
+	}
 	n := len(p)
-	checked := len(p) + hostChunk
+	checked := len(p)
 	// Once p is known to hold no newline it is not searched again: cutting
 	// a long line into MaxLogLineLen pieces stays linear.
 	noNewline := false
