@@ -168,6 +168,7 @@ type moduleCounts struct {
 	exports                         map[string]bool
 }
 
+// rewrite is instrument, returning the export names it chose as well.
 func rewrite(wasm []byte) (*rewritten, error) {
 	fail := func(format string, args ...any) (*rewritten, error) {
 		return nil, fmt.Errorf("%w: %s", errUninstrumentable, fmt.Sprintf(format, args...))
