@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -180,5 +182,65 @@ func BenchmarkInstantiate(b *testing.B) {
 			b.Fatal(err)
 		}
 		i.Close(context.Background())
+	}
+}
+
+// BenchmarkOverrun is how long a call that runs for ever outlives its
+// deadline (overrun-ms: the call's duration minus CallTimeout, the
+// watchdog's tick included), and the longest a garbage collection took
+// while it ran (gc-max-ms: a collection must stop the guest's goroutine,
+// which only happens when the guest exits to Go), for each of
+// unboundedGuests and for one memory.fill of 256 MiB per iteration. Run
+// with -benchtime=5x.
+func BenchmarkOverrun(b *testing.B) {
+	const timeout = 20 * time.Millisecond
+	guests := append(unboundedGuests[:len(unboundedGuests):len(unboundedGuests)], struct {
+		name   string
+		counts bool
+		wat    string
+	}{"memory.fill of 256 MiB per iteration", true, `(module (memory (export "memory") 4097)` + wasmHeader + `
+  (func (export "ih_handle") (param i32) (result i32)
+    (loop $l (memory.fill (i32.const 64) (i32.const 7) (i32.const 0x10000000)) (br $l))
+    (i32.const 0)))`})
+	for _, g := range guests {
+		b.Run(strings.ReplaceAll(g.name, " ", "_"), func(b *testing.B) {
+			e := newEngine(b, Options{})
+			m, err := e.Load(context.Background(), "spin.wasm", assemble(b, g.wat), Limits{CallTimeout: timeout})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			var overrun, gcMax time.Duration
+			for n := 0; n < b.N; n++ {
+				i, err := m.Instantiate(context.Background(), InstanceOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				done := make(chan time.Duration, 1)
+				go func() {
+					start := time.Now()
+					_, err := i.Handle(context.Background(), addEvent(pod("ns", "p", "Running")))
+					if err == nil {
+						b.Error("the call returned")
+					}
+					done <- time.Since(start)
+				}()
+			wait:
+				for {
+					select {
+					case d := <-done:
+						overrun += d - timeout
+						break wait
+					default:
+						start := time.Now()
+						runtime.GC()
+						gcMax = max(gcMax, time.Since(start))
+					}
+				}
+				i.Close(context.Background())
+			}
+			b.ReportMetric(float64(overrun)/float64(b.N)/1e6, "overrun-ms")
+			b.ReportMetric(float64(gcMax)/1e6, "gc-max-ms")
+		})
 	}
 }

@@ -1,12 +1,16 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,14 +126,10 @@ func TestInstrumentDecodesEverything(t *testing.T) {
 		}
 		results[wazeroChecks] = i.stack[0]
 		i.stack[0] = uint64(0xffffffff) // -1: spin through call_indirect
-		start := time.Now()
 		err = i.call(i.handle)
 		var f *Failure
 		if err == nil || !errors.As(i.failure(context.Background(), "ih_handle", err, true), &f) || f.Kind != KindTimeout {
 			t.Errorf("wazeroChecks=%v: spin: %v, want a timeout", wazeroChecks, err)
-		}
-		if d := time.Since(start); d > generous {
-			t.Errorf("spin stopped after %v", d)
 		}
 	}
 	if results[false] != results[true] || results[false] == 0 {
@@ -137,30 +137,33 @@ func TestInstrumentDecodesEverything(t *testing.T) {
 	}
 }
 
-// A module the rewriter cannot take (here: it already uses the flag's
-// export name) falls back to wazero's checks, and its deadline still holds.
-func TestInstrumentFallback(t *testing.T) {
+// A module that already exports the names the rewriter uses gets others,
+// and its deadline holds.
+func TestInstrumentTakenExportNames(t *testing.T) {
 	wasm := assemble(t, `
 (module
   (memory (export "memory") 1)
   (global (export "informer_host.stop") i32 (i32.const 0))
+  (func $start)
+  (start $start)
+  (func (export "informer_host.start"))
   (func (export "informer_host_abi_v1"))
   (func (export "ih_handle") (param i32) (result i32) (loop $l (br $l)) (i32.const 0)))`)
-	if _, _, err := instrument(wasm); !errors.Is(err, errUninstrumentable) {
-		t.Fatalf("instrument: %v", err)
+	rw, err := rewrite(wasm)
+	if err != nil {
+		t.Fatal(err)
 	}
-	logs := &logBuffer{}
-	e := newEngine(t, Options{Logger: newLogger(logs)})
+	if rw.stop == stopExport || rw.start == startExport || rw.start == "" {
+		t.Errorf("export names %q, %q", rw.stop, rw.start)
+	}
+	e := newEngine(t, Options{})
 	m, err := e.Load(context.Background(), "taken.wasm", wasm, Limits{CallTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close(context.Background())
-	if m.c.injected {
-		t.Fatal("injected checks into a module that exports the flag's name")
-	}
-	if !strings.Contains(logs.String(), "falling back to the runtime's termination checks") {
-		t.Errorf("no warning logged:\n%s", logs)
+	if !m.c.injected {
+		t.Fatal("no injected checks")
 	}
 	i := instantiate(t, m, InstanceOptions{})
 	_, err = i.Handle(context.Background(), addEvent(pod("ns", "p", "Running")))
@@ -180,17 +183,17 @@ func TestInstrumentRefusesUnknownCode(t *testing.T) {
 		"typed ref":     {0x00, 0xd0, 0x63, 0x0b},
 		"negative type": {0x00, 0x02, 0x7a, 0x0b},
 	} {
-		if _, err := loopEnds(body, nil); err == nil {
+		if _, err := scanBody(body, nil); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	at, err := loopEnds([]byte{0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b}, nil)
-	if err != nil || len(at) != 1 || at[0] != 3 {
-		t.Errorf("loop: %v %v", at, err)
+	at, err := scanBody([]byte{0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b}, nil)
+	if want := []edit{{1, 1, editTick}, {3, 3, editTick}}; err != nil || !slices.Equal(at, want) {
+		t.Errorf("loop: %v %v, want %v", at, err, want)
 	}
 }
 
-func assemble(t *testing.T, src string) []byte {
+func assemble(t testing.TB, src string) []byte {
 	t.Helper()
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")
@@ -208,40 +211,6 @@ func assemble(t *testing.T, src string) []byte {
 	return b
 }
 
-// A guest looping in compiled code cannot be preempted by the Go runtime,
-// so the injected checks leave it for Go now and then: a garbage
-// collection (which stops the world) completes while a plugin spins, and
-// the watchdog, which needs a thread of its own, still stops the plugin.
-func TestInjectedChecksLetTheRuntimeIn(t *testing.T) {
-	e := newEngine(t, Options{})
-	m := load(t, e, "loop", Limits{CallTimeout: 2 * time.Second})
-	if !m.c.injected {
-		t.Fatal("loop.wasm was not given injected checks")
-	}
-	i := instantiate(t, m, InstanceOptions{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := i.Handle(context.Background(), addEvent(pod("ns", "p", "Running")))
-		done <- err
-	}()
-	time.Sleep(100 * time.Millisecond) // let it spin
-	gc := make(chan struct{})
-	start := time.Now()
-	go func() { runtime.GC(); close(gc) }()
-	select {
-	case <-gc:
-	case <-time.After(generous):
-		t.Fatal("a garbage collection waited for a spinning plugin")
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("a garbage collection took %v while a plugin spun", d)
-	}
-	var f *Failure
-	if err := <-done; !errors.As(err, &f) || f.Kind != KindTimeout {
-		t.Errorf("Handle: %v, want a timeout", err)
-	}
-}
-
 // With injected checks, instantiation is bounded by the start timeout
 // and by the caller's context, as with wazero's checks.
 func TestInjectedChecksBoundInstantiation(t *testing.T) {
@@ -256,5 +225,364 @@ func TestInjectedChecksBoundInstantiation(t *testing.T) {
 	_, err := m.Instantiate(ctx, InstanceOptions{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Instantiate with a cancelled context: %v, want the context's error", err)
+	}
+}
+
+// wasmHeader starts a module: ABI marker, memory, and the ih_handle of
+// each guest below.
+const wasmHeader = `
+  (func (export "informer_host_abi_v1"))`
+
+// unboundedGuests run for ever, each in a way a check after `loop` alone
+// does not stop: recursion without a loop, and iterations whose one
+// instruction or host call does a lot. Counting guests add one to the
+// i32 at address 0 per iteration.
+var unboundedGuests = []struct {
+	name   string
+	counts bool
+	wat    string
+}{
+	{"binary recursion", false, `(module (memory (export "memory") 1)` + wasmHeader + `
+  (func $f (param $n i32)
+    (if (local.get $n) (then
+      (call $f (i32.sub (local.get $n) (i32.const 1)))
+      (call $f (i32.sub (local.get $n) (i32.const 1))))))
+  (func (export "ih_handle") (param i32) (result i32) (call $f (i32.const 60)) (i32.const 0)))`},
+	{"mutual recursion through call_indirect", false, `(module (memory (export "memory") 1)` + wasmHeader + `
+  (type $t (func (param i32)))
+  (table 2 funcref)
+  (elem (i32.const 0) $a $b)
+  (func $a (param $n i32)
+    (if (local.get $n) (then
+      (call_indirect (type $t) (i32.sub (local.get $n) (i32.const 1)) (i32.const 1))
+      (call_indirect (type $t) (i32.sub (local.get $n) (i32.const 1)) (i32.const 1)))))
+  (func $b (param $n i32) (call_indirect (type $t) (local.get $n) (i32.const 0)))
+  (func (export "ih_handle") (param i32) (result i32) (call $a (i32.const 60)) (i32.const 0)))`},
+	{"memory.fill of 64 MiB per iteration", true, `(module (memory (export "memory") 1025)` + wasmHeader + `
+  (func (export "ih_handle") (param i32) (result i32)
+    (loop $l
+      (memory.fill (i32.const 64) (i32.const 7) (i32.const 0x4000000))
+      (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (i32.const 1)))
+      (br $l))
+    (i32.const 0)))`},
+	{"memory.copy of 32 MiB per iteration", true, `(module (memory (export "memory") 1025)` + wasmHeader + `
+  (func (export "ih_handle") (param i32) (result i32)
+    (loop $l
+      (memory.copy (i32.const 0x2000040) (i32.const 64) (i32.const 0x2000000))
+      (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (i32.const 1)))
+      (br $l))
+    (i32.const 0)))`},
+	{"random_get of 48 MiB per iteration", true, `(module
+  (import "wasi_snapshot_preview1" "random_get" (func $rg (param i32 i32) (result i32)))
+  (memory (export "memory") 769)` + wasmHeader + `
+  (func (export "ih_handle") (param i32) (result i32)
+    (loop $l
+      (drop (call $rg (i32.const 64) (i32.const 0x3000000)))
+      (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (i32.const 1)))
+      (br $l))
+    (i32.const 0)))`},
+	{"fd_write of 48 MiB per iteration", true, `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $w (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 769)
+  (data (i32.const 16) "\40\00\00\00\00\00\00\03")` + wasmHeader + `
+  (func (export "ih_handle") (param i32) (result i32)
+    (loop $l
+      (drop (call $w (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 8)))
+      (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (i32.const 1)))
+      (br $l))
+    (i32.const 0)))`},
+	{"fd_write of 4M empty iovecs per iteration", true, `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $w (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 513)` + wasmHeader + `
+  (func (export "ih_handle") (param i32) (result i32)
+    (loop $l
+      (drop (call $w (i32.const 1) (i32.const 16) (i32.const 0x400000) (i32.const 8)))
+      (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (i32.const 1)))
+      (br $l))
+    (i32.const 0)))`},
+	{"loop", false, `(module (memory (export "memory") 1)` + wasmHeader + `
+  (func (export "ih_handle") (param i32) (result i32) (loop $l (br $l)) (i32.const 0)))`},
+}
+
+// collectWhile forces garbage collections from this goroutine until done
+// yields, and returns what it yielded. Compiled wasm cannot be preempted
+// by the Go runtime: a guest that never left it for Go would hold a
+// collection's stop-the-world for ever, and every other goroutine (the
+// watchdog that would stop it included) with it. runtime.GC returning is
+// the proof that it does leave.
+func collectWhile[T any](done <-chan T) T {
+	for {
+		select {
+		case v := <-done:
+			return v
+		default:
+			runtime.GC()
+		}
+	}
+}
+
+// Every guest that runs for ever is stopped at its deadline, and garbage
+// collections complete while it runs. A guest that counts its iterations
+// did fewer than half the checkBudget (about checkBudget of them run
+// before the budget of ticks alone first looks at the stop flag): how
+// much an iteration does does not stretch how long a call overruns.
+func TestChecksStopEveryUnboundedGuest(t *testing.T) {
+	e := newEngine(t, Options{})
+	for _, g := range unboundedGuests {
+		t.Run(g.name, func(t *testing.T) {
+			m, err := e.Load(context.Background(), "spin.wasm", assemble(t, g.wat), Limits{CallTimeout: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			if !m.c.injected {
+				t.Fatal("no injected checks")
+			}
+			i := instantiate(t, m, InstanceOptions{})
+			done := make(chan error, 1)
+			go func() {
+				_, err := i.Handle(context.Background(), addEvent(pod("ns", "p", "Running")))
+				done <- err
+			}()
+			err = collectWhile(done)
+			var f *Failure
+			if !errors.As(err, &f) || f.Kind != KindTimeout {
+				t.Fatalf("Handle: %v, want a timeout", err)
+			}
+			if g.counts {
+				n, _ := i.mod.Memory().ReadUint32Le(0)
+				if n >= checkBudget/2 {
+					t.Errorf("stopped after %d iterations, want fewer than %d", n, checkBudget/2)
+				}
+			}
+		})
+	}
+}
+
+// A start function that recurses for ever is stopped at the start timeout,
+// with a deadline (at Instantiate) and without one (at Load, which runs
+// start functions once under checks), while garbage collections complete.
+func TestChecksStopRecursiveStartFunction(t *testing.T) {
+	wasm := assemble(t, `(module (memory (export "memory") 1)`+wasmHeader+`
+  (func $f (param $n i32)
+    (if (local.get $n) (then
+      (call $f (i32.sub (local.get $n) (i32.const 1)))
+      (call $f (i32.sub (local.get $n) (i32.const 1))))))
+  (func $start (call $f (i32.const 60)))
+  (start $start)
+  (func (export "ih_handle") (param i32) (result i32) (i32.const 0)))`)
+	e := newEngine(t, Options{StartTimeout: 50 * time.Millisecond})
+	for _, timeout := range []time.Duration{time.Second, 0} {
+		done := make(chan error, 1)
+		go func() {
+			m, err := e.Load(context.Background(), "startrec.wasm", wasm, Limits{CallTimeout: timeout})
+			if err == nil {
+				defer m.Close(context.Background())
+				var i *Instance
+				if i, err = m.Instantiate(context.Background(), InstanceOptions{}); err == nil {
+					i.Close(context.Background())
+				}
+			}
+			done <- err
+		}()
+		err := collectWhile(done)
+		var f *Failure
+		if !errors.As(err, &f) || f.Kind != KindTimeout || f.Phase != "instantiate" {
+			t.Errorf("CallTimeout %v: %v, want a timeout of the start function", timeout, err)
+		}
+	}
+}
+
+// The helpers that cut memory.fill and memory.copy into pieces do what
+// the instructions do: overlapping copies both ways, sizes that are not a
+// multiple of the piece, and an access out of bounds traps without
+// writing anything. Memory after each call is compared byte for byte
+// with the same module run without checks.
+func TestInstrumentBulkHelpersKeepSemantics(t *testing.T) {
+	wasm := assemble(t, `(module (memory (export "memory") 40)`+wasmHeader+`
+  (func (export "ih_handle") (param $mode i32) (result i32)
+    (local $i i32)
+    (loop $l
+      (i32.store (local.get $i) (i32.mul (local.get $i) (i32.const 2654435761)))
+      (local.set $i (i32.add (local.get $i) (i32.const 4)))
+      (br_if $l (i32.lt_u (local.get $i) (i32.const 0x280000))))
+    (if (i32.eq (local.get $mode) (i32.const 1)) (then
+      (memory.copy (i32.const 100003) (i32.const 3) (i32.const 1000001))
+      (memory.copy (i32.const 5) (i32.const 70001) (i32.const 900007))
+      (memory.copy (i32.const 1200000) (i32.const 1200000) (i32.const 300000))
+      (memory.fill (i32.const 1500001) (i32.const 0xab) (i32.const 300017))
+      (memory.fill (i32.const 2000000) (i32.const 0xcd) (i32.const 65536))))
+    (if (i32.eq (local.get $mode) (i32.const 2)) (then
+      (memory.fill (i32.const 0x260000) (i32.const 1) (i32.const 0x30000))))
+    (if (i32.eq (local.get $mode) (i32.const 3)) (then
+      (memory.copy (i32.const 0x10) (i32.const 0x260000) (i32.const 0x30000))))
+    (if (i32.eq (local.get $mode) (i32.const 4)) (then
+      (memory.copy (i32.const 0x260000) (i32.const 0x10) (i32.const 0x30000))))
+    (i32.const 0)))`)
+	e := newEngine(t, Options{})
+	memories := map[bool][][]byte{}
+	for _, checked := range []bool{false, true} {
+		lim := Limits{}
+		if checked {
+			lim.CallTimeout = generous
+		}
+		m, err := e.Load(context.Background(), "bulk.wasm", wasm, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(context.Background())
+		if m.c.injected != checked {
+			t.Fatalf("checked=%v: injected=%v", checked, m.c.injected)
+		}
+		for mode := uint64(1); mode <= 4; mode++ {
+			i := instantiate(t, m, InstanceOptions{})
+			i.stack[0] = mode
+			err := i.call(i.handle)
+			if trap := mode > 1; (err != nil) != trap {
+				t.Errorf("checked=%v, mode %d: %v, want a trap: %v", checked, mode, err, trap)
+			}
+			b, _ := i.mod.Memory().Read(0, i.mod.Memory().Size())
+			memories[checked] = append(memories[checked], bytes.Clone(b))
+		}
+	}
+	for k := range memories[false] {
+		if !bytes.Equal(memories[false][k], memories[true][k]) {
+			t.Errorf("mode %d: memory differs with injected checks", k+1)
+		}
+	}
+}
+
+// Raw module building, for modules wat2wasm refuses to write.
+func wasmSection(id byte, entries ...[]byte) []byte {
+	body := uleb(uint64(len(entries)))
+	for _, e := range entries {
+		body = append(body, e...)
+	}
+	if id == 8 { // start: one index, not a vector
+		body = entries[0]
+	}
+	return append(append([]byte{id}, uleb(uint64(len(body)))...), body...)
+}
+
+func wasmName(s string) []byte { return append(uleb(uint64(len(s))), s...) }
+
+// craftedModule is an ABI plugin: types () -> (), (i32) -> (i32) and
+// startType; function 0 the ABI marker, 1 ih_handle with handleBody
+// (locals included), 2 a start function of startType that returns;
+// starts start sections naming function 2.
+func craftedModule(handleBody []byte, startType []byte, starts int) []byte {
+	b := []byte("\x00asm\x01\x00\x00\x00")
+	b = append(b, wasmSection(1, []byte{0x60, 0, 0}, []byte{0x60, 1, 0x7f, 1, 0x7f}, startType)...)
+	b = append(b, wasmSection(3, []byte{0}, []byte{1}, []byte{2})...)
+	b = append(b, wasmSection(5, []byte{0x00, 0x01})...)
+	b = append(b, wasmSection(7,
+		append(wasmName("memory"), externMemory, 0),
+		append(wasmName("informer_host_abi_v1"), externFunc, 0),
+		append(wasmName("ih_handle"), externFunc, 1))...)
+	for k := 0; k < starts; k++ {
+		b = append(b, wasmSection(8, []byte{2})...)
+	}
+	body := func(code ...byte) []byte { return append(uleb(uint64(len(code))), code...) }
+	return append(b, wasmSection(10, body(0x00, 0x0b), body(handleBody...), body(0x00, 0x0b))...)
+}
+
+// The rewriter adds globals, a type, functions and exports, and drops
+// the start section: a module that is invalid as written must not become
+// valid by that, and get through to address the checks' own state. Each
+// of these is refused with the error wazero gives the original, the one
+// a plugin without deadline gets.
+func TestInstrumentNeverValidatesInvalidModules(t *testing.T) {
+	unit := []byte{0x60, 0, 0}
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+	}{
+		// loop { global.set 1 (i32.const 1000000) }: $budget once rewritten.
+		{"out-of-range global index", craftedModule([]byte{0x00,
+			0x03, 0x40, 0x41, 0xc0, 0x84, 0x3d, 0x24, 0x01, 0x0c, 0x00, 0x0b,
+			0x41, 0x00, 0x0b}, unit, 0)},
+		// loop { global.set 0 (i32.const 0) }: clears $stop once rewritten.
+		{"out-of-range global clearing the flag", craftedModule([]byte{0x00,
+			0x03, 0x40, 0x41, 0x00, 0x24, 0x00, 0x0c, 0x00, 0x0b,
+			0x41, 0x00, 0x0b}, unit, 0)},
+		{"start function with parameters", craftedModule([]byte{0x00, 0x41, 0x00, 0x0b},
+			[]byte{0x60, 1, 0x7f, 0}, 1)},
+		// ref.func 2; drop: declared only by the export the rewriter adds.
+		{"undeclared ref.func of the start function", craftedModule([]byte{0x00, 0xd2, 0x02, 0x1a, 0x41, 0x00, 0x0b}, unit, 1)},
+		{"two start sections", craftedModule([]byte{0x00, 0x41, 0x00, 0x0b}, unit, 2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := wazero.NewRuntime(context.Background())
+			defer rt.Close(context.Background())
+			_, want := rt.CompileModule(context.Background(), tc.wasm)
+			if want == nil {
+				t.Fatal("wazero accepts the module as written")
+			}
+			if out, _, err := instrument(tc.wasm); err == nil {
+				if _, err := rt.CompileModule(context.Background(), out); err == nil {
+					t.Log("rewritten, it would be valid")
+				}
+			}
+			e := newEngine(t, Options{})
+			var msgs []string
+			for _, timeout := range []time.Duration{time.Second, 0} {
+				m, err := e.Load(context.Background(), "crafted.wasm", tc.wasm, Limits{CallTimeout: timeout})
+				if err == nil {
+					m.Close(context.Background())
+					t.Fatalf("CallTimeout %v: loaded", timeout)
+				}
+				if !strings.Contains(err.Error(), want.Error()) {
+					t.Errorf("CallTimeout %v: %v, want wazero's %q", timeout, err, want)
+				}
+				msgs = append(msgs, err.Error())
+			}
+			if msgs[0] != msgs[1] {
+				t.Errorf("with a deadline:\n%s\nwithout:\n%s", msgs[0], msgs[1])
+			}
+		})
+	}
+}
+
+// With a CacheDir, modules wazero validated are recorded there (and not
+// validated again by the next engine); a module it refused is not.
+func TestValidationRecordedInCacheDir(t *testing.T) {
+	dir := t.TempDir()
+	e := newEngine(t, Options{CacheDir: dir})
+	good, bad := fixture(t, "loop"), craftedModule([]byte{0x00, 0x41, 0x00, 0x0b}, []byte{0x60, 1, 0x7f, 0}, 1)
+	m, err := e.Load(context.Background(), "loop.wasm", good, Limits{CallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close(context.Background())
+	if _, err := e.Load(context.Background(), "bad.wasm", bad, Limits{CallTimeout: time.Second}); err == nil {
+		t.Fatal("loaded an invalid module")
+	}
+	for wasm, want := range map[*[]byte]bool{&good: true, &bad: false} {
+		sum := sha256.Sum256(*wasm)
+		_, err := os.Stat(filepath.Join(e.validDir, hex.EncodeToString(sum[:])))
+		if recorded := err == nil; recorded != want {
+			t.Errorf("recorded %v, want %v", recorded, want)
+		}
+	}
+}
+
+// Modules without functions of their own (with data or not) still take
+// the checks: the helpers get a code section of their own, in its place.
+func TestInstrumentModulesWithoutCode(t *testing.T) {
+	rt := wazero.NewRuntime(context.Background())
+	defer rt.Close(context.Background())
+	for _, src := range []string{
+		`(module (memory 1))`,
+		`(module (memory 1) (data (i32.const 0) "abc"))`,
+		`(module (import "m" "f" (func)) (memory 1) (data (i32.const 0) "abc"))`,
+	} {
+		out, _, err := instrument(assemble(t, src))
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		if _, err := rt.CompileModule(context.Background(), out); err != nil {
+			t.Errorf("%s: the rewritten module does not compile: %v", src, err)
+		}
 	}
 }

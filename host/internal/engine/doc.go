@@ -53,14 +53,17 @@
 //
 // # Deadlines
 //
-// A module with a CallTimeout gets termination checks in its loops,
-// injected into the module before it is compiled (checks.go): a countdown
-// per loop iteration, an exit to Go every thousand iterations (so the Go
-// runtime can preempt the goroutine and a garbage collection never waits
-// for a spinning plugin), and a trap when the engine-wide watchdog (see
-// watchdog.go) has raised the instance's stop flag. A module the rewriter
-// cannot take falls back to wazero's own checks (WithCloseOnContextDone),
-// which cost a goroutine per call and an exit to Go per loop iteration.
+// A module with a CallTimeout is validated as written, then gets
+// termination checks injected before it is compiled (checks.go): a
+// countdown at every function entry and loop iteration, bulk memory and
+// table instructions charged by size (memory.fill and memory.copy cut into
+// 64 KiB pieces), an exit to Go every thousand units (so the Go runtime can
+// preempt the goroutine and a garbage collection never waits for a
+// spinning plugin), and a trap when the engine-wide watchdog (see
+// watchdog.go) has raised the instance's stop flag. WASI calls that take a
+// size end a call that is being killed. A valid module the rewriter cannot
+// read is refused: wazero's own checks, at loop headers only, would leave
+// recursion unbounded.
 // Without CallTimeout there are no checks: a plugin that loops forever
 // hangs its instance (and, being compiled code the Go runtime cannot
 // preempt, stalls the next garbage collection); Load still runs its start

@@ -144,8 +144,54 @@ type callState struct {
 	// scratch formats numbers for field_read without allocating.
 	scratch []byte
 	// abort is closed when the current call is being killed; a guest
-	// sleeping in poll_oneoff wakes on it.
+	// sleeping in poll_oneoff wakes on it, and WASI calls over large
+	// buffers (random_get, fd_write) stop.
 	abort <-chan struct{}
+}
+
+// aborted reports whether the current call is being killed.
+func (st *callState) aborted() bool {
+	select {
+	case <-st.abort:
+		return true
+	default:
+		return false
+	}
+}
+
+// hostChunk is how many bytes a WASI call that takes a size handles
+// between looks at callState.abort. Host calls run Go code, which the
+// runtime can preempt, so only the deadline needs this.
+const hostChunk = 64 << 10
+
+// abortCall ends the guest's call from inside a WASI host function, the
+// way wazero's proc_exit does: the panic unwinds the host function (Go
+// frames only: compiled code has exited to Go to call it), and the call
+// returns this exit error, which Instance.failure reports as a timeout
+// because the call was killed. Returning an errno instead would let the
+// guest go on until its next look at the flag, up to checkBudget
+// iterations later.
+func abortCall() {
+	panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
+}
+
+// guestRand is an instance's random_get source: crypto/rand, read
+// hostChunk bytes at a time, ending the call once it is being killed.
+type guestRand struct{ st *callState }
+
+func (g guestRand) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if g.st.aborted() {
+			abortCall()
+		}
+		m, err := rand.Read(p[n : n+min(len(p)-n, hostChunk)])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // instanceCtx is the context every call into an instance runs with. It is
@@ -178,9 +224,13 @@ func (c *instanceCtx) Value(k any) any {
 }
 
 // kill makes the running call fail with a deadline error. Idempotent.
-// With wazero's checks, closing done makes wazero close the module; with
-// injected checks, setting the flag makes the guest trap at its next loop
-// header. Either way a guest sleeping in poll_oneoff wakes (done).
+// With injected checks, setting the flag makes the guest trap at its next
+// exit to Go (within checkBudget units of work); with wazero's, closing
+// done makes wazero close the module. Either way a guest sleeping in
+// poll_oneoff, or in a WASI call over a large buffer, ends the call
+// (done, callState.abort). Called from the watchdog's goroutine or the
+// start timer's while the guest runs on another: see abi/RATIONALE.md,
+// Deadlines, for why the flag's Set is safe there.
 func (c *instanceCtx) kill() {
 	if c.done != nil && c.killed.CompareAndSwap(false, true) {
 		close(c.done)
@@ -281,8 +331,8 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		limits:  limits,
 		st:      st,
 		ctx:     &instanceCtx{st: st},
-		stdout:  &lineWriter{out: out, level: slog.LevelInfo, stream: "stdout"},
-		stderr:  &lineWriter{out: out, level: slog.LevelInfo, stream: "stderr"},
+		stdout:  &lineWriter{out: out, st: st, level: slog.LevelInfo, stream: "stdout"},
+		stderr:  &lineWriter{out: out, st: st, level: slog.LevelInfo, stream: "stderr"},
 		stack:   make([]uint64, 1),
 		timeout: limits.CallTimeout,
 	}
@@ -302,7 +352,7 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		WithSysWalltime().
 		WithSysNanotime().
 		WithNanosleep(i.sleep).
-		WithRandSource(rand.Reader).
+		WithRandSource(guestRand{st}).
 		WithStdout(i.stdout).
 		WithStderr(i.stderr)
 
@@ -331,7 +381,7 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		// No guest code has run yet: the start function was moved out of
 		// InstantiateModule (checks.go). From here on the start timeout is
 		// a timer that kills the way the watchdog does, through the flag.
-		stop, ok := mod.ExportedGlobal(stopExport).(api.MutableGlobal)
+		stop, ok := mod.ExportedGlobal(c.stopName).(api.MutableGlobal)
 		if !ok {
 			return nil, &Failure{Plugin: name, Phase: "instantiate", Kind: KindTrap, Err: errors.New("internal error: no termination flag")}
 		}
@@ -349,7 +399,8 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		// checks would (failure reports ctx's error then).
 		stopWatch := context.AfterFunc(ctx, killInit)
 		defer stopWatch()
-		if fn := mod.ExportedFunction(startExport); fn != nil {
+		if c.startName != "" {
+			fn := mod.ExportedFunction(c.startName)
 			if err := i.callInit(initCtx, fn); err != nil {
 				return nil, i.failure(ctx, "instantiate", err, false)
 			}
@@ -411,8 +462,8 @@ func (i *Instance) callInit(ctx context.Context, fn api.Function) (err error) {
 }
 
 // sleep implements WASI's nanosleep (poll_oneoff on a clock) for the guest:
-// a real sleep that ends early when the running call is killed, so a
-// plugin sleeping past its deadline does not hold the host goroutine.
+// a real sleep that ends the call when it is killed, so a plugin sleeping
+// past its deadline does not hold the host goroutine.
 func (i *Instance) sleep(ns int64) {
 	if ns <= 0 {
 		return
@@ -422,6 +473,7 @@ func (i *Instance) sleep(ns int64) {
 	select {
 	case <-t.C:
 	case <-i.st.abort:
+		abortCall()
 	}
 }
 

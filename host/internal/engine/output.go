@@ -166,15 +166,37 @@ func truncateUTF8(b []byte, n int) []byte {
 // its newline until the end of the current call (flush).
 type lineWriter struct {
 	out    *output
+	st     *callState // nil in tests
 	level  slog.Level
 	stream string
 	buf    []byte
 }
 
+// Write takes p line by line. It ends the call (abortCall) once it is
+// being killed, looking on entry (fd_write calls it once per iovec, and a
+// guest may pass millions of empty ones) and every hostChunk bytes, so
+// one fd_write over a large buffer does not outlive its deadline.
 func (w *lineWriter) Write(p []byte) (int, error) {
+	if w.st != nil && w.st.aborted() {
+		abortCall()
+	}
 	n := len(p)
+	checked := len(p)
+	// Once p is known to hold no newline it is not searched again: cutting
+	// a long line into MaxLogLineLen pieces stays linear.
+	noNewline := false
 	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
+		if checked-len(p) >= hostChunk {
+			if w.st != nil && w.st.aborted() {
+				abortCall()
+			}
+			checked = len(p)
+		}
+		i := -1
+		if !noNewline {
+			i = bytes.IndexByte(p, '\n')
+			noNewline = i < 0
+		}
 		if i < 0 {
 			if room := abi.MaxLogLineLen - len(w.buf); len(p) > room {
 				w.buf = append(w.buf, p[:room]...)

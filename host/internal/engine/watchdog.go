@@ -12,10 +12,11 @@ import (
 // cancel function and two allocations per call, for a deadline that almost
 // never fires. Here a call costs a clock read, an atomic store and a
 // compare-and-swap (Instance.call). To kill a call the watchdog raises the
-// instance's injected stop flag (checks.go), or, for a module running with
-// wazero's own checks, closes the instance's context, created once, which
-// wazero watches (with a goroutine per call). See BENCHMARKS.md for
-// measurements.
+// instance's injected stop flag (checks.go) and closes the instance's
+// context, created once, on which a guest sleeping or writing in a WASI
+// call wakes (and which wazero watches, with a goroutine per call, for a
+// module compiled with wazero's own checks: Engine.wazeroChecks, kept for
+// comparisons). See BENCHMARKS.md for measurements.
 //
 // The watchdog wakes every tick while at least one instance with a
 // deadline exists, and kills the calls that have run longer than their
