@@ -7,8 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/tetratelabs/wazero"
 )
 
 // The WebAssembly spec test suite as wazero ships it: wast2json output
@@ -158,17 +162,30 @@ func plainWords(ws []specWord) []uint64 {
 // specSuiteDir returns the directory of wazero's spec test suite suite
 // ("v1" or "v2"), for the wazero version this module builds with.
 func specSuiteDir(suite string) (string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/tetratelabs/wazero").Output()
-	if err != nil {
+	const wazeroPath = "github.com/tetratelabs/wazero"
+	mod := ""
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", wazeroPath).Output()
+	if err == nil {
+		mod = strings.TrimSpace(string(out))
+	} else {
+		// No go command on PATH (a test binary run by hand): where the
+		// compiler found wazero's sources, which the binary records.
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			err = fmt.Errorf("%v: %s", err, ee.Stderr)
 		}
-		return "", fmt.Errorf("locate the wazero module (go list -m github.com/tetratelabs/wazero): %w", err)
+		if f := runtime.FuncForPC(reflect.ValueOf(wazero.NewRuntime).Pointer()); f != nil {
+			if file, _ := f.FileLine(f.Entry()); filepath.IsAbs(file) {
+				mod = filepath.Dir(file)
+			}
+		}
+		if mod == "" {
+			return "", fmt.Errorf("locate the wazero module (go list -m %s): %w", wazeroPath, err)
+		}
 	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "internal", "integration_test", "spectest", suite, "testdata")
+	dir := filepath.Join(mod, "internal", "integration_test", "spectest", suite, "testdata")
 	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("wazero's spec test suite: %w (run go mod download github.com/tetratelabs/wazero)", err)
+		return "", fmt.Errorf("wazero's spec test suite: %w (run go mod download %s)", err, wazeroPath)
 	}
 	return dir, nil
 }
