@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/tetratelabs/wazero"
 )
@@ -310,4 +313,88 @@ func exportsOfKind(wasm []byte, kind byte) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// The spec harness's own helpers: a memory is added in its place in the
+// section order, and only where there is none; expected values compare
+// under the masks the spec means.
+func TestSpecHarness(t *testing.T) {
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	for _, tc := range []struct {
+		name, wat string
+		add       bool
+	}{
+		{"no memory", `(module (global (export "g") i32 (i32.const 7)) (func (export "f") (result i32) (global.get 0)))`, true},
+		{"no sections after", `(module (type (func)))`, true},
+		{"own memory", `(module (memory 2) (func (export "f")))`, false},
+		{"imported memory", `(module (import "env" "m" (memory 1)))`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wasm := assemble(t, tc.wat)
+			out, added, err := withMemory(wasm)
+			if err != nil || added != tc.add {
+				t.Fatalf("withMemory: added %v, err %v; want added %v", added, err, tc.add)
+			}
+			if !added {
+				if !bytes.Equal(out, wasm) {
+					t.Fatal("changed a module that has a memory")
+				}
+				return
+			}
+			cm, err := rt.CompileModule(ctx, out)
+			if err != nil {
+				t.Fatalf("the module given a memory does not compile: %v", err)
+			}
+			defer cm.Close(ctx)
+			m, err := rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(ctx)
+			if mem := m.Memory(); mem == nil || mem.Size() != 65536 {
+				t.Fatalf("memory %v, want one page", mem)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		v    specValue
+		good []uint64
+		bad  []uint64
+	}{
+		{specValue{Type: "i32", Value: "4294967295"}, []uint64{0xffffffff}, []uint64{0xfffffffe}},
+		{specValue{Type: "i32", Value: "-1"}, []uint64{0xffffffff}, []uint64{0x7fffffff}},
+		{specValue{Type: "f32", Value: "nan:canonical"}, []uint64{0x7fc00000, 0xffc00000}, []uint64{0x7fc00001, 0x7fa00000}},
+		{specValue{Type: "f32", Value: "nan:arithmetic"}, []uint64{0x7fc00000, 0xffc00001}, []uint64{0x7f800001}},
+		{specValue{Type: "f64", Value: "nan:canonical"}, []uint64{0x7ff8000000000000}, []uint64{0x7ff8000000000001}},
+		{specValue{Type: "f64", Value: "nan:arithmetic"}, []uint64{0xfff8000000000001}, []uint64{0x7ff0000000000001}},
+		{specValue{Type: "externref", Value: "0"}, []uint64{1}, []uint64{0}},
+		{specValue{Type: "externref", Value: "null"}, []uint64{0}, []uint64{1}},
+		{specValue{Type: "funcref"}, []uint64{0, 12345}, nil},
+	} {
+		ws, err := tc.v.words()
+		if err != nil || len(ws) != 1 {
+			t.Fatalf("%+v: %v, %d words", tc.v, err, len(ws))
+		}
+		for _, g := range tc.good {
+			if !ws[0].matches(g) {
+				t.Errorf("%+v does not match %#x", tc.v, g)
+			}
+		}
+		for _, b := range tc.bad {
+			if ws[0].matches(b) {
+				t.Errorf("%+v matches %#x", tc.v, b)
+			}
+		}
+	}
+	// v128: lanes from the lowest, a NaN pattern per lane.
+	ws, err := specValue{Type: "v128", LaneType: "f32", Value: []any{"1", "nan:canonical", "3", "4"}}.words()
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("v128: %v, %d words", err, len(ws))
+	}
+	if !ws[0].matches(0xffc00000_00000001) || ws[0].matches(0x7fc00001_00000001) || !ws[1].matches(0x00000004_00000003) {
+		t.Errorf("v128 f32 lanes: %#x", ws)
+	}
 }
