@@ -240,11 +240,7 @@ func (e *Engine) class(ctx context.Context, key classKey) (*class, error) {
 	if c, ok := e.classes[key]; ok {
 		return c, nil
 	}
-	cfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(e.cache).
-		WithMemoryLimitPages(key.pages).
-		WithCloseOnContextDone(key.deadline)
-	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
+	rt := wazero.NewRuntimeWithConfig(ctx, runtimeConfig(e.cache, key))
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("instantiate WASI: %w", err)
@@ -256,6 +252,15 @@ func (e *Engine) class(ctx context.Context, key classKey) (*class, error) {
 	c := &class{key: key, rt: rt}
 	e.classes[key] = c
 	return c, nil
+}
+
+// runtimeConfig is the wazero configuration of the runtime of class key.
+// The spec test (spectest_test.go) runs the WebAssembly spec suite in it.
+func runtimeConfig(cache wazero.CompilationCache, key classKey) wazero.RuntimeConfig {
+	return wazero.NewRuntimeConfig().
+		WithCompilationCache(cache).
+		WithMemoryLimitPages(key.pages).
+		WithCloseOnContextDone(key.deadline)
 }
 
 // Load validates wasm against ABI v1 and compiles it. name (the file name)
