@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -48,6 +49,7 @@ func TestSpecRewriter(t *testing.T) {
 	ctx := context.Background()
 	cache := wazero.NewCompilationCache()
 	t.Cleanup(func() { cache.Close(ctx) })
+	eng := newEngine(t, Options{})
 	tally := &specTally{refused: map[string]string{}, stopCovered: map[string]bool{}, deviations: map[string]bool{}}
 	for _, suite := range []struct {
 		name     string
@@ -70,7 +72,7 @@ func TestSpecRewriter(t *testing.T) {
 				file := strings.TrimSuffix(filepath.Base(path), ".json")
 				t.Run(file, func(t *testing.T) {
 					t.Parallel()
-					runSpecScript(t, ctx, cache, tally, suite.name, dir, file)
+					runSpecScript(t, ctx, eng, cache, tally, suite.name, dir, file)
 				})
 			}
 		})
@@ -82,8 +84,9 @@ func TestSpecRewriter(t *testing.T) {
 		return
 	}
 	t.Logf("spec suite: %d scripts, %d modules instantiated (%d given a memory, %d loops instrumented), %d commands compared, "+
-		"%d invalid/malformed modules checked (%d valid under the engine's features), %d text-format modules not applicable, %d stop checks",
-		tally.files, tally.modules, tally.givenMemory, tally.loops, tally.commands, tally.invalid, tally.validAnyway, tally.text, tally.stops)
+		"%d invalid/malformed modules checked (%d valid under the engine's features, %d that rewriting alone would have made valid, refused by validation first), "+
+		"%d text-format modules not applicable, %d stop checks",
+		tally.files, tally.modules, tally.givenMemory, tally.loops, tally.commands, tally.invalid, tally.validAnyway, tally.validAfterRewrite, tally.text, tally.stops)
 
 	var refused []string
 	for k, v := range tally.refused {
@@ -185,10 +188,13 @@ type specTally struct {
 	files, ran                           int // scripts found, scripts run
 	modules, givenMemory, loops          int // module commands; of them without memory; loops instrumented
 	commands, invalid, validAnyway, text int
-	stops                                int               // stop checks
-	refused                              map[string]string // suite/file.wasm: reason
-	deviations                           map[string]bool   // keys of specDeviations seen
-	stopCovered                          map[string]bool   // suite/file:field of specStopCases run
+	// validAfterRewrite: invalid modules that the rewriter alone would
+	// have made valid, refused by the engine's validation of the original.
+	validAfterRewrite int
+	stops             int               // stop checks
+	refused           map[string]string // suite/file.wasm: reason
+	deviations        map[string]bool   // keys of specDeviations seen
+	stopCovered       map[string]bool   // suite/file:field of specStopCases run
 }
 
 func (t *specTally) add(n *int, d int) {
@@ -215,6 +221,7 @@ type specRun struct {
 	suite, dir string
 	script     string
 	rtO, rtI   wazero.Runtime
+	eng        *Engine // its compile path, for invalid modules
 
 	named map[string]*specPair
 	last  *specPair
@@ -243,13 +250,13 @@ func (r *specRun) fail(kind *[]string, c *specCommand, format string, args ...an
 	*kind = append(*kind, fmt.Sprintf("%s/%s.wast:%d %s: %s", r.suite, r.script, c.Line, c.Type, fmt.Sprintf(format, args...)))
 }
 
-func runSpecScript(t *testing.T, ctx context.Context, cache wazero.CompilationCache, tally *specTally, suite, dir, file string) {
+func runSpecScript(t *testing.T, ctx context.Context, eng *Engine, cache wazero.CompilationCache, tally *specTally, suite, dir, file string) {
 	script, err := readScript(filepath.Join(dir, file+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tally.add(&tally.ran, 1)
-	r := &specRun{t: t, ctx: ctx, tally: tally, suite: suite, dir: dir, script: file, named: map[string]*specPair{}}
+	r := &specRun{t: t, ctx: ctx, eng: eng, tally: tally, suite: suite, dir: dir, script: file, named: map[string]*specPair{}}
 	// The configuration of the runtime that runs instrumented modules:
 	// the class without deadline (compileInjected).
 	cfg := runtimeConfig(cache, classKey{pages: MaxMemoryPages})
@@ -447,16 +454,27 @@ func (r *specRun) invalidModule(c *specCommand) {
 		}
 	}
 	for _, v := range variants {
-		out, _, err := safeInstrument(v.wasm)
-		if err != nil {
-			if !errors.Is(err, errUninstrumentable) {
-				r.fail(&r.invalid, c, "%s (%s): %v", c.Filename, v.name, err)
-			}
-			continue // refused: good
+		// The engine's own path for a module with a deadline: the
+		// original validated by wazero, then rewritten and compiled. The
+		// rewriter alone may well make such a module valid (it adds
+		// globals, functions and exports); that is why the engine
+		// validates first, and what this proves.
+		cm := &compiled{key: compileKey{sum: sha256.Sum256(v.wasm), class: classKey{pages: MaxMemoryPages, deadline: true}}}
+		err := r.eng.compileInjected(r.ctx, c.Filename, cm, v.wasm)
+		if err == nil {
+			cm.cm.Close(r.ctx)
+			r.fail(&r.invalid, c, "%s (%s, %q) loads with injected checks", c.Filename, v.name, c.Text)
+			continue
 		}
-		if cm, err := r.rtI.CompileModule(r.ctx, out); err == nil {
-			cm.Close(r.ctx)
-			r.fail(&r.invalid, c, "%s (%s, %q) compiles after rewriting", c.Filename, v.name, c.Text)
+		if errors.Is(err, errUninstrumentable) {
+			r.fail(&r.invalid, c, "%s (%s): refused by the rewriter, not by wazero's validation: %v", c.Filename, v.name, err)
+			continue
+		}
+		if out, _, ierr := safeInstrument(v.wasm); ierr == nil {
+			if icm, cerr := r.rtI.CompileModule(r.ctx, out); cerr == nil {
+				icm.Close(r.ctx)
+				r.tally.add(&r.tally.validAfterRewrite, 1)
+			}
 		}
 	}
 }
