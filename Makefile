@@ -14,7 +14,7 @@ export KUBEBUILDER_ASSETS
 TEST_TIMEOUT ?= 20m
 TEST_FLAGS ?=
 
-.PHONY: all build deps controlplane test test-unit vet fmt cluster demo bench clean
+.PHONY: all build deps controlplane test test-unit vet fmt cluster demo bench image clean
 all: build
 
 build: bin/informer-host
@@ -60,6 +60,20 @@ cluster: controlplane
 demo: deps controlplane build plugins
 	$(GO) build -o bin/demo ./hack/demo
 	bin/demo --host bin/informer-host --config config.yaml
+
+# The container image without a container engine or a registry: the static
+# binary on an empty base, as the non-root user of deploy/deployment.yaml,
+# laid out by hack/image (go-containerregistry, its own go.mod) as an OCI
+# layout in build/image/oci and a `docker load`/`podman load` tarball in
+# build/image/informer-host.tar (IMAGE_DIR moves both). hack/image_test.go checks what it builds;
+# the Dockerfile, for those with Docker, is not built here.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE_DIR ?= build/image
+image:
+	mkdir -p $(IMAGE_DIR)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(IMAGE_DIR)/informer-host ./cmd/informer-host
+	cd hack/image && $(GO) run . -binary $(abspath $(IMAGE_DIR))/informer-host -version $(VERSION) \
+		-oci $(abspath $(IMAGE_DIR))/oci -tar $(abspath $(IMAGE_DIR))/informer-host.tar
 
 clean:
 	rm -rf bin build

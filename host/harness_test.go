@@ -183,6 +183,9 @@ type harness struct {
 	h    *Host
 	rec  *recorder
 	logs *logs
+	// standby starts the host as a standby (Options.Standby); set by a
+	// setup function.
+	standby bool
 }
 
 // newHarness parses cfgYAML (with NS and DIR replaced by the test's
@@ -214,7 +217,7 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 		t.Fatal(err)
 	}
 	hs.h, err = New(context.Background(), Options{Pipeline: hs.p, Config: cfg, Logger: log, observe: hs.rec.observe,
-		StartTimeout: time.Second})
+		StartTimeout: time.Second, Standby: hs.standby})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,10 @@ type Options struct {
 	// StartTimeout bounds a plugin's start: start function, _initialize
 	// and ih_init. Zero selects the engine's default (10s).
 	StartTimeout time.Duration
+	// Standby starts the host as a warm standby: every plugin it loads is
+	// read, validated and compiled, but none is instantiated and nothing
+	// is delivered until Activate (see standby.go).
+	Standby bool
 
 	// observe, when set, is told of every call into a plugin's ih_handle
 	// and its outcome, and of every ih_synced call (an event with only a
@@ -86,6 +90,11 @@ type Host struct {
 	// within its deadline, and does not close the engine under one that is
 	// still inside a call.
 	retiring map[*generation]chan struct{}
+	// standby is set until Activate; while it is, held keeps each file's
+	// compiled module, by file name, instead of a generation. Both
+	// guarded by mu.
+	standby bool
+	held    map[string]*heldModule
 }
 
 // fileLock is one file's load lock; refs (guarded by Host.mu) counts the
@@ -118,7 +127,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		log: log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
 		observe: opts.observe, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
-		retiring: map[*generation]chan struct{}{},
+		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{},
 	}, nil
 }
 
@@ -158,17 +167,21 @@ func (h *Host) LoadDir(ctx context.Context) error {
 			files = append(files, filepath.Join(dir, e.Name()))
 		}
 	}
-	errs := make([]error, len(files))
+	return perCPU(files, func(f string) error { return h.Load(ctx, f) })
+}
+
+// perCPU calls f for every item, up to one call per CPU at once, and
+// joins their errors.
+func perCPU(items []string, f func(string) error) error {
+	errs := make([]error, len(items))
 	sem := make(chan struct{}, runtime.NumCPU())
 	var wg sync.WaitGroup
-	for i, f := range files {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for i, it := range items {
+		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = h.Load(ctx, f)
-		}()
+			errs[i] = f(it)
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -210,10 +223,11 @@ func (h *Host) load(ctx context.Context, path string, force bool) error {
 	}
 	sum := sha256.Sum256(wasm)
 	sha := hex.EncodeToString(sum[:])
+	held := h.holds(name, sha) // before slot.mu: lock order
 	slot.mu.Lock()
 	// Same bytes as the running (or quarantined) version, or as a version
 	// that was refused: loading them again cannot end differently.
-	unchanged := slot.sha256 == sha && slot.current != nil
+	unchanged := slot.sha256 == sha && (slot.current != nil || held)
 	refused := slot.refusedSHA == sha
 	refusal := slot.lastErr
 	// The running version's bytes put back over a refused version: the
@@ -247,6 +261,16 @@ func (h *Host) load(ctx context.Context, path string, force bool) error {
 	if err != nil {
 		return slot.loadFailed(err, sha)
 	}
+	if h.holdBack(slot, &heldModule{mod: mod, settings: settings, configJSON: configJSON, sha: sha}) {
+		return nil
+	}
+	return h.start(ctx, slot, mod, settings, configJSON, sha, start)
+}
+
+// start instantiates and registers a compiled version of slot's plugin,
+// and swaps it in for the running one. start is when its load began.
+func (h *Host) start(ctx context.Context, slot *PluginSlot, mod *engine.Module, settings config.PluginSettings, configJSON []byte, sha string, start time.Time) error {
+	name := slot.name
 	compiled := time.Since(start)
 	g := newGeneration(slot, mod, settings, configJSON)
 	inst, err := g.instantiate(ctx)
@@ -324,7 +348,12 @@ func (h *Host) unload(ctx context.Context, name string) {
 	h.mu.Lock()
 	slot := h.slots[name]
 	delete(h.slots, name)
+	held := h.held[name]
+	delete(h.held, name)
 	h.mu.Unlock()
+	if held != nil {
+		_ = held.mod.Close(context.Background())
+	}
 	if slot == nil {
 		unlock()
 		return
@@ -378,6 +407,10 @@ func (h *Host) Halt(ctx context.Context) { h.stop(ctx, false) }
 
 func (h *Host) stop(ctx context.Context, drain bool) {
 	h.mu.Lock()
+	for name, m := range h.held {
+		_ = m.mod.Close(context.Background())
+		delete(h.held, name)
+	}
 	slots := make([]*PluginSlot, 0, len(h.slots))
 	for _, s := range h.slots {
 		slots = append(slots, s)
@@ -531,10 +564,14 @@ func (h *Host) slot(name string) *PluginSlot {
 // loadFailed records a version that could not be loaded (sha "" when its
 // bytes could not even be read). A running version keeps running.
 func (s *PluginSlot) loadFailed(err error, sha string) error {
+	s.h.mu.Lock()
+	held := s.h.held[s.name] != nil
+	s.h.mu.Unlock()
 	s.mu.Lock()
 	s.lastErr = err.Error()
 	s.refusedSHA = sha
-	running := s.current != nil
+	// A standby's held version counts as running: it starts on Activate.
+	running := s.current != nil || held
 	if !running {
 		s.state = StateFailed
 	}
@@ -654,6 +691,10 @@ func (h *Host) Status() []PluginStatus {
 	for _, s := range h.slots {
 		slots = append(slots, s)
 	}
+	held := make(map[string]config.PluginSettings, len(h.held))
+	for name, m := range h.held {
+		held[name] = m.settings
+	}
 	h.mu.Unlock()
 	out := make([]PluginStatus, 0, len(slots))
 	for _, s := range slots {
@@ -681,6 +722,8 @@ func (h *Host) Status() []PluginStatus {
 			st.Synced = st.State == StateRunning && g.synced.Load()
 			st.Degraded = st.Queue.Degraded
 			st.Repairs = g.repairs.Load()
+		} else if settings, ok := held[s.name]; ok {
+			st.Bindings = bindingNames(settings)
 		}
 		out = append(out, st)
 	}

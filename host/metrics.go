@@ -85,10 +85,10 @@ var (
 	descSynced = prometheus.NewDesc("informer_host_plugin_synced",
 		"1 once the plugin has handled the initial list of every binding, else 0.", []string{"plugin"}, nil)
 	descState = prometheus.NewDesc("informer_host_plugin_state",
-		"1 for the plugin's current state (loading, running, restarting, quarantined, failed).", []string{"plugin", "state"}, nil)
+		"1 for the plugin's current state (loading, standby, running, restarting, quarantined, failed).", []string{"plugin", "state"}, nil)
 )
 
-var allStates = []PluginState{StateLoading, StateRunning, StateRestarting, StateQuarantined, StateFailed}
+var allStates = []PluginState{StateLoading, StateStandby, StateRunning, StateRestarting, StateQuarantined, StateFailed}
 
 // Describe implements prometheus.Collector.
 func (h *Host) Describe(ch chan<- *prometheus.Desc) {

@@ -254,7 +254,7 @@ func NotReady(p *informer.Pipeline, h *host.Host) []string {
 	if h != nil {
 		for _, pl := range h.Status() {
 			switch pl.State {
-			case host.StateQuarantined: // deliberately off: not a reason to stop traffic
+			case host.StateQuarantined, host.StateStandby: // deliberately off: not a reason to stop traffic
 			case host.StateRunning:
 				if !pl.Synced {
 					why = append(why, fmt.Sprintf("plugin %s: initial list not delivered yet", pl.File))

@@ -19,7 +19,6 @@ import (
 
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/internal/testenv"
-	"github.com/informer-host/informer-host/server"
 )
 
 var env *testenv.Env
@@ -261,106 +260,4 @@ func TestDaemonEndToEnd(t *testing.T) {
 	if len(logs.lines("informer-host stopped")) != 1 {
 		t.Error("no clean stop logged")
 	}
-}
-
-// With leader election, one replica runs the pipeline and the plugins;
-// the other stands by (alive, ready, running nothing) until the leader
-// goes away, then takes over.
-func TestLeaderElection(t *testing.T) {
-	ns := env.Namespace(t)
-	dir := t.TempDir()
-	if err := env.WriteKubeconfig(filepath.Join(dir, "kubeconfig")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "plugins"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "plugins", "counter.wasm"), wat(t, "../../host/testdata/plugins/counter.wat"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.ReplaceAll(fmt.Sprintf(daemonConfig, "", "{resource: cms}"), "NS", ns) + `leaderElection:
-  enabled: true
-  namespace: ` + ns + `
-  leaseName: informer-host
-  leaseDuration: 2s
-  renewDeadline: 1500ms
-  retryPeriod: 250ms
-`
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	type replica struct {
-		logs    *syncBuffer
-		cancel  context.CancelFunc
-		done    chan error
-		srv     chan string // the server's base URL
-		started chan struct{}
-	}
-	start := func() *replica {
-		r := &replica{logs: &syncBuffer{}, done: make(chan error, 1), srv: make(chan string, 1), started: make(chan struct{}, 4)}
-		ctx, cancel := context.WithCancel(context.Background())
-		r.cancel = cancel
-		go func() {
-			r.done <- serve(ctx, cfg, slog.New(slog.NewTextHandler(r.logs, nil)), runOptions{drainTimeout: 10 * time.Second,
-				serverStarted: func(s *server.Server) { r.srv <- "http://" + s.Addr().String() },
-				started:       func(*daemon) { r.started <- struct{}{} }})
-		}()
-		return r
-	}
-	a, b := start(), start()
-	defer a.cancel()
-	defer b.cancel()
-	urlA, urlB := <-a.srv, <-b.srv
-
-	var leader, standby *replica
-	var standbyURL string
-	select {
-	case <-a.started:
-		leader, standby, standbyURL = a, b, urlB
-	case <-b.started:
-		leader, standby, standbyURL = b, a, urlA
-	case <-time.After(2 * time.Minute):
-		t.Fatal("no replica became the leader")
-	}
-	code, body := get(t, standbyURL+"/readyz")
-	if code != http.StatusOK || !strings.Contains(body, "standby: waiting for the lease "+ns+"/informer-host") {
-		t.Errorf("standby /readyz: %d %q", code, body)
-	}
-	if code, _ := get(t, standbyURL+"/healthz"); code != http.StatusOK {
-		t.Errorf("standby /healthz: %d", code)
-	}
-	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(context.Background(),
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "first"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the leader's plugin to count the configmap", func() bool {
-		return len(leader.logs.lines("plugin=counter.wasm", `msg="count=1"`)) > 0
-	})
-	if n := len(standby.logs.lines("plugin=counter.wasm")); n != 0 {
-		t.Errorf("the standby ran plugins: %d log lines", n)
-	}
-
-	// The leader stops; it releases the lease and the standby takes over.
-	leader.cancel()
-	if err := <-leader.done; err != nil {
-		t.Errorf("leader's serve: %v", err)
-	}
-	select {
-	case <-standby.started:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the standby did not take over")
-	}
-	eventually(t, "the new leader to be ready", func() bool {
-		code, body := get(t, standbyURL+"/readyz")
-		return code == http.StatusOK && !strings.Contains(body, "standby")
-	})
-	eventually(t, "the new leader's plugin to count the configmap", func() bool {
-		return len(standby.logs.lines("plugin=counter.wasm", `msg="count=1"`)) > 0
-	})
 }

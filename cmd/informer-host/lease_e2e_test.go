@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-
-	"github.com/informer-host/informer-host/config"
 )
 
 // Issue 10, item 9: a leader that loses its lease stops delivering at once:
@@ -24,33 +20,8 @@ import (
 func TestLostLeaseStopsDeliveryAtOnce(t *testing.T) {
 	const objects = 100
 	ns := env.Namespace(t)
-	dir := t.TempDir()
-	if err := env.WriteKubeconfig(filepath.Join(dir, "kubeconfig")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "plugins"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	// 100ms per event: the initial list alone is a backlog of 10s.
-	if err := os.WriteFile(filepath.Join(dir, "plugins", "slow.wasm"), wat(t, "../../host/testdata/plugins/slow.wat"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.ReplaceAll(fmt.Sprintf(daemonConfig, "", "{resource: cms}"), "NS", ns) + `leaderElection:
-  enabled: true
-  namespace: ` + ns + `
-  leaseName: informer-host
-  leaseDuration: 2s
-  renewDeadline: 1500ms
-  retryPeriod: 250ms
-`
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := leaderConfig(t, ns, "slow.wasm", "../../host/testdata/plugins/slow.wat")
 	cms := env.Client.CoreV1().ConfigMaps(ns)
 	for i := range objects {
 		if _, err := cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%d", i)}}, metav1.CreateOptions{}); err != nil {
@@ -78,7 +49,7 @@ func TestLostLeaseStopsDeliveryAtOnce(t *testing.T) {
 
 	// Another replica takes the lease over: this one fails to renew it.
 	leases := env.Client.CoordinationV1().Leases(ns)
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		l, err := leases.Get(context.Background(), "informer-host", metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -92,7 +92,9 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ro
 // leader election, whenever this replica holds the lease.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions) error {
 	// client-go logs through klog; send it to the same handler.
-	klog.SetSlogLogger(log)
+	if !o.klogSet {
+		klog.SetSlogLogger(log)
+	}
 	var srv *server.Server
 	if cfg.Server.Address != config.ServerOff {
 		so := server.Options{Address: cfg.Server.Address, Logger: log, MaxConnections: o.maxConnections,
@@ -147,11 +149,21 @@ type runOptions struct {
 	// serverStarted, if set, is called once the HTTP endpoint listens
 	// (nil when it is off), before the daemon starts (tests).
 	serverStarted func(*server.Server)
-	// lostLease, set under leader election, reports whether run's context
-	// ended because the replica lost its lease (not because it is told to
-	// stop): then run stops delivering at once instead of draining, since
-	// the new leader already delivers the same events.
-	lostLease func() bool
+	// campaign, set under leader election, makes run start its host as a
+	// warm standby (informers synced, plugins compiled, nothing
+	// delivered) and is called once everything runs: it activates the
+	// host when this replica gets the lease, and returns when ctx ends
+	// (lost false) or when the lease is lost (lost true; then run stops
+	// delivering at once instead of draining, since the new leader
+	// already delivers the same events). run calls release once its
+	// plugins are stopped: it gives the lease up.
+	campaign func(ctx context.Context, h *host.Host) (lost bool, release func(), err error)
+	// abandonLease makes a leader that stops keep its lease until it
+	// expires, as a crashed one does (tests).
+	abandonLease bool
+	// klogSet leaves klog, which is process-wide, as it is: for a second
+	// daemon in one test process, whose client-go would race the first's.
+	klogSet bool
 }
 
 // daemon is a running informer-host: the pipeline, the plugins, the HTTP
@@ -189,7 +201,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 			}
 		}
 	}
-	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, StartTimeout: o.startTimeout})
+	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, StartTimeout: o.startTimeout,
+		Standby: o.campaign != nil})
 	if err != nil {
 		return err
 	}
@@ -245,10 +258,19 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 	if o.started != nil {
 		o.started(d)
 	}
-	<-ctx.Done()
+	lost, release := false, func() {}
+	if o.campaign != nil {
+		if lost, release, err = o.campaign(ctx, h); err != nil {
+			cancelBG()
+			wg.Wait()
+			h.Stop(ctx)
+			return err
+		}
+	} else {
+		<-ctx.Done()
+	}
 	// On a lost lease, no drain: every event still queued here is the new
 	// leader's to deliver, and delivering it here too would act twice.
-	lost := o.lostLease != nil && o.lostLease()
 	stopCtx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
 	defer cancel()
 	if lost {
@@ -264,10 +286,15 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 	cancelBG()
 	wg.Wait()
 	if lost {
-		h.Halt(stopCtx) // a plugin a reload loaded meanwhile
-	} else {
-		h.Stop(stopCtx)
+		release()       // waits for an activation the lost lease cut short
+		h.Halt(stopCtx) // a plugin a reload or that activation started meanwhile
+		log.Info("informer-host stopped")
+		return errLostLeadership
 	}
+	// Drained first, then the lease is given up: the next leader starts
+	// once this one delivers nothing more.
+	h.Stop(stopCtx)
+	release()
 	log.Info("informer-host stopped")
 	return nil
 }

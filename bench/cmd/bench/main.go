@@ -13,7 +13,8 @@
 //     envtest binaries that `make controlplane` builds), with the daemon
 //     and the native client-go baseline as child processes: throughput,
 //     latency and CPU (case 3), isolation (case 6), reload and start (case
-//     4), memory (case 5, last: it leaves 50,000 objects behind);
+//     4), failover with leader election (case 7), memory (case 5, last:
+//     it leaves 50,000 objects behind);
 //
 // and prints one table, which it also writes, with the machine, the date
 // and the command, to the output file. Nothing here judges a time as a
@@ -58,7 +59,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	smoke := fs.Bool("smoke", false, "run every benchmark once, with tiny sizes: checks that they work, measures nothing")
 	out := fs.String("out", "", "report file (default BENCHMARKS.md at the repository root; build/bench/BENCHMARKS.smoke.md with -smoke)")
-	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 6")
+	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 6, 7")
 	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
 	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
 	render := fs.String("render", "", "measure nothing: write the report from a results file (build/bench/results.json)")
@@ -145,7 +146,7 @@ func run(args []string) int {
 		}
 	}
 
-	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["6"]) {
+	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["6"] && skipped["7"]) {
 		h, err := newE2E(root, work, *smoke, *daemonBin, logf)
 		if err != nil {
 			fail(err)
@@ -170,6 +171,11 @@ func run(args []string) int {
 				fail(fmt.Errorf("case 4 (start): %w", err))
 			}
 		}
+		if !skipped["7"] {
+			if res.Failover, err = h.failover(p["failoverRuns"].(int), p["failoverPlugins"].(int)); err != nil {
+				fail(fmt.Errorf("case 7: %w", err))
+			}
+		}
 		if !skipped["5"] {
 			if res.Memory, err = h.memory(p["memoryN"].(int), p["memoryRuns"].(int), p["memorySettle"].(time.Duration), p["memoryPlugins"].(int)); err != nil {
 				fail(fmt.Errorf("case 5: %w", err))
@@ -188,6 +194,7 @@ func params(smoke bool) map[string]any {
 			"isolationRuns": 1, "isolationFor": 2 * time.Second,
 			"reloadRuns": 1, "k8sapi": false, "reloadControl": time.Second, "startRuns": 1, "startPlugins": 2,
 			"memoryN": 200, "memoryRuns": 1, "memorySettle": 500 * time.Millisecond, "memoryPlugins": 1,
+			"failoverRuns": 1, "failoverPlugins": 2,
 		}
 	}
 	return map[string]any{
@@ -196,6 +203,7 @@ func params(smoke bool) map[string]any {
 		"isolationRuns": 3, "isolationFor": 15 * time.Second,
 		"reloadRuns": 3, "k8sapi": true, "reloadControl": 5 * time.Second, "startRuns": 3, "startPlugins": 10,
 		"memoryN": 50000, "memoryRuns": 3, "memorySettle": 5 * time.Second, "memoryPlugins": 10,
+		"failoverRuns": 3, "failoverPlugins": 10,
 	}
 }
 

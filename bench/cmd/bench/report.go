@@ -18,6 +18,7 @@ type results struct {
 	Start         []startRun      `json:"start"`
 	Memory        []memoryRun     `json:"memory"`
 	Isolation     []isolationRun  `json:"isolation"`
+	Failover      []failoverRun   `json:"failover"`
 	Params        map[string]any  `json:"params"`
 	Errors        []string        `json:"errors,omitempty"`
 	Began         time.Time       `json:"began"`
@@ -295,6 +296,28 @@ func (r *results) buildRows() {
 			target, met = "< 2 s", yes(median(xs) < 2)
 		}
 		r.add(row{"4 start", fmt.Sprintf("start to ready, %d small Go plugins, %s cache", plugins, cache), fmt.Sprintf("%.2f s", median(xs)), "", "", target, met})
+	}
+
+	// Case 7: failover.
+	for _, sig := range []string{"TERM", "KILL"} {
+		var first, all []float64
+		var lease float64
+		plugins := 0
+		for _, f := range r.Failover {
+			if f.Signal == sig {
+				first, all, lease, plugins = append(first, f.First), append(all, f.All), f.Lease, f.Plugins
+			}
+		}
+		if len(first) == 0 {
+			continue
+		}
+		what := fmt.Sprintf("leader SIGTERM (lease released) → new leader's first delivery, %d Go plugins (all synced)", plugins)
+		target, met := "< 2 s", yes(median(first) < 2)
+		if sig == "KILL" {
+			what = fmt.Sprintf("leader SIGKILL → new leader's first delivery, %d Go plugins, leaseDuration %.0f s (all synced)", plugins, lease)
+			target, met = fmt.Sprintf("< leaseDuration + 1 s (%.0f s)", lease+1), yes(median(first) < lease+1)
+		}
+		r.add(row{"7 failover", what, fmt.Sprintf("%.2f s (%.2f s)", median(first), median(all)), "", "", target, met})
 	}
 
 	// Case 5: memory.
