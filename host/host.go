@@ -69,6 +69,9 @@ type Host struct {
 	// overflowWarnings limits the warning a plugin's buffer overflow
 	// logs to one a minute per plugin.
 	overflowWarnings *filter.ErrorLimiter
+	// denials limits the log line of a refused capability call to one a
+	// minute per plugin and reason (capability and function).
+	denials *filter.ErrorLimiter
 
 	mu    sync.Mutex
 	cfg   *config.Config
@@ -115,6 +118,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	}
 	return &Host{
 		filters: filters, filterErrors: filter.NewErrorLimiter(time.Minute), overflowWarnings: filter.NewErrorLimiter(time.Minute),
+		denials: filter.NewErrorLimiter(time.Minute),
 		log: log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
 		observe: opts.observe, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
@@ -248,6 +252,7 @@ func (h *Host) load(ctx context.Context, path string, force bool) error {
 		return slot.loadFailed(err, sha)
 	}
 	compiled := time.Since(start)
+	warnUngranted(slot.log, mod.Requested(), settings.Grants)
 	g := newGeneration(slot, mod, settings, configJSON)
 	inst, err := g.instantiate(ctx)
 	if err != nil {
@@ -337,6 +342,7 @@ func (h *Host) unload(ctx context.Context, name string) {
 	// not wait for this one to stop.
 	unlock()
 	h.filterErrors.ForgetPrefix(name + "/")
+	h.denials.ForgetPrefix(name + "\x00")
 	if g != nil {
 		select {
 		case <-h.retire(g):
@@ -569,7 +575,13 @@ type PluginStatus struct {
 	Counters Counters   `json:"counters"`
 	// Filtered counts, per binding (resource name), the events its filter
 	// kept from the plugin.
-	Filtered  map[string]FilterCounts `json:"filtered,omitempty"`
+	Filtered map[string]FilterCounts `json:"filtered,omitempty"`
+	// Requested are the capabilities the running version imports
+	// functions of (ABI.md §16); Granted those config.yaml grants it. A
+	// requested capability that is not granted is refused call by call
+	// with ERR_DENIED.
+	Requested []string `json:"requested,omitempty"`
+	Granted   []string `json:"granted,omitempty"`
 	LastError string                  `json:"lastError,omitempty"`
 	// LoadedAt is when the running version was loaded; LastEventAt when it
 	// (or a version before it) last returned from ih_handle.
@@ -681,6 +693,7 @@ func (h *Host) Status() []PluginStatus {
 			st.Synced = st.State == StateRunning && g.synced.Load()
 			st.Degraded = st.Queue.Degraded
 			st.Repairs = g.repairs.Load()
+			st.Requested, st.Granted = g.module.Requested(), g.settings.Grants.Granted()
 		}
 		out = append(out, st)
 	}
