@@ -119,7 +119,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	return &Host{
 		filters: filters, filterErrors: filter.NewErrorLimiter(time.Minute), overflowWarnings: filter.NewErrorLimiter(time.Minute),
 		denials: filter.NewErrorLimiter(time.Minute),
-		log: log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
+		log:     log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
 		observe: opts.observe, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
 		retiring: map[*generation]chan struct{}{},
@@ -582,7 +582,7 @@ type PluginStatus struct {
 	// with ERR_DENIED.
 	Requested []string `json:"requested,omitempty"`
 	Granted   []string `json:"granted,omitempty"`
-	LastError string                  `json:"lastError,omitempty"`
+	LastError string   `json:"lastError,omitempty"`
 	// LoadedAt is when the running version was loaded; LastEventAt when it
 	// (or a version before it) last returned from ih_handle.
 	LoadedAt    time.Time `json:"loadedAt,omitzero"`
