@@ -61,7 +61,9 @@ func (c CacheReader) Get(resource, namespace, name string) (Cached, error) {
 // whose labels match selector (Kubernetes label selector syntax, "" =
 // all), sorted. See SplitKey and Get.
 func (c CacheReader) List(resource, namespace, selector string) ([]string, error) {
-	return c.pages(func(start int32, buf []byte) int64 { return c.api().cacheList(resource, namespace, selector, start, buf) })
+	return c.pages(func(start int32, buf []byte) int64 {
+		return c.api().cacheList(resource, namespace, selector, start, buf)
+	})
 }
 
 // Owned returns the keys of the cached objects of resource that have an
