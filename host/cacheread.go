@@ -74,6 +74,18 @@ func (r *cacheReader) List(keys []string, res, ns, sel []byte) ([]string, int32)
 	if !ok {
 		return keys, abi.ErrDenied
 	}
+	if len(sel) == 0 {
+		// No selector: the keys straight from the index, no object touched.
+		index := informer.NamespaceIndex
+		if len(ns) == 0 {
+			index = ""
+		}
+		keys, err := r.p.CacheKeys(keys, g.Resource, index, string(ns))
+		if err != nil {
+			return keys, abi.ErrInternal
+		}
+		return keys, 0
+	}
 	if string(sel) != r.lastSel || r.sel == nil {
 		s, err := labels.Parse(string(sel))
 		if err != nil {
@@ -94,20 +106,16 @@ func (r *cacheReader) Index(keys []string, res, index, value []byte) ([]string, 
 	}
 	switch string(index) {
 	case informer.NamespaceIndex:
-		r.keys = keys
-		r.p.CacheList(g.Resource, string(value), nil, r.f)
 	case informer.OwnerIndex:
 		if !g.HasIndex(config.IndexOwner) {
 			return keys, abi.ErrDenied
 		}
-		r.keys = keys
-		if err := r.p.CacheByIndex(g.Resource, informer.OwnerIndex, string(value), r.f); err != nil {
-			r.keys = nil
-			return keys, abi.ErrInternal
-		}
 	default:
 		return keys, abi.ErrInvalid
 	}
-	keys, r.keys = r.keys, nil
+	keys, err := r.p.CacheKeys(keys, g.Resource, string(index), string(value))
+	if err != nil {
+		return keys, abi.ErrInternal
+	}
 	return keys, 0
 }

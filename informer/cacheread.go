@@ -154,3 +154,34 @@ func (p *Pipeline) CacheByIndex(resource, index, value string, f func(*unstructu
 	}
 	return nil
 }
+
+// CacheKeys appends to dst the store keys of the cached objects of the
+// configured resource that index maps to value, or of every object when
+// index is "". It reads the index itself (client-go's IndexKeys), without
+// touching the objects, which makes it the cheap path of an unfiltered
+// list. ErrNoIndex as for CacheByIndex.
+func (p *Pipeline) CacheKeys(dst []string, resource, index, value string) ([]string, error) {
+	ws, ok := p.indexersOf(resource)
+	if !ok {
+		return dst, nil
+	}
+	for _, w := range ws {
+		ix := w.informer.GetIndexer()
+		if index == "" {
+			dst = append(dst, ix.ListKeys()...)
+			continue
+		}
+		if index == NamespaceIndex && w.key.namespace != "" && w.key.namespace != value {
+			continue
+		}
+		if _, ok := ix.GetIndexers()[index]; !ok {
+			return dst, fmt.Errorf("resource %q, index %q: %w", resource, index, ErrNoIndex)
+		}
+		keys, err := ix.IndexKeys(index, value)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, keys...)
+	}
+	return dst, nil
+}
