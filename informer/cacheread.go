@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Index names for Pipeline.ByIndex.
+// Index names for Pipeline.CacheKeys.
 const (
 	// NamespaceIndex maps a namespace to the objects in it; every
 	// informer has it.
@@ -21,7 +21,7 @@ const (
 	OwnerIndex = "owner"
 )
 
-// ErrNoIndex is returned by ByIndex for an index the resource's informers
+// ErrNoIndex is returned by CacheKeys for an index the resource's informers
 // were not built with.
 var ErrNoIndex = errors.New("the resource's informers have no such index")
 
@@ -127,39 +127,12 @@ func (p *Pipeline) CacheList(resource, namespace string, sel labels.Selector, f 
 	}
 }
 
-// CacheByIndex calls f for every cached object of the configured resource
-// that index maps to value. It returns ErrNoIndex when the resource's
-// informers were not built with index (see OwnerIndex).
-func (p *Pipeline) CacheByIndex(resource, index, value string, f func(*unstructured.Unstructured)) error {
-	ws, ok := p.indexersOf(resource)
-	if !ok {
-		return nil
-	}
-	for _, w := range ws {
-		if index == NamespaceIndex && w.key.namespace != "" && w.key.namespace != value {
-			continue
-		}
-		if _, ok := w.informer.GetIndexer().GetIndexers()[index]; !ok {
-			return fmt.Errorf("resource %q, index %q: %w", resource, index, ErrNoIndex)
-		}
-		objs, err := w.informer.GetIndexer().ByIndex(index, value)
-		if err != nil {
-			return err
-		}
-		for _, o := range objs {
-			if u, ok := o.(*unstructured.Unstructured); ok {
-				f(u)
-			}
-		}
-	}
-	return nil
-}
-
 // CacheKeys appends to dst the store keys of the cached objects of the
 // configured resource that index maps to value, or of every object when
 // index is "". It reads the index itself (client-go's IndexKeys), without
 // touching the objects, which makes it the cheap path of an unfiltered
-// list. ErrNoIndex as for CacheByIndex.
+// list. ErrNoIndex when the resource's informers were not built with index
+// (see OwnerIndex).
 func (p *Pipeline) CacheKeys(dst []string, resource, index, value string) ([]string, error) {
 	ws, ok := p.indexersOf(resource)
 	if !ok {
