@@ -63,7 +63,73 @@ const (
 	ImportSetError = "set_error"
 	// ImportLog is log(level, ptr, len i32) -> i32.
 	ImportLog = "log"
+
+	// Cache reads (capability "cache", ABI.md §16.1).
+
+	// ImportCacheGet is cache_get(res_ptr, res_len, ns_ptr, ns_len,
+	// name_ptr, name_len i32) -> i32: a handle (>= FirstHandle) usable as
+	// which in object_read and field_read, or an error code.
+	ImportCacheGet = "cache_get"
+	// ImportCacheList is cache_list(res_ptr, res_len, ns_ptr, ns_len,
+	// sel_ptr, sel_len, start, ptr, len i32) -> i64: a page of keys, packed
+	// with PackList.
+	ImportCacheList = "cache_list"
+	// ImportCacheIndex is cache_index(res_ptr, res_len, index_ptr,
+	// index_len, value_ptr, value_len, start, ptr, len i32) -> i64: a page
+	// of keys, packed with PackList.
+	ImportCacheIndex = "cache_index"
 )
+
+// Capabilities a plugin may be granted (ABI.md §16). A module requests one
+// by importing a function whose name starts with the capability and "_".
+const (
+	CapabilityCache   = "cache"
+	CapabilityState   = "state"
+	CapabilityMetrics = "metrics"
+)
+
+// CapabilityOf returns the capability the host function importName
+// belongs to ("cache", "state", "metrics"), or "" for a function every
+// plugin may call. The mapping is by name prefix, so it covers functions
+// a later host adds to a capability.
+func CapabilityOf(importName string) string {
+	for _, c := range [...]struct{ prefix, capability string }{
+		{"cache_", CapabilityCache},
+		{"state_", CapabilityState},
+		{"metric_", CapabilityMetrics},
+	} {
+		if len(importName) > len(c.prefix) && importName[:len(c.prefix)] == c.prefix {
+			return c.capability
+		}
+	}
+	return ""
+}
+
+// Handles of cached objects (cache_get) are which values from FirstHandle
+// on, valid until the export call that obtained them returns; at most
+// MaxHandles are live at once.
+const (
+	FirstHandle int32 = 2
+	MaxHandles        = 1024
+)
+
+// MaxListPage is the most keys one cache_list or cache_index call
+// returns; start pages through the rest.
+const MaxListPage = 1000
+
+// PackList packs cache_list's result: the total number of matching
+// objects in the high 32 bits, the size of this page's text in the low
+// 32. The result is never negative.
+func PackList(total, size uint32) int64 { return int64(total&0x7fffffff)<<32 | int64(size) }
+
+// UnpackList splits cache_list's result. If r is negative it is an error
+// code and total and size are zero.
+func UnpackList(r int64) (total, size uint32, errCode int32) {
+	if r < 0 {
+		return 0, 0, int32(r)
+	}
+	return uint32(r >> 32), uint32(r), 0
+}
 
 // Results of ih_handle. Any other value is treated as ResultError.
 const (
@@ -102,6 +168,9 @@ const (
 	// ErrInternal: the host could not produce the value (for example the
 	// object could not be encoded as JSON). Not the plugin's fault.
 	ErrInternal int32 = -7
+	// ErrDenied: the operator did not grant this capability to the plugin
+	// (or not for this resource or index). Since v1.1.
+	ErrDenied int32 = -8
 )
 
 // ErrorName returns the spec name of a host function's error code, or "" if
@@ -122,6 +191,8 @@ func ErrorName(code int32) string {
 		return "ERR_NO_EVENT"
 	case ErrInternal:
 		return "ERR_INTERNAL"
+	case ErrDenied:
+		return "ERR_DENIED"
 	}
 	return ""
 }
@@ -306,6 +377,9 @@ func Imports() []Func {
 		{Name: ImportConfigRead, Signature: sig(i32s(2), I32)},
 		{Name: ImportSetError, Signature: sig(i32s(2), I32)},
 		{Name: ImportLog, Signature: sig(i32s(3), I32)},
+		{Name: ImportCacheGet, Signature: sig(i32s(6), I32)},
+		{Name: ImportCacheList, Signature: sig(i32s(9), I64)},
+		{Name: ImportCacheIndex, Signature: sig(i32s(9), I64)},
 	}
 }
 

@@ -263,6 +263,33 @@ func TestPackField(t *testing.T) {
 	}
 }
 
+func TestCapabilityOf(t *testing.T) {
+	for name, want := range map[string]string{
+		ImportCacheGet: CapabilityCache, ImportCacheList: CapabilityCache, ImportCacheIndex: CapabilityCache,
+		"state_get": CapabilityState, "metric_add": CapabilityMetrics,
+		ImportLog: "", ImportFieldRead: "", "cache_": "", "cache": "", "metrics_add": "", "": "",
+	} {
+		if got := CapabilityOf(name); got != want {
+			t.Errorf("CapabilityOf(%q) = %q, want %q", name, got, want)
+		}
+	}
+	for _, f := range Imports() {
+		if c := CapabilityOf(f.Name); c != "" && c != CapabilityCache {
+			t.Errorf("%s: capability %q has no functions in this host", f.Name, c)
+		}
+	}
+}
+
+func TestPackList(t *testing.T) {
+	total, size, code := UnpackList(PackList(150, 4096))
+	if total != 150 || size != 4096 || code != 0 {
+		t.Fatalf("got %d %d %d", total, size, code)
+	}
+	if _, _, code := UnpackList(int64(ErrDenied)); code != ErrDenied {
+		t.Fatal("error code lost")
+	}
+}
+
 func TestSignatures(t *testing.T) {
 	seen := map[string]bool{}
 	for _, f := range append(Imports(), Exports()...) {
@@ -277,7 +304,7 @@ func TestSignatures(t *testing.T) {
 	if got := Exports()[0].Signature.String(); got != "() -> ()" {
 		t.Fatal(got)
 	}
-	for c := ErrInternal; c <= ErrAbsent; c++ {
+	for c := ErrDenied; c <= ErrAbsent; c++ {
 		if ErrorName(c) == "" {
 			t.Fatalf("no name for %d", c)
 		}

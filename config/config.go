@@ -108,6 +108,13 @@ type Resource struct {
 	FieldSelector      string   `yaml:"fieldSelector" json:"fieldSelector,omitempty"`
 	ResyncPeriod       Duration `yaml:"resyncPeriod" json:"resyncPeriod"`                       // 0 = no resync
 	StripManagedFields *bool    `yaml:"stripManagedFields" json:"stripManagedFields,omitempty"` // nil = true; use StripsManagedFields()
+
+	// Indexes are the indexes (IndexOwner) the informers of this resource
+	// carry beyond namespace. Not read from the file: Load derives them
+	// from the cache grants (ResolveIndexes), so an index exists only when
+	// a plugin is granted it. client-go cannot add an indexer to a running
+	// informer, so a change here restarts the resource's informers.
+	Indexes []string `yaml:"-" json:"indexes,omitempty"`
 }
 
 // StripsManagedFields reports whether metadata.managedFields is dropped
@@ -149,6 +156,8 @@ type PluginSettings struct {
 	// Config is handed to the plugin's init export as JSON bytes; any YAML
 	// value. See Config.ConfigJSON.
 	Config any `yaml:"config" json:"config,omitempty"`
+	// Grants are the capabilities the plugin may use; none by default.
+	Grants Grants `yaml:"grants" json:"grants,omitempty"`
 }
 
 // Binding subscribes a plugin to one configured resource.

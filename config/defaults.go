@@ -126,6 +126,7 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 		}
 		return NewDuration(def)
 	}
+	out.Grants = own.Grants.over(base.Grants)
 	out.Delivery = Delivery{
 		Mode:         str(setMode, func(s *PluginSettings) string { return s.Delivery.Mode }, DefaultDeliveryMode),
 		BufferSize:   num(setBufferSize, func(s *PluginSettings) int { return s.Delivery.BufferSize }, DefaultBufferSize),
@@ -154,6 +155,7 @@ func (s PluginSettings) clone() PluginSettings {
 		}
 		s.Bindings = bs
 	}
+	s.Grants = s.Grants.clone()
 	return s
 }
 
@@ -216,6 +218,7 @@ func applyDefaults(c *Config, p *problems) {
 		r := &c.Resources[i]
 		r.ResyncPeriod = NewDuration(r.ResyncPeriod.Duration)
 	}
+	c.ResolveIndexes()
 	c.resolved = true
 }
 

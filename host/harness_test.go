@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host/internal/engine"
@@ -186,6 +187,9 @@ type harness struct {
 	// standby starts the host as a standby (Options.Standby); set by a
 	// setup function.
 	standby bool
+	// rest, when a setup function sets it, is the pipeline's client
+	// config instead of the control plane's (a test counting requests).
+	rest *rest.Config
 }
 
 // newHarness parses cfgYAML (with NS and DIR replaced by the test's
@@ -208,7 +212,11 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 		f(hs)
 	}
 	log := slog.New(slog.NewTextHandler(hs.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	hs.p, err = informer.New(informer.Options{RESTConfig: env.Config, Logger: log, PendingRetryPeriod: 200 * time.Millisecond})
+	restConfig := env.Config
+	if hs.rest != nil {
+		restConfig = hs.rest
+	}
+	hs.p, err = informer.New(informer.Options{RESTConfig: restConfig, Logger: log, PendingRetryPeriod: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,6 +73,9 @@ type Host struct {
 	// overflowWarnings limits the warning a plugin's buffer overflow
 	// logs to one a minute per plugin.
 	overflowWarnings *filter.ErrorLimiter
+	// denials limits the log line of a refused capability call to one a
+	// minute per plugin and reason (capability and function).
+	denials *filter.ErrorLimiter
 
 	mu    sync.Mutex
 	cfg   *config.Config
@@ -124,7 +127,8 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	}
 	return &Host{
 		filters: filters, filterErrors: filter.NewErrorLimiter(time.Minute), overflowWarnings: filter.NewErrorLimiter(time.Minute),
-		log: log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
+		denials: filter.NewErrorLimiter(time.Minute),
+		log:     log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
 		observe: opts.observe, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
 		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{},
@@ -272,6 +276,7 @@ func (h *Host) load(ctx context.Context, path string, force bool) error {
 func (h *Host) start(ctx context.Context, slot *PluginSlot, mod *engine.Module, settings config.PluginSettings, configJSON []byte, sha string, start time.Time) error {
 	name := slot.name
 	compiled := time.Since(start)
+	warnUngranted(slot.log, mod.Requested(), settings.Grants)
 	g := newGeneration(slot, mod, settings, configJSON)
 	inst, err := g.instantiate(ctx)
 	if err != nil {
@@ -366,6 +371,7 @@ func (h *Host) unload(ctx context.Context, name string) {
 	// not wait for this one to stop.
 	unlock()
 	h.filterErrors.ForgetPrefix(name + "/")
+	h.denials.ForgetPrefix(name + "\x00")
 	if g != nil {
 		select {
 		case <-h.retire(g):
@@ -606,8 +612,14 @@ type PluginStatus struct {
 	Counters Counters   `json:"counters"`
 	// Filtered counts, per binding (resource name), the events its filter
 	// kept from the plugin.
-	Filtered  map[string]FilterCounts `json:"filtered,omitempty"`
-	LastError string                  `json:"lastError,omitempty"`
+	Filtered map[string]FilterCounts `json:"filtered,omitempty"`
+	// Requested are the capabilities the running version imports
+	// functions of (ABI.md §16); Granted those config.yaml grants it. A
+	// requested capability that is not granted is refused call by call
+	// with ERR_DENIED.
+	Requested []string `json:"requested,omitempty"`
+	Granted   []string `json:"granted,omitempty"`
+	LastError string   `json:"lastError,omitempty"`
 	// LoadedAt is when the running version was loaded; LastEventAt when it
 	// (or a version before it) last returned from ih_handle.
 	LoadedAt    time.Time `json:"loadedAt,omitzero"`
@@ -722,8 +734,10 @@ func (h *Host) Status() []PluginStatus {
 			st.Synced = st.State == StateRunning && g.synced.Load()
 			st.Degraded = st.Queue.Degraded
 			st.Repairs = g.repairs.Load()
+			st.Requested, st.Granted = g.module.Requested(), g.settings.Grants.Granted()
 		} else if settings, ok := held[s.name]; ok {
 			st.Bindings = bindingNames(settings)
+			st.Granted = settings.Grants.Granted()
 		}
 		out = append(out, st)
 	}

@@ -13,6 +13,8 @@ import (
 // of plugin files.
 type metrics struct {
 	wait, handle, filter *prometheus.HistogramVec
+	// denied counts capability calls refused with ERR_DENIED.
+	denied *prometheus.CounterVec
 }
 
 // latencyBuckets span 10µs to ~10s: a no-op Wasm call is microseconds, a
@@ -33,6 +35,9 @@ func newMetrics() *metrics {
 			Name: "informer_host_filter_decide_seconds", Help: "Time a binding's filter took to decide on one event (memo hits included).",
 			Buckets: prometheus.ExponentialBuckets(100e-9, 4, 10),
 		}, []string{"plugin"}),
+		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "informer_host_plugin_denied_total", Help: "Host function calls refused with ERR_DENIED because the capability (or the resource or index) is not granted to the plugin.",
+		}, []string{"plugin", "capability"}),
 	}
 }
 
@@ -50,6 +55,7 @@ func (m *metrics) forget(name string) {
 	m.wait.DeleteLabelValues(name)
 	m.handle.DeleteLabelValues(name)
 	m.filter.DeleteLabelValues(name)
+	m.denied.DeletePartialMatch(prometheus.Labels{"plugin": name})
 }
 
 var (
@@ -100,6 +106,7 @@ func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 	h.metrics.wait.Describe(ch)
 	h.metrics.handle.Describe(ch)
 	h.metrics.filter.Describe(ch)
+	h.metrics.denied.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -149,6 +156,7 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	h.metrics.wait.Collect(ch)
 	h.metrics.handle.Collect(ch)
 	h.metrics.filter.Collect(ch)
+	h.metrics.denied.Collect(ch)
 }
 
 func b2f(b bool) float64 {

@@ -18,6 +18,10 @@ import (
 type ModuleReport struct {
 	File string
 	Err  error // nil: compiles, instantiates, speaks the ABI and accepts its config
+	// Requested are the capabilities the module imports functions of;
+	// Granted those cfg grants it; Ungranted the requested ones not
+	// granted (the module loads, their calls return ERR_DENIED).
+	Requested, Granted, Ungranted []string
 }
 
 // ValidateModules loads every *.wasm module in cfg's plugin directory the
@@ -45,34 +49,40 @@ func ValidateModules(ctx context.Context, cfg *config.Config, startTimeout time.
 		if !strings.HasSuffix(e.Name(), ".wasm") {
 			continue
 		}
-		out = append(out, ModuleReport{File: e.Name(), Err: validateModule(ctx, eng, cfg, filepath.Join(dir, e.Name()))})
+		r := ModuleReport{File: e.Name(), Granted: cfg.SettingsFor(e.Name()).Grants.Granted()}
+		r.Requested, r.Err = validateModule(ctx, eng, cfg, filepath.Join(dir, e.Name()))
+		r.Ungranted = ungranted(r.Requested, cfg.SettingsFor(e.Name()).Grants)
+		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
 	return out, nil
 }
 
-func validateModule(ctx context.Context, eng *engine.Engine, cfg *config.Config, path string) error {
+func validateModule(ctx context.Context, eng *engine.Engine, cfg *config.Config, path string) (requested []string, _ error) {
 	name := filepath.Base(path)
 	wasm, err := readModule(path, cfg.ModuleSizeLimit())
 	if err != nil {
-		return fmt.Errorf("plugin %q: read: %w", name, err)
+		return nil, fmt.Errorf("plugin %q: read: %w", name, err)
 	}
 	settings := cfg.SettingsFor(name)
 	configJSON, err := cfg.ConfigJSON(name)
 	if err != nil {
-		return fmt.Errorf("plugin %q: %w", name, err)
+		return nil, fmt.Errorf("plugin %q: %w", name, err)
 	}
 	mod, err := eng.Load(ctx, name, wasm, engine.Limits{
 		MemoryPages: settings.Limits.MemoryPages,
 		CallTimeout: settings.Limits.CallTimeout.Duration,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer mod.Close(context.Background())
+	requested = mod.Requested()
+	// No capability is handed in: ih_init that calls one sees ERR_DENIED,
+	// as validation must not read a cluster.
 	inst, err := mod.Instantiate(ctx, engine.InstanceOptions{Config: configJSON})
 	if err != nil {
-		return err
+		return requested, err
 	}
-	return inst.Close(context.Background())
+	return requested, inst.Close(context.Background())
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -388,6 +389,7 @@ func (p *Pipeline) activate(ctx context.Context, name string) {
 			fieldSelector:      spec.FieldSelector,
 			stripManagedFields: spec.StripsManagedFields(),
 			resync:             spec.ResyncPeriod.Duration,
+			ownerIndex:         slices.Contains(spec.Indexes, config.IndexOwner),
 		}
 		w := p.watches[key]
 		if w == nil {

@@ -28,6 +28,10 @@ type watchKey struct {
 	labelSelector, fieldSelector string
 	stripManagedFields           bool
 	resync                       time.Duration
+	// ownerIndex adds OwnerIndex to the informer. It is part of the key
+	// because client-go cannot add an indexer once an informer runs
+	// (AddIndexers fails after start): a watch needing it is built with it.
+	ownerIndex bool
 }
 
 // watchOptions are the pipeline-wide settings every sharedWatch uses.
@@ -85,7 +89,7 @@ func newSharedWatch(client dynamic.Interface, key watchKey, opts watchOptions) *
 	w.informer = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client),
 		&unstructured.Unstructured{}, cache.SharedIndexInformerOptions{
 			ResyncPeriod:      key.resync,
-			Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			Indexers:          indexers(key),
 			ObjectDescription: key.gvr.String(),
 		})
 	if key.stripManagedFields {

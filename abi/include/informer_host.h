@@ -46,6 +46,7 @@
 #define IH_ERR_INVALID (-5)   /* bad selector or log level */
 #define IH_ERR_NO_EVENT (-6)  /* event function called outside ih_handle */
 #define IH_ERR_INTERNAL (-7)  /* the host failed to produce the value */
+#define IH_ERR_DENIED (-8)    /* capability not granted to this plugin (v1.1) */
 
 /* which: the object or the old object */
 #define IH_OBJECT 0
@@ -98,6 +99,20 @@ IH_IMPORT("config_read") int32_t ih_config_read(void *ptr, int32_t len);
 IH_IMPORT("set_error") int32_t ih_set_error(const char *msg, int32_t len);
 /* returns 0, or 1 when the host's rate limit dropped the line */
 IH_IMPORT("log") int32_t ih_log(int32_t level, const char *msg, int32_t len);
+
+/* Cache reads (capability "cache", ABI.md 16.1; v1.1). Granted per
+ * resource in config.yaml; ungranted calls return IH_ERR_DENIED. */
+#define IH_FIRST_HANDLE 2    /* cache_get handles are which values >= 2 */
+#define IH_MAX_HANDLES 1024  /* live handles per export call */
+#define IH_MAX_LIST_PAGE 1000 /* keys per cache_list/cache_index call */
+/* returns a handle for object_read/field_read, valid until the current
+ * export call returns; IH_ERR_ABSENT when the cache has no such object */
+IH_IMPORT("cache_get") int32_t ih_cache_get(const char *res, int32_t res_len, const char *ns, int32_t ns_len, const char *name, int32_t name_len);
+/* keys ("namespace/name\n" each, sorted) from index start on, at most
+ * IH_MAX_LIST_PAGE; returns (total << 32) | size, or a negative code */
+IH_IMPORT("cache_list") int64_t ih_cache_list(const char *res, int32_t res_len, const char *ns, int32_t ns_len, const char *selector, int32_t selector_len, int32_t start, void *ptr, int32_t len);
+/* index "namespace" (value: a namespace) or "owner" (value: an owner's uid) */
+IH_IMPORT("cache_index") int64_t ih_cache_index(const char *res, int32_t res_len, const char *index, int32_t index_len, const char *value, int32_t value_len, int32_t start, void *ptr, int32_t len);
 
 static inline uint32_t ih_u32le(const uint8_t *p) {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

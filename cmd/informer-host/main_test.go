@@ -84,3 +84,50 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// validate shows, per module, the capabilities it requests (its imports)
+// next to those config.yaml grants it, and warns about each requested one
+// that is not granted; that is not an error (exit 0).
+func TestValidateCapabilities(t *testing.T) {
+	dir := t.TempDir()
+	plugins := filepath.Join(dir, "plugins")
+	if err := os.Mkdir(plugins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reader := wat(t, "../../host/testdata/plugins/cacheread.wat")
+	for name, b := range map[string][]byte{"granted.wasm": reader, "ungranted.wasm": reader, "plain.wasm": wat(t, "../../host/testdata/fixtures/healthy.wat")} {
+		if err := os.WriteFile(filepath.Join(plugins, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(`apiVersion: informer-host/v1
+resources: [{name: cms, version: v1, resource: configmaps}]
+plugins:
+  directory: plugins
+  modules:
+  - {file: granted.wasm, grants: {cache: [{resource: cms}]}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := Main(context.Background(), []string{"validate", "--config", cfg}, &stdout, &stderr); code != 0 {
+		t.Errorf("exit code %d, want 0; stderr %q", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"granted.wasm: ok (requests: cache; granted: cache)\n",
+		"ungranted.wasm: ok (requests: cache; granted: none)\n",
+		`ungranted.wasm: warning: imports cache functions but is not granted "cache"`,
+		"plain.wasm: ok\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "granted.wasm: warning") || strings.HasPrefix(l, "plain.wasm: warning") {
+			t.Errorf("warning for a module that requests nothing ungranted: %s", l)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/informer-host/informer-host/config"
@@ -45,7 +46,26 @@ func validateCommand(ctx context.Context, args []string, stdout, stderr io.Write
 			code = 1
 			continue
 		}
-		fmt.Fprintf(stdout, "%s: ok\n", r.File)
+		fmt.Fprintf(stdout, "%s: ok%s\n", r.File, capabilities(r))
+		for _, c := range r.Ungranted {
+			fmt.Fprintf(stdout, "%s: warning: imports %s functions but is not granted %q; it loads, and those calls return ERR_DENIED (grant it under plugins.modules[].grants)\n", r.File, c, c)
+		}
 	}
 	return code
+}
+
+// capabilities renders what a module requests next to what it is granted,
+// " (requests: cache; granted: cache)", or "" when it requests nothing and
+// is granted nothing.
+func capabilities(r host.ModuleReport) string {
+	if len(r.Requested) == 0 && len(r.Granted) == 0 {
+		return ""
+	}
+	list := func(l []string) string {
+		if len(l) == 0 {
+			return "none"
+		}
+		return strings.Join(l, ", ")
+	}
+	return fmt.Sprintf(" (requests: %s; granted: %s)", list(r.Requested), list(r.Granted))
 }

@@ -104,25 +104,51 @@ func objectRead(ctx context.Context, mod api.Module, stack []uint64) {
 		setI32(stack, abi.ErrBounds)
 		return
 	}
-	if which != abi.ObjectNew && which != abi.ObjectOld {
-		setI32(stack, abi.ErrInvalid)
+	obj, code := st.objectOf(which)
+	if code != 0 {
+		setI32(stack, code)
 		return
 	}
-	if st == nil || st.env == nil {
-		setI32(stack, abi.ErrNoEvent)
-		return
+	var b []byte
+	var err error
+	if which >= abi.FirstHandle {
+		b, err = encodeJSON(obj)
+	} else {
+		b, err = st.env.json(which)
 	}
-	if st.env.object(which) == nil {
-		setI32(stack, abi.ErrAbsent)
-		return
-	}
-	b, err := st.env.json(which)
 	if err != nil {
 		st.logger.Error("encoding object for plugin", slog.Any("err", err))
 		setI32(stack, abi.ErrInternal)
 		return
 	}
 	setI32(stack, copyOut(mod, ptr, n, b))
+}
+
+// objectOf resolves the which argument of object_read and field_read: the
+// event's object or old object, or a cache_get handle of the current call.
+// Errors in the documented order: an unknown which (including a handle not
+// issued in this call) is ERR_INVALID, the event's objects outside
+// ih_handle ERR_NO_EVENT, a missing one ERR_ABSENT.
+func (st *callState) objectOf(which int32) (map[string]any, int32) {
+	if which >= abi.FirstHandle {
+		if st != nil {
+			if obj := st.handleObject(which); obj != nil {
+				return obj, 0
+			}
+		}
+		return nil, abi.ErrInvalid
+	}
+	if which != abi.ObjectNew && which != abi.ObjectOld {
+		return nil, abi.ErrInvalid
+	}
+	if st == nil || st.env == nil {
+		return nil, abi.ErrNoEvent
+	}
+	u := st.env.object(which)
+	if u == nil {
+		return nil, abi.ErrAbsent
+	}
+	return u.Object, 0
 }
 
 // field_read(which, path_ptr, path_len, ptr, len i32) -> i64
@@ -139,20 +165,12 @@ func fieldRead(ctx context.Context, mod api.Module, stack []uint64) {
 		fail(abi.ErrBounds)
 		return
 	}
-	if which != abi.ObjectNew && which != abi.ObjectOld {
-		fail(abi.ErrInvalid)
+	obj, code := st.objectOf(which)
+	if code != 0 {
+		fail(code)
 		return
 	}
-	if st == nil || st.env == nil {
-		fail(abi.ErrNoEvent)
-		return
-	}
-	u := st.env.object(which)
-	if u == nil {
-		fail(abi.ErrAbsent)
-		return
-	}
-	v, code := lookup(u.Object, &st.path, path)
+	v, code := lookup(obj, &st.path, path)
 	if code != 0 {
 		fail(code)
 		return
@@ -334,6 +352,9 @@ func instantiateHostModule(ctx context.Context, r wazero.Runtime) (api.Module, e
 		abi.ImportConfigRead: configRead,
 		abi.ImportSetError:   setError,
 		abi.ImportLog:        logFn,
+		abi.ImportCacheGet:   cacheGet,
+		abi.ImportCacheList:  cacheList,
+		abi.ImportCacheIndex: cacheIndex,
 	}
 	b := r.NewHostModuleBuilder(abi.ImportModule)
 	for _, f := range abi.Imports() {

@@ -30,6 +30,17 @@ type InstanceOptions struct {
 	// LogRate limits how fast the plugin may log. The zero value selects
 	// the defaults.
 	LogRate LogRate
+
+	// Capabilities (ABI.md §16): nil denies the capability, and every
+	// call of its functions returns ERR_DENIED.
+
+	// Cache serves cache_get, cache_list and cache_index.
+	Cache CacheReader
+	// OnDenied is called on every call refused with ERR_DENIED, with the
+	// capability ("cache") and the function ("cache_get"), on the
+	// instance's goroutine during the call; it must be cheap (the host
+	// rate-limits its log line and counts). nil: nothing is reported.
+	OnDenied func(capability, function string)
 }
 
 // Code is the outcome of a successful ih_handle call.
@@ -147,6 +158,15 @@ type callState struct {
 	// sleeping in poll_oneoff wakes on it, and WASI calls over large
 	// buffers (random_get, fd_write) stop.
 	abort <-chan struct{}
+
+	cache    CacheReader                       // nil: cache reads denied
+	onDenied func(capability, function string) // may be nil
+	// handles are the objects cache_get returned during the current call,
+	// handle FirstHandle+i being handles[i]. Emptied when the call returns
+	// (call, callInit), so a handle never outlives its call.
+	handles []map[string]any
+	// keys is cache_list's reused key buffer.
+	keys []string
 }
 
 // aborted reports whether the current call is being killed.
@@ -319,10 +339,12 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 	}
 	out := newOutput(logger, o.LogRate)
 	st := &callState{
-		config:  append([]byte(nil), o.Config...),
-		logger:  logger,
-		out:     out,
-		scratch: make([]byte, 0, 32),
+		config:   append([]byte(nil), o.Config...),
+		logger:   logger,
+		out:      out,
+		scratch:  make([]byte, 0, 32),
+		cache:    o.Cache,
+		onDenied: o.OnDenied,
 	}
 	i := &Instance{
 		e:       e,
@@ -455,6 +477,7 @@ func (i *Instance) callInit(ctx context.Context, fn api.Function) (err error) {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("internal error: %v", r)
 		}
+		i.st.dropHandles()
 		i.stdout.flush()
 		i.stderr.flush()
 	}()
@@ -539,6 +562,7 @@ func (i *Instance) call(fn api.Function) (err error) {
 		if r := recover(); r != nil { // wazero recovers guest panics itself; this guards the host side
 			err = fmt.Errorf("internal error: %v", r)
 		}
+		i.st.dropHandles()
 		i.stdout.flush()
 		i.stderr.flush()
 	}()

@@ -1,0 +1,145 @@
+package kit
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/informer-host/informer-host/abi"
+)
+
+// ErrDenied is returned by a capability's functions (Cache) when the
+// operator did not grant the capability, or not for this resource or
+// index (ABI.md §16). It is a HostError, so errors.Is works.
+var ErrDenied error = HostError(abi.ErrDenied)
+
+// cacheAPI is the cache capability's imports; the host implements it on
+// wasip1 (cache_wasip1.go), tests with a fake.
+type cacheAPI interface {
+	cacheGet(res, ns, name string) int32
+	cacheList(res, ns, selector string, start int32, buf []byte) int64
+	cacheIndex(res, index, value string, start int32, buf []byte) int64
+}
+
+// CacheReader reads the host's informer caches, the way a controller uses
+// client-go Listers: no API request is made. Only resources granted to
+// the plugin in config.yaml (grants.cache) can be read; others return
+// ErrDenied.
+type CacheReader struct{ p *plugin }
+
+// Cache returns the plugin's cache reader.
+func Cache() CacheReader { return CacheReader{p: &the} }
+
+func (c CacheReader) api() cacheAPI {
+	if a, ok := c.p.host.(cacheAPI); ok {
+		return a
+	}
+	return noCache{}
+}
+
+// Cached is an object read from the cache. It is valid only until the
+// current handler (Handle, OnSynced, OnInit) returns: the host ends its
+// handle then. Read it field by field, like an Event, without decoding.
+type Cached struct {
+	p *plugin
+	h int32
+}
+
+// Get returns the cached object namespace/name of the configured
+// resource (namespace "" for a cluster-scoped one), ErrNoObject if the
+// cache has none, or ErrDenied.
+func (c CacheReader) Get(resource, namespace, name string) (Cached, error) {
+	h := c.api().cacheGet(resource, namespace, name)
+	if h < 0 {
+		return Cached{}, hostErr(h)
+	}
+	return Cached{p: c.p, h: h}, nil
+}
+
+// List returns the keys ("namespace/name", or "name" when cluster-scoped)
+// of the cached objects of resource in namespace ("" = every namespace)
+// whose labels match selector (Kubernetes label selector syntax, "" =
+// all), sorted. See SplitKey and Get.
+func (c CacheReader) List(resource, namespace, selector string) ([]string, error) {
+	return c.pages(func(start int32, buf []byte) int64 {
+		return c.api().cacheList(resource, namespace, selector, start, buf)
+	})
+}
+
+// Owned returns the keys of the cached objects of resource that have an
+// ownerReference to uid. The grant must list the owner index
+// (indexes: [owner]); otherwise ErrDenied.
+func (c CacheReader) Owned(resource, uid string) ([]string, error) {
+	return c.pages(func(start int32, buf []byte) int64 { return c.api().cacheIndex(resource, "owner", uid, start, buf) })
+}
+
+// pages reads every page of a key list.
+func (c CacheReader) pages(call func(start int32, buf []byte) int64) ([]string, error) {
+	var keys []string
+	for {
+		if cap(c.p.valBuf) < 4096 {
+			c.p.valBuf = make([]byte, 4096)
+		}
+		buf := c.p.valBuf[:cap(c.p.valBuf)]
+		total, size, code := abi.UnpackList(call(int32(len(keys)), buf))
+		if code != 0 {
+			return nil, hostErr(code)
+		}
+		if int(size) > len(buf) {
+			c.p.valBuf = make([]byte, size)
+			continue
+		}
+		n := len(keys)
+		for _, k := range bytes.Split(buf[:size], []byte{'\n'}) {
+			if len(k) > 0 {
+				keys = append(keys, string(k))
+			}
+		}
+		if len(keys) >= int(total) || len(keys) == n {
+			return keys, nil
+		}
+	}
+}
+
+// SplitKey splits a store key into namespace and name.
+func SplitKey(key string) (namespace, name string) {
+	if ns, n, ok := strings.Cut(key, "/"); ok {
+		return ns, n
+	}
+	return "", key
+}
+
+// Field returns the value at path in the object (syntax as Event.Field).
+func (o Cached) Field(path string) (Value, error) { return o.p.field(o.h, path) }
+
+// Get returns the value at path as text, and whether it exists.
+func (o Cached) Get(path string) (string, bool) {
+	v, err := o.Field(path)
+	return v.Text, err == nil
+}
+
+// JSON returns the whole object as JSON (a copy the caller owns).
+func (o Cached) JSON() ([]byte, error) {
+	b, err := o.p.object(o.h)
+	return bytes.Clone(b), err
+}
+
+// Decode decodes the object into v with encoding/json.
+func (o Cached) Decode(v any) error {
+	b, err := o.p.object(o.h)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// noCache is the cache off wasip1 (and under a host without it): denied.
+type noCache struct{}
+
+func (noCache) cacheGet(string, string, string) int32 { return abi.ErrDenied }
+func (noCache) cacheList(string, string, string, int32, []byte) int64 {
+	return int64(abi.ErrDenied)
+}
+func (noCache) cacheIndex(string, string, string, int32, []byte) int64 {
+	return int64(abi.ErrDenied)
+}
