@@ -278,8 +278,8 @@ func (s *Store) flusher() {
 }
 
 type pending struct {
-	name  string
-	seq   int64
+	name string
+	seq  int64
 	puts map[string]*entry // nil entry: deleted
 }
 
@@ -498,14 +498,8 @@ func (b *Bucket) Set(key, value []byte, ifVersion int64) (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	old := b.entries[string(key)]
-	if ifVersion != Any {
-		var cur int64
-		if old != nil {
-			cur = old.version
-		}
-		if cur != ifVersion {
-			return 0, fmt.Errorf("%w: key %q is at version %d, not %d", ErrConflict, key, cur, ifVersion)
-		}
+	if err := checkVersion(key, old, ifVersion); err != nil {
+		return 0, err
 	}
 	grow := int64(len(value))
 	keys := len(b.entries)
@@ -534,6 +528,22 @@ func (b *Bucket) Set(key, value []byte, ifVersion int64) (int64, error) {
 	return b.seq, nil
 }
 
+// checkVersion is the compare of compare-and-swap; a missing key is at
+// version 0.
+func checkVersion(key []byte, old *entry, ifVersion int64) error {
+	if ifVersion == Any {
+		return nil
+	}
+	var cur int64
+	if old != nil {
+		cur = old.version
+	}
+	if cur != ifVersion {
+		return fmt.Errorf("%w: key %q is at version %d, not %d", ErrConflict, key, cur, ifVersion)
+	}
+	return nil
+}
+
 func (b *Bucket) markDirty(k string) {
 	if !b.detached && b.s != nil {
 		b.dirty[k] = struct{}{}
@@ -554,14 +564,8 @@ func (b *Bucket) Delete(key []byte, ifVersion int64) error {
 	defer b.mu.Unlock()
 	k := string(key)
 	old := b.entries[k]
-	if ifVersion != Any {
-		var cur int64
-		if old != nil {
-			cur = old.version
-		}
-		if cur != ifVersion {
-			return fmt.Errorf("%w: key %q is at version %d, not %d", ErrConflict, key, cur, ifVersion)
-		}
+	if err := checkVersion(key, old, ifVersion); err != nil {
+		return err
 	}
 	if old == nil {
 		return fmt.Errorf("%w: %q", ErrAbsent, key)
