@@ -131,6 +131,8 @@ type Plugins struct {
 	MaxModuleSize Size           `yaml:"maxModuleSize" json:"maxModuleSize"`
 	Default       PluginSettings `yaml:"default" json:"default"` // for modules the file does not name under modules
 	Modules       []Module       `yaml:"modules" json:"modules"`
+	// State configures the plugins' key-value state (grants.state).
+	State StateSettings `yaml:"state" json:"state"`
 }
 
 // Module names one plugin file and overrides plugins.default for it.
@@ -149,6 +151,8 @@ type PluginSettings struct {
 	// Config is handed to the plugin's init export as JSON bytes; any YAML
 	// value. See Config.ConfigJSON.
 	Config any `yaml:"config" json:"config,omitempty"`
+	// Grants are the capabilities the plugin may use; none by default.
+	Grants Grants `yaml:"grants" json:"grants,omitempty"`
 }
 
 // Binding subscribes a plugin to one configured resource.

@@ -24,8 +24,9 @@ const (
 	setMaxConsecutiveFailures
 	setRestartBackoff
 	setMaxRestartBackoff
+	setGrantState
 
-	allFields = setMaxRestartBackoff<<1 - 1
+	allFields = setGrantState<<1 - 1
 )
 
 // fieldsSet says which of s's fields the document sets under sp. Bindings
@@ -51,6 +52,7 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 		{setMaxConsecutiveFailures, l.key("maxConsecutiveFailures")},
 		{setRestartBackoff, l.key("restartBackoff")},
 		{setMaxRestartBackoff, l.key("maxRestartBackoff")},
+		{setGrantState, sp.key("grants").key("state")},
 	} {
 		if p.present(x.at) {
 			f |= x.bit
@@ -85,6 +87,7 @@ func setByValue(s PluginSettings) fieldSet {
 	mark(setMaxConsecutiveFailures, s.Limits.MaxConsecutiveFailures != 0)
 	mark(setRestartBackoff, isSet(s.Limits.RestartBackoff))
 	mark(setMaxRestartBackoff, isSet(s.Limits.MaxRestartBackoff))
+	mark(setGrantState, s.Grants.State != nil)
 	return f
 }
 
@@ -107,6 +110,9 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 	}
 	if s, ok := pick(setConfig); ok {
 		out.Config = jsonable(s.Config)
+	}
+	if s, ok := pick(setGrantState); ok {
+		out.Grants.State = s.Grants.State
 	}
 	str := func(bit fieldSet, get func(*PluginSettings) string, def string) string {
 		if s, ok := pick(bit); ok {
@@ -153,6 +159,10 @@ func (s PluginSettings) clone() PluginSettings {
 			bs[i] = b
 		}
 		s.Bindings = bs
+	}
+	if s.Grants.State != nil {
+		g := *s.Grants.State
+		s.Grants.State = &g
 	}
 	return s
 }
