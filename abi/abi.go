@@ -63,6 +63,28 @@ const (
 	ImportSetError = "set_error"
 	// ImportLog is log(level, ptr, len i32) -> i32.
 	ImportLog = "log"
+
+	// State (ABI.md §16.2), granted by grants.state.
+
+	// ImportStateGet is state_get(key_ptr, key_len, ptr, len, version_ptr i32) -> i32.
+	ImportStateGet = "state_get"
+	// ImportStateSet is state_set(key_ptr, key_len, val_ptr, val_len i32, if_version i64) -> i64.
+	ImportStateSet = "state_set"
+	// ImportStateDelete is state_delete(key_ptr, key_len i32, if_version i64) -> i32.
+	ImportStateDelete = "state_delete"
+	// ImportStateList is state_list(prefix_ptr, prefix_len, after_ptr, after_len, max, ptr, len i32) -> i64.
+	ImportStateList = "state_list"
+)
+
+// State limits and conventions (ABI.md §16.2).
+const (
+	// StateAnyVersion as if_version writes or deletes whatever version
+	// the key is at.
+	StateAnyVersion int64 = -1
+	// StateMaxKeyLen is the longest state key, in bytes.
+	StateMaxKeyLen = 1024
+	// StateMaxList is the most keys one state_list call returns.
+	StateMaxList = 1000
 )
 
 // Results of ih_handle. Any other value is treated as ResultError.
@@ -102,6 +124,12 @@ const (
 	// ErrInternal: the host could not produce the value (for example the
 	// object could not be encoded as JSON). Not the plugin's fault.
 	ErrInternal int32 = -7
+	// ErrDenied: the operator did not grant this capability to the plugin.
+	ErrDenied int32 = -8
+	// ErrConflict: a compare-and-swap found the key at another version.
+	ErrConflict int32 = -9
+	// ErrQuota: the write would take the plugin past its quota.
+	ErrQuota int32 = -10
 )
 
 // ErrorName returns the spec name of a host function's error code, or "" if
@@ -122,6 +150,12 @@ func ErrorName(code int32) string {
 		return "ERR_NO_EVENT"
 	case ErrInternal:
 		return "ERR_INTERNAL"
+	case ErrDenied:
+		return "ERR_DENIED"
+	case ErrConflict:
+		return "ERR_CONFLICT"
+	case ErrQuota:
+		return "ERR_QUOTA"
 	}
 	return ""
 }
@@ -306,6 +340,10 @@ func Imports() []Func {
 		{Name: ImportConfigRead, Signature: sig(i32s(2), I32)},
 		{Name: ImportSetError, Signature: sig(i32s(2), I32)},
 		{Name: ImportLog, Signature: sig(i32s(3), I32)},
+		{Name: ImportStateGet, Signature: sig(i32s(5), I32)},
+		{Name: ImportStateSet, Signature: sig(append(i32s(4), I64), I64)},
+		{Name: ImportStateDelete, Signature: sig(append(i32s(2), I64), I32)},
+		{Name: ImportStateList, Signature: sig(i32s(7), I64)},
 	}
 }
 
@@ -321,4 +359,17 @@ func Exports() []Func {
 		{Name: ExportSynced, Signature: sig(i32s(1))},
 		{Name: ExportInitialize, Signature: sig(nil)},
 	}
+}
+
+// PackList packs state_list's result: the number of keys in the high 32
+// bits, the size of their encoding in the low 32 bits.
+func PackList(count, size uint32) int64 { return int64(count)<<32 | int64(size) }
+
+// UnpackList splits state_list's result. If r is negative, it is an error
+// code and count and size are zero.
+func UnpackList(r int64) (count, size uint32, errCode int32) {
+	if r < 0 {
+		return 0, 0, int32(r)
+	}
+	return uint32(r >> 32), uint32(r), 0
 }

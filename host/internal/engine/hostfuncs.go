@@ -334,6 +334,11 @@ func instantiateHostModule(ctx context.Context, r wazero.Runtime) (api.Module, e
 		abi.ImportConfigRead: configRead,
 		abi.ImportSetError:   setError,
 		abi.ImportLog:        logFn,
+
+		abi.ImportStateGet:    stateGet,
+		abi.ImportStateSet:    stateSet,
+		abi.ImportStateDelete: stateDelete,
+		abi.ImportStateList:   stateList,
 	}
 	b := r.NewHostModuleBuilder(abi.ImportModule)
 	for _, f := range abi.Imports() {

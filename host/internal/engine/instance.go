@@ -30,6 +30,13 @@ type InstanceOptions struct {
 	// LogRate limits how fast the plugin may log. The zero value selects
 	// the defaults.
 	LogRate LogRate
+	// State is the plugin's key-value state; nil = not granted (the state
+	// functions return ERR_DENIED).
+	State StateBucket
+	// OnDenied is called on every call of a capability the plugin was not
+	// granted, with the capability ("state", ...) and the function's
+	// import name. It runs on the calling goroutine, inside the call.
+	OnDenied func(capability, function string)
 }
 
 // Code is the outcome of a successful ih_handle call.
@@ -147,6 +154,10 @@ type callState struct {
 	// sleeping in poll_oneoff wakes on it, and WASI calls over large
 	// buffers (random_get, fd_write) stop.
 	abort <-chan struct{}
+	// state is the plugin's key-value state; nil = not granted.
+	state StateBucket
+	// onDenied reports a call of a capability not granted; may be nil.
+	onDenied func(capability, function string)
 }
 
 // aborted reports whether the current call is being killed.
@@ -319,10 +330,12 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 	}
 	out := newOutput(logger, o.LogRate)
 	st := &callState{
-		config:  append([]byte(nil), o.Config...),
-		logger:  logger,
-		out:     out,
-		scratch: make([]byte, 0, 32),
+		config:   append([]byte(nil), o.Config...),
+		logger:   logger,
+		out:      out,
+		scratch:  make([]byte, 0, 32),
+		state:    o.State,
+		onDenied: o.OnDenied,
 	}
 	i := &Instance{
 		e:       e,
