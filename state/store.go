@@ -234,6 +234,14 @@ func (s *Store) Bucket(plugin string, q Quota) *Bucket {
 	return b
 }
 
+// Lookup returns plugin's bucket if it has one, without creating it.
+func (s *Store) Lookup(plugin string) (*Bucket, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.buckets[plugin]
+	return b, ok
+}
+
 // Names returns the plugins that have a bucket, sorted.
 func (s *Store) Names() []string {
 	s.mu.Lock()
@@ -323,7 +331,6 @@ func (s *Store) Flush(ctx context.Context) error {
 				return err
 			}
 		}
-		var rec []byte
 		for _, p := range work {
 			bb, err := tx.CreateBucketIfNotExists([]byte(p.name))
 			if err != nil {
@@ -339,7 +346,9 @@ func (s *Store) Flush(ctx context.Context) error {
 					}
 					continue
 				}
-				rec = binary.LittleEndian.AppendUint64(rec[:0], uint64(e.version))
+				// bbolt keeps the slice until the commit: one per record.
+				rec := make([]byte, 0, 8+len(e.value))
+				rec = binary.LittleEndian.AppendUint64(rec, uint64(e.version))
 				rec = append(rec, e.value...)
 				if err := bb.Put([]byte(k), rec); err != nil {
 					return err

@@ -127,6 +127,10 @@ func TestReopenAfterClose(t *testing.T) {
 	s, _ := open(t, path)
 	b := s.Bucket("a.wasm", Quota{})
 	v := mustSet(t, b, "count", "41")
+	for i := range 20 { // several keys in one flush
+		mustSet(t, b, fmt.Sprintf("k%02d", i), fmt.Sprint(i))
+	}
+	v = max(v, mustSet(t, b, "count", "41")) // the last write of count
 	mustSet(t, b, "gone", "x")
 	if err := b.Delete([]byte("gone"), Any); err != nil {
 		t.Fatal(err)
@@ -147,6 +151,11 @@ func TestReopenAfterClose(t *testing.T) {
 	b2 := s2.Bucket("a.wasm", Quota{})
 	if val, ver, ok := b2.Get([]byte("count")); !ok || string(val) != "41" || ver != v {
 		t.Fatalf("after reopen: %q@%d %v, want 41@%d", val, ver, ok, v)
+	}
+	for i := range 20 {
+		if val, _, _ := b2.Get([]byte(fmt.Sprintf("k%02d", i))); string(val) != fmt.Sprint(i) {
+			t.Fatalf("k%02d = %q after reopen", i, val)
+		}
 	}
 	if _, _, ok := b2.Get([]byte("gone")); ok {
 		t.Fatal("deleted key came back")
