@@ -146,3 +146,25 @@ func TestStatePersistsAcrossHostRestart(t *testing.T) {
 		return ok && n > n1
 	})
 }
+
+// A corrupt state file does not stop the host: it is reported with its
+// path and moved aside, and the plugin starts with empty state, kept in a
+// fresh file.
+func TestStateCorruptFileStartsEmpty(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	if err := os.WriteFile(path, []byte(strings.Repeat("not a bbolt file ", 500)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := newHarness(t, strings.ReplaceAll(stateConfig, "STATEPATH", path), map[string][]byte{"state.wasm": fixture(t, "state")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := hs.logs.lines("level=ERROR", "corrupt", path); len(lines) != 1 {
+		t.Fatalf("corrupt file reported %d times, want once with its path:\n%s", len(lines), hs.logs.String())
+	}
+	hs.createCM("a", nil)
+	eventually(t, "a in state", func() bool { n, ok, _ := hs.stateOf(hs.h, "state.wasm", "obj/a"); return ok && n == 1 })
+	if !hs.h.state.Persistent() {
+		t.Fatal("no fresh file after the corrupt one")
+	}
+}
