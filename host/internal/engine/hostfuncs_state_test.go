@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetratelabs/wazero/api"
 
@@ -330,4 +332,48 @@ func BenchmarkState(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*loop), "ns/call")
 	})
+}
+
+// The Go kit against the real host functions: a compare-and-swap counter
+// per namespace, a value past the kit's first buffer, paged listing, and
+// ERR_DENIED without the grant.
+func TestStateGoKit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a Go plugin")
+	}
+	wasm := examples.get(t, "gostate")
+	e := newEngine(t, Options{})
+	m, err := e.Load(context.Background(), "gostate.wasm", wasm, Limits{MemoryPages: 256, CallTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	b := newBucket(t, state.Quota{})
+	var logs logBuffer
+	inst := instantiate(t, m, InstanceOptions{State: b, Logger: newLogger(&logs), LogRate: LogRate{PerSecond: -1}})
+	for _, ev := range []*Envelope{
+		addEvent(pod("a", "p1", "Running")), addEvent(pod("a", "p2", "Running")), addEvent(pod("b", "p3", "Running")),
+		addEvent(pod("a", "p4", "Running")), addEvent(pod("c", "list", "Running")),
+	} {
+		if res, err := inst.Handle(context.Background(), ev); err != nil || res.Code != CodeOK {
+			t.Fatalf("handle: %+v %v\n%s", res, err, logs.String())
+		}
+	}
+	for k, want := range map[string]string{"pods/a": "3", "pods/b": "1", "pods/c": ""} { // "list" only lists
+		if v, _, _ := b.Get([]byte(k)); string(v) != want {
+			t.Errorf("%s = %q, want %q", k, v, want)
+		}
+	}
+	if _, _, ok := b.Get([]byte("big")); ok {
+		t.Error("big not deleted")
+	}
+	if logs.count("keys=pods/a,pods/b") != 1 {
+		t.Errorf("listing: %s", logs.String())
+	}
+
+	none := instantiate(t, m, InstanceOptions{LogRate: LogRate{PerSecond: -1}})
+	res, err := none.Handle(context.Background(), addEvent(pod("a", "p1", "Running")))
+	if err != nil || res.Code != CodeError || !strings.Contains(res.Message, "ERR_DENIED") {
+		t.Fatalf("not granted: %+v %v", res, err)
+	}
 }
