@@ -78,6 +78,27 @@ const (
 	// index_len, value_ptr, value_len, start, ptr, len i32) -> i64: a page
 	// of keys, packed with PackList.
 	ImportCacheIndex = "cache_index"
+	// State (ABI.md §16.2), granted by grants.state.
+
+	// ImportStateGet is state_get(key_ptr, key_len, ptr, len, version_ptr i32) -> i32.
+	ImportStateGet = "state_get"
+	// ImportStateSet is state_set(key_ptr, key_len, val_ptr, val_len i32, if_version i64) -> i64.
+	ImportStateSet = "state_set"
+	// ImportStateDelete is state_delete(key_ptr, key_len i32, if_version i64) -> i32.
+	ImportStateDelete = "state_delete"
+	// ImportStateList is state_list(prefix_ptr, prefix_len, after_ptr, after_len, max, ptr, len i32) -> i64.
+	ImportStateList = "state_list"
+)
+
+// State limits and conventions (ABI.md §16.2).
+const (
+	// StateAnyVersion as if_version writes or deletes whatever version
+	// the key is at.
+	StateAnyVersion int64 = -1
+	// StateMaxKeyLen is the longest state key, in bytes.
+	StateMaxKeyLen = 1024
+	// StateMaxList is the most keys one state_list call returns.
+	StateMaxList = 1000
 )
 
 // Capabilities a plugin may be granted (ABI.md §16). A module requests one
@@ -117,12 +138,13 @@ const (
 // returns; start pages through the rest.
 const MaxListPage = 1000
 
-// PackList packs cache_list's result: the total number of matching
-// objects in the high 32 bits, the size of this page's text in the low
-// 32. The result is never negative.
+// PackList packs the result of cache_list and cache_index (the total
+// number of matching objects in the high 32 bits) and of state_list (the
+// number of keys on this page there); the size of the page's encoding is
+// in the low 32 bits. The result is never negative.
 func PackList(total, size uint32) int64 { return int64(total&0x7fffffff)<<32 | int64(size) }
 
-// UnpackList splits cache_list's result. If r is negative it is an error
+// UnpackList splits PackList's result. If r is negative it is an error
 // code and total and size are zero.
 func UnpackList(r int64) (total, size uint32, errCode int32) {
 	if r < 0 {
@@ -171,6 +193,10 @@ const (
 	// ErrDenied: the operator did not grant this capability to the plugin
 	// (or not for this resource or index). Since v1.1.
 	ErrDenied int32 = -8
+	// ErrConflict: a compare-and-swap found the key at another version.
+	ErrConflict int32 = -9
+	// ErrQuota: the write would take the plugin past its quota.
+	ErrQuota int32 = -10
 )
 
 // ErrorName returns the spec name of a host function's error code, or "" if
@@ -193,6 +219,10 @@ func ErrorName(code int32) string {
 		return "ERR_INTERNAL"
 	case ErrDenied:
 		return "ERR_DENIED"
+	case ErrConflict:
+		return "ERR_CONFLICT"
+	case ErrQuota:
+		return "ERR_QUOTA"
 	}
 	return ""
 }
@@ -380,6 +410,10 @@ func Imports() []Func {
 		{Name: ImportCacheGet, Signature: sig(i32s(6), I32)},
 		{Name: ImportCacheList, Signature: sig(i32s(9), I64)},
 		{Name: ImportCacheIndex, Signature: sig(i32s(9), I64)},
+		{Name: ImportStateGet, Signature: sig(i32s(5), I32)},
+		{Name: ImportStateSet, Signature: sig(append(i32s(4), I64), I64)},
+		{Name: ImportStateDelete, Signature: sig(append(i32s(2), I64), I32)},
+		{Name: ImportStateList, Signature: sig(i32s(7), I64)},
 	}
 }
 

@@ -304,7 +304,7 @@ func TestSignatures(t *testing.T) {
 	if got := Exports()[0].Signature.String(); got != "() -> ()" {
 		t.Fatal(got)
 	}
-	for c := ErrDenied; c <= ErrAbsent; c++ {
+	for c := ErrQuota; c <= ErrAbsent; c++ {
 		if ErrorName(c) == "" {
 			t.Fatalf("no name for %d", c)
 		}

@@ -138,6 +138,8 @@ type Plugins struct {
 	MaxModuleSize Size           `yaml:"maxModuleSize" json:"maxModuleSize"`
 	Default       PluginSettings `yaml:"default" json:"default"` // for modules the file does not name under modules
 	Modules       []Module       `yaml:"modules" json:"modules"`
+	// State configures the plugins' key-value state (grants.state).
+	State StateSettings `yaml:"state" json:"state"`
 }
 
 // Module names one plugin file and overrides plugins.default for it.

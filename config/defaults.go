@@ -24,8 +24,9 @@ const (
 	setMaxConsecutiveFailures
 	setRestartBackoff
 	setMaxRestartBackoff
+	setGrantState
 
-	allFields = setMaxRestartBackoff<<1 - 1
+	allFields = setGrantState<<1 - 1
 )
 
 // fieldsSet says which of s's fields the document sets under sp. Bindings
@@ -51,6 +52,7 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 		{setMaxConsecutiveFailures, l.key("maxConsecutiveFailures")},
 		{setRestartBackoff, l.key("restartBackoff")},
 		{setMaxRestartBackoff, l.key("maxRestartBackoff")},
+		{setGrantState, sp.key("grants").key("state")},
 	} {
 		if p.present(x.at) {
 			f |= x.bit
@@ -85,6 +87,7 @@ func setByValue(s PluginSettings) fieldSet {
 	mark(setMaxConsecutiveFailures, s.Limits.MaxConsecutiveFailures != 0)
 	mark(setRestartBackoff, isSet(s.Limits.RestartBackoff))
 	mark(setMaxRestartBackoff, isSet(s.Limits.MaxRestartBackoff))
+	mark(setGrantState, s.Grants.State != nil)
 	return f
 }
 
@@ -127,6 +130,11 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 		return NewDuration(def)
 	}
 	out.Grants = own.Grants.over(base.Grants)
+	// State is picked like the fields above: its presence in YAML (a
+	// bit) decides, not a nil pointer.
+	if s, ok := pick(setGrantState); ok {
+		out.Grants.State = s.Grants.State
+	}
 	out.Delivery = Delivery{
 		Mode:         str(setMode, func(s *PluginSettings) string { return s.Delivery.Mode }, DefaultDeliveryMode),
 		BufferSize:   num(setBufferSize, func(s *PluginSettings) int { return s.Delivery.BufferSize }, DefaultBufferSize),

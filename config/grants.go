@@ -9,6 +9,7 @@ import (
 // and as grants give them.
 const (
 	CapabilityCache = "cache"
+	CapabilityState = "state"
 )
 
 // Index names a cache grant may ask for. Lookups by namespace need none:
@@ -33,6 +34,10 @@ type Grants struct {
 	// here (inherited); an empty list (cache: []) grants nothing, which
 	// lets a module drop a default grant.
 	Cache []CacheGrant `yaml:"cache" json:"cache,omitempty"`
+	// State grants a key-value store that survives the plugin's restarts
+	// and reloads (state_*); nil = not granted. Merged over the default
+	// by its presence in YAML (setGrantState), like the other settings.
+	State *StateGrant `yaml:"state" json:"state,omitempty"`
 }
 
 // CacheGrant lets a plugin read one configured resource's cache.
@@ -63,6 +68,10 @@ func (g Grants) clone() Grants {
 		}
 		g.Cache = cs
 	}
+	if g.State != nil {
+		st := *g.State
+		g.State = &st
+	}
 	return g
 }
 
@@ -81,6 +90,9 @@ func (g Grants) Granted() []string {
 	var out []string
 	if len(g.Cache) > 0 {
 		out = append(out, CapabilityCache)
+	}
+	if g.State != nil {
+		out = append(out, CapabilityState)
 	}
 	sort.Strings(out)
 	return out

@@ -56,6 +56,7 @@ func validate(p *problems, c *Config) {
 		validateSettings(p, mp, &m.PluginSettings, names, complete)
 	}
 	validateRestartBackoff(p, c)
+	validateStateSettings(p, c.Plugins.State)
 
 	validateServer(p, c.Server)
 	validateLeaderElection(p, c.LeaderElection)
@@ -255,6 +256,7 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 	positive(p, lp.key("maxRestartBackoff"), l.MaxRestartBackoff)
 
 	validateGrants(p, sp, &s.Grants, names, complete)
+	validateStateGrant(p, sp.key("grants").key("state"), s.Grants.State)
 
 	if s.Config != nil {
 		if _, err := json.Marshal(jsonable(s.Config)); err != nil {

@@ -255,7 +255,7 @@ func (d *dirWatch) sync(ctx context.Context, name string) (retry bool) {
 	path := filepath.Join(d.dir, name)
 	st, err := os.Stat(path) // follows links: a dangling link is a removed file
 	if errors.Is(err, fs.ErrNotExist) {
-		d.h.unload(ctx, name)
+		d.h.removed(ctx, name)
 		return false
 	}
 	if err != nil || !st.Mode().IsRegular() || st.Size() > d.h.config().ModuleSizeLimit() {

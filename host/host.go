@@ -24,6 +24,7 @@ import (
 	"github.com/informer-host/informer-host/filter"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/state"
 )
 
 // Options configure a Host.
@@ -76,6 +77,9 @@ type Host struct {
 	// denials limits the log line of a refused capability call to one a
 	// minute per plugin and reason (capability and function).
 	denials *filter.ErrorLimiter
+	// state holds every plugin's key-value state, by file name; it
+	// outlives instances and versions (see package state).
+	state *state.Store
 
 	mu    sync.Mutex
 	cfg   *config.Config
@@ -125,14 +129,19 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: filters: %w", err)
 	}
-	return &Host{
+	h := &Host{
 		filters: filters, filterErrors: filter.NewErrorLimiter(time.Minute), overflowWarnings: filter.NewErrorLimiter(time.Minute),
 		denials: filter.NewErrorLimiter(time.Minute),
 		log:     log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
 		observe: opts.observe, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
 		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{},
-	}, nil
+	}
+	if h.state, err = openState(ctx, opts.Config, h); err != nil {
+		_ = eng.Close(context.Background())
+		return nil, fmt.Errorf("host: plugin state: %w", err)
+	}
+	return h, nil
 }
 
 func newEngine(ctx context.Context, cfg *config.Config, cacheDir string, startTimeout time.Duration, log *slog.Logger) (*engine.Engine, error) {
@@ -478,6 +487,7 @@ func (h *Host) stop(ctx context.Context, drain bool) {
 	if len(retiring) > 0 && stuck.Load() {
 		h.log.Warn("replaced or removed plugin versions did not stop before the shutdown deadline; abandoning them")
 	}
+	h.closeState(context.Background())
 	if !stuck.Load() {
 		// Closing the engine under a worker still inside a call is not
 		// safe; an abandoned worker dies with the process instead.

@@ -306,6 +306,7 @@ func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) 
 	h := g.slot.h
 	return g.module.Instantiate(ctx, engine.InstanceOptions{Config: g.config, Logger: g.log, LogRate: h.logRate,
 		Cache:    newCacheReader(h.pipeline, g.settings.Grants),
+		State:    h.stateFor(g.slot.name, g.settings),
 		OnDenied: h.onDenied(g.slot.name, g.log),
 	})
 }

@@ -47,6 +47,8 @@
 #define IH_ERR_NO_EVENT (-6)  /* event function called outside ih_handle */
 #define IH_ERR_INTERNAL (-7)  /* the host failed to produce the value */
 #define IH_ERR_DENIED (-8)    /* capability not granted to this plugin (v1.1) */
+#define IH_ERR_CONFLICT (-9)  /* compare-and-swap: the key is at another version */
+#define IH_ERR_QUOTA (-10)    /* the write would exceed the plugin's quota */
 
 /* which: the object or the old object */
 #define IH_OBJECT 0
@@ -113,6 +115,19 @@ IH_IMPORT("cache_get") int32_t ih_cache_get(const char *res, int32_t res_len, co
 IH_IMPORT("cache_list") int64_t ih_cache_list(const char *res, int32_t res_len, const char *ns, int32_t ns_len, const char *selector, int32_t selector_len, int32_t start, void *ptr, int32_t len);
 /* index "namespace" (value: a namespace) or "owner" (value: an owner's uid) */
 IH_IMPORT("cache_index") int64_t ih_cache_index(const char *res, int32_t res_len, const char *index, int32_t index_len, const char *value, int32_t value_len, int32_t start, void *ptr, int32_t len);
+/* State (ABI.md 16.2), granted by grants.state. Keys are 1..1024 bytes.
+ * if_version: -1 any, 0 only if absent (set), else the version required. */
+#define IH_STATE_ANY_VERSION (-1)
+#define IH_STATE_MAX_KEY_LEN 1024
+#define IH_STATE_MAX_LIST 1000
+/* returns the value's size (size protocol); writes the version (LE i64) at *version */
+IH_IMPORT("state_get") int32_t ih_state_get(const void *key, int32_t key_len, void *ptr, int32_t len, int64_t *version);
+/* returns the new version, or a negative error code */
+IH_IMPORT("state_set") int64_t ih_state_set(const void *key, int32_t key_len, const void *val, int32_t val_len, int64_t if_version);
+IH_IMPORT("state_delete") int32_t ih_state_delete(const void *key, int32_t key_len, int64_t if_version);
+/* returns (count << 32) | size; keys as {u32 LE length, bytes}, written if size <= len */
+IH_IMPORT("state_list") int64_t ih_state_list(const void *prefix, int32_t prefix_len, const void *after, int32_t after_len,
+                                              int32_t max, void *ptr, int32_t len);
 
 static inline uint32_t ih_u32le(const uint8_t *p) {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

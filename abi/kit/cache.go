@@ -8,7 +8,7 @@ import (
 	"github.com/informer-host/informer-host/abi"
 )
 
-// ErrDenied is returned by a capability's functions (Cache) when the
+// ErrDenied is returned by a capability's functions (Cache, State) when the
 // operator did not grant the capability, or not for this resource or
 // index (ABI.md §16). It is a HostError, so errors.Is works.
 var ErrDenied error = HostError(abi.ErrDenied)

@@ -25,3 +25,11 @@ func (noHost) log(level int32, msg string) int32 {
 	fmt.Fprintf(os.Stderr, "%d %s\n", level, msg)
 	return 0
 }
+
+// Off wasip1 there is no host to keep state: every call is denied.
+var stateHost stateAPI = noHost{}
+
+func (noHost) get(string, []byte, *int64) int32         { return abi.ErrDenied }
+func (noHost) set(string, []byte, int64) int64          { return int64(abi.ErrDenied) }
+func (noHost) del(string, int64) int32                  { return abi.ErrDenied }
+func (noHost) list(string, string, int32, []byte) int64 { return int64(abi.ErrDenied) }

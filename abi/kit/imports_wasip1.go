@@ -79,3 +79,33 @@ func (wasmHost) setError(msg string) int32 { return hSetError(stringPtr(msg), in
 func (wasmHost) log(level int32, msg string) int32 {
 	return hLog(level, stringPtr(msg), int32(len(msg)))
 }
+
+//go:wasmimport informer_host_v1 state_get
+func hStateGet(keyPtr unsafe.Pointer, keyLen int32, ptr unsafe.Pointer, n int32, versionPtr unsafe.Pointer) int32
+
+//go:wasmimport informer_host_v1 state_set
+func hStateSet(keyPtr unsafe.Pointer, keyLen int32, valPtr unsafe.Pointer, valLen int32, ifVersion int64) int64
+
+//go:wasmimport informer_host_v1 state_delete
+func hStateDelete(keyPtr unsafe.Pointer, keyLen int32, ifVersion int64) int32
+
+//go:wasmimport informer_host_v1 state_list
+func hStateList(prefixPtr unsafe.Pointer, prefixLen int32, afterPtr unsafe.Pointer, afterLen int32, max int32, ptr unsafe.Pointer, n int32) int64
+
+var stateHost stateAPI = wasmHost{}
+
+func (wasmHost) get(key string, buf []byte, version *int64) int32 {
+	return hStateGet(stringPtr(key), int32(len(key)), bytesPtr(buf), int32(len(buf)), unsafe.Pointer(version))
+}
+
+func (wasmHost) set(key string, value []byte, ifVersion int64) int64 {
+	return hStateSet(stringPtr(key), int32(len(key)), bytesPtr(value), int32(len(value)), ifVersion)
+}
+
+func (wasmHost) del(key string, ifVersion int64) int32 {
+	return hStateDelete(stringPtr(key), int32(len(key)), ifVersion)
+}
+
+func (wasmHost) list(prefix, after string, max int32, buf []byte) int64 {
+	return hStateList(stringPtr(prefix), int32(len(prefix)), stringPtr(after), int32(len(after)), max, bytesPtr(buf), int32(len(buf)))
+}

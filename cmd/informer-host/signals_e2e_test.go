@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/informer-host/informer-host/state"
 )
 
 // The real binary: SIGTERM drains and exits 0; SIGHUP reloads the config;
@@ -85,6 +87,33 @@ func TestSignals(t *testing.T) {
 			if len(logs.lines(want)) != 1 {
 				t.Errorf("log lacks %s", want)
 			}
+		}
+	})
+
+	t.Run("SIGTERM keeps plugin state", func(t *testing.T) {
+		// A flush interval longer than the test: only the shutdown writes the file.
+		path := filepath.Join(t.TempDir(), "state.db")
+		cmd, logs, ns := start(t, map[string][]byte{"state.wasm": wat(t, "../../host/testdata/fixtures/state.wat")},
+			"  state: {path: "+path+", flushInterval: 1m}\n  modules:\n    - file: state.wasm\n      grants: {state: {}}\n")
+		createCM(t, ns, "a")
+		eventually(t, "a stored", func() bool { return len(logs.lines("msg=obj/a")) == 1 })
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+		s, err := state.Open(context.Background(), state.Options{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(context.Background())
+		b, ok := s.Lookup("state.wasm")
+		if !ok || !s.Persistent() {
+			t.Fatalf("no state for state.wasm in %s (persistent=%v)", path, s.Persistent())
+		}
+		if v, _, ok := b.Get([]byte("obj/a")); !ok || string(v) != "a" {
+			t.Fatalf("obj/a = %q, %v after SIGTERM", v, ok)
 		}
 	})
 

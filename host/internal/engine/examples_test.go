@@ -60,6 +60,7 @@ func (b *builtPlugins) build() {
 	goBuild("pod-logger", "../../../plugins/examples/pod-logger")
 	goBuild("pod-phases", "../../../plugins/examples/pod-phases")
 	goBuild("gofail", "../../testdata/fixtures/gofail")
+	goBuild("gostate", "../../testdata/fixtures/gostate")
 	if clang, err := exec.LookPath(envOr("CLANG", "clang")); err != nil {
 		b.errs["counter-c"], b.errs["creactor"] = err, err
 	} else {

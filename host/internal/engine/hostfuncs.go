@@ -355,6 +355,11 @@ func instantiateHostModule(ctx context.Context, r wazero.Runtime) (api.Module, e
 		abi.ImportCacheGet:   cacheGet,
 		abi.ImportCacheList:  cacheList,
 		abi.ImportCacheIndex: cacheIndex,
+
+		abi.ImportStateGet:    stateGet,
+		abi.ImportStateSet:    stateSet,
+		abi.ImportStateDelete: stateDelete,
+		abi.ImportStateList:   stateList,
 	}
 	b := r.NewHostModuleBuilder(abi.ImportModule)
 	for _, f := range abi.Imports() {

@@ -36,6 +36,8 @@ type InstanceOptions struct {
 
 	// Cache serves cache_get, cache_list and cache_index.
 	Cache CacheReader
+	// State is the plugin's key-value state (state_*).
+	State StateBucket
 	// OnDenied is called on every call refused with ERR_DENIED, with the
 	// capability ("cache") and the function ("cache_get"), on the
 	// instance's goroutine during the call; it must be cheap (the host
@@ -160,6 +162,7 @@ type callState struct {
 	abort <-chan struct{}
 
 	cache    CacheReader                       // nil: cache reads denied
+	state    StateBucket                       // nil: state denied
 	onDenied func(capability, function string) // may be nil
 	// handles are the objects cache_get returned during the current call,
 	// handle FirstHandle+i being handles[i]. Emptied when the call returns
@@ -344,6 +347,7 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		out:      out,
 		scratch:  make([]byte, 0, 32),
 		cache:    o.Cache,
+		state:    o.State,
 		onDenied: o.OnDenied,
 	}
 	i := &Instance{
