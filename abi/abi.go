@@ -63,6 +63,17 @@ const (
 	ImportSetError = "set_error"
 	// ImportLog is log(level, ptr, len i32) -> i32.
 	ImportLog = "log"
+
+	// Metrics capability (ABI.md §16.3), granted per plugin.
+
+	// ImportMetricDeclare is metric_declare(kind, ptr, len i32) -> i32.
+	ImportMetricDeclare = "metric_declare"
+	// ImportMetricAdd is metric_add(id i32, value f64, labels_ptr, labels_len i32) -> i32.
+	ImportMetricAdd = "metric_add"
+	// ImportMetricSet is metric_set(id i32, value f64, labels_ptr, labels_len i32) -> i32.
+	ImportMetricSet = "metric_set"
+	// ImportMetricObserve is metric_observe(id i32, value f64, labels_ptr, labels_len i32) -> i32.
+	ImportMetricObserve = "metric_observe"
 )
 
 // Results of ih_handle. Any other value is treated as ResultError.
@@ -102,7 +113,24 @@ const (
 	// ErrInternal: the host could not produce the value (for example the
 	// object could not be encoded as JSON). Not the plugin's fault.
 	ErrInternal int32 = -7
+	// ErrDenied: the operator did not grant this capability to the plugin.
+	ErrDenied int32 = -8
+	// ErrExists: a metric of that name is already declared, by another
+	// plugin, with another kind or help.
+	ErrExists int32 = -11
 )
+
+// Metric kinds, the kind argument of metric_declare.
+const (
+	MetricCounter   int32 = 0
+	MetricGauge     int32 = 1
+	MetricHistogram int32 = 2
+)
+
+// MetricDropped is what metric_add, metric_set and metric_observe return
+// when the update would create a series past the plugin's cap: the update
+// is dropped and counted by the host. It is not an error.
+const MetricDropped int32 = 1
 
 // ErrorName returns the spec name of a host function's error code, or "" if
 // code is not one.
@@ -122,6 +150,10 @@ func ErrorName(code int32) string {
 		return "ERR_NO_EVENT"
 	case ErrInternal:
 		return "ERR_INTERNAL"
+	case ErrDenied:
+		return "ERR_DENIED"
+	case ErrExists:
+		return "ERR_EXISTS"
 	}
 	return ""
 }
@@ -199,13 +231,14 @@ func UnpackField(r int64) (kind int32, size uint32, errCode int32) {
 	return int32(r >> 32), uint32(r), 0
 }
 
-// ValType is a wasm value type as it appears in an ABI signature. Only i32
-// and i64 cross the boundary.
+// ValType is a wasm value type as it appears in an ABI signature. i32 and
+// i64 cross the boundary, and f64 for a metric's value.
 type ValType byte
 
 const (
 	I32 ValType = 0x7f // wasm binary encoding of i32
 	I64 ValType = 0x7e // wasm binary encoding of i64
+	F64 ValType = 0x7c // wasm binary encoding of f64
 )
 
 func (v ValType) String() string {
@@ -306,6 +339,10 @@ func Imports() []Func {
 		{Name: ImportConfigRead, Signature: sig(i32s(2), I32)},
 		{Name: ImportSetError, Signature: sig(i32s(2), I32)},
 		{Name: ImportLog, Signature: sig(i32s(3), I32)},
+		{Name: ImportMetricDeclare, Signature: sig(i32s(3), I32)},
+		{Name: ImportMetricAdd, Signature: sig([]ValType{I32, F64, I32, I32}, I32)},
+		{Name: ImportMetricSet, Signature: sig([]ValType{I32, F64, I32, I32}, I32)},
+		{Name: ImportMetricObserve, Signature: sig([]ValType{I32, F64, I32, I32}, I32)},
 	}
 }
 
