@@ -149,6 +149,8 @@ type PluginSettings struct {
 	// Config is handed to the plugin's init export as JSON bytes; any YAML
 	// value. See Config.ConfigJSON.
 	Config any `yaml:"config" json:"config,omitempty"`
+	// Grants are the capabilities the plugin may use (grants.go).
+	Grants Grants `yaml:"grants" json:"grants,omitempty"`
 }
 
 // Binding subscribes a plugin to one configured resource.

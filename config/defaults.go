@@ -24,8 +24,9 @@ const (
 	setMaxConsecutiveFailures
 	setRestartBackoff
 	setMaxRestartBackoff
+	setGrantMetrics
 
-	allFields = setMaxRestartBackoff<<1 - 1
+	allFields = setGrantMetrics<<1 - 1
 )
 
 // fieldsSet says which of s's fields the document sets under sp. Bindings
@@ -51,6 +52,7 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 		{setMaxConsecutiveFailures, l.key("maxConsecutiveFailures")},
 		{setRestartBackoff, l.key("restartBackoff")},
 		{setMaxRestartBackoff, l.key("maxRestartBackoff")},
+		{setGrantMetrics, metricsGrantAt(sp)},
 	} {
 		if p.present(x.at) {
 			f |= x.bit
@@ -85,6 +87,7 @@ func setByValue(s PluginSettings) fieldSet {
 	mark(setMaxConsecutiveFailures, s.Limits.MaxConsecutiveFailures != 0)
 	mark(setRestartBackoff, isSet(s.Limits.RestartBackoff))
 	mark(setMaxRestartBackoff, isSet(s.Limits.MaxRestartBackoff))
+	mark(setGrantMetrics, s.Grants.Metrics != nil)
 	return f
 }
 
@@ -139,6 +142,9 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 		RestartBackoff:         dur(setRestartBackoff, func(s *PluginSettings) Duration { return s.Limits.RestartBackoff }, DefaultRestartBackoff),
 		MaxRestartBackoff:      dur(setMaxRestartBackoff, func(s *PluginSettings) Duration { return s.Limits.MaxRestartBackoff }, DefaultMaxRestartBackoff),
 	}
+	if s, ok := pick(setGrantMetrics); ok {
+		out.Grants.Metrics = s.Grants.Metrics.resolved()
+	}
 	return out.clone()
 }
 
@@ -153,6 +159,10 @@ func (s PluginSettings) clone() PluginSettings {
 			bs[i] = b
 		}
 		s.Bindings = bs
+	}
+	if g := s.Grants.Metrics; g != nil {
+		c := *g
+		s.Grants.Metrics = &c
 	}
 	return s
 }

@@ -254,6 +254,8 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 	positive(p, lp.key("restartBackoff"), l.RestartBackoff)
 	positive(p, lp.key("maxRestartBackoff"), l.MaxRestartBackoff)
 
+	validateMetricsGrant(p, sp, s.Grants.Metrics)
+
 	if s.Config != nil {
 		if _, err := json.Marshal(jsonable(s.Config)); err != nil {
 			p.add(sp.key("config"), "cannot be handed to the plugin as JSON: %v", err)
