@@ -335,6 +335,9 @@ func instantiateHostModule(ctx context.Context, r wazero.Runtime) (api.Module, e
 		abi.ImportSetError:   setError,
 		abi.ImportLog:        logFn,
 	}
+	for name, f := range metricFuncs() {
+		fns[name] = f
+	}
 	b := r.NewHostModuleBuilder(abi.ImportModule)
 	for _, f := range abi.Imports() {
 		b.NewFunctionBuilder().

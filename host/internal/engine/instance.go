@@ -30,6 +30,13 @@ type InstanceOptions struct {
 	// LogRate limits how fast the plugin may log. The zero value selects
 	// the defaults.
 	LogRate LogRate
+	// Metrics is the plugin's metrics (ABI.md §16.3); nil = not granted,
+	// and the metric_* functions return ERR_DENIED.
+	Metrics MetricSet
+	// OnDenied is called on every call of a capability's function that
+	// was not granted, with the capability and the function's name. It
+	// must be cheap and must not block: it runs inside the plugin's call.
+	OnDenied func(capability, function string)
 }
 
 // Code is the outcome of a successful ih_handle call.
@@ -147,6 +154,9 @@ type callState struct {
 	// sleeping in poll_oneoff wakes on it, and WASI calls over large
 	// buffers (random_get, fd_write) stop.
 	abort <-chan struct{}
+	// metrics and onDenied are InstanceOptions.Metrics and OnDenied.
+	metrics  MetricSet
+	onDenied func(capability, function string)
 }
 
 // aborted reports whether the current call is being killed.
@@ -319,10 +329,12 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 	}
 	out := newOutput(logger, o.LogRate)
 	st := &callState{
-		config:  append([]byte(nil), o.Config...),
-		logger:  logger,
-		out:     out,
-		scratch: make([]byte, 0, 32),
+		config:   append([]byte(nil), o.Config...),
+		logger:   logger,
+		out:      out,
+		scratch:  make([]byte, 0, 32),
+		metrics:  o.Metrics,
+		onDenied: o.OnDenied,
 	}
 	i := &Instance{
 		e:       e,
