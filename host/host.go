@@ -24,6 +24,7 @@ import (
 	"github.com/informer-host/informer-host/filter"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/pluginmetrics"
 )
 
 // Options configure a Host.
@@ -62,6 +63,11 @@ type Host struct {
 	observe   func(plugin string, ev *informer.Event, res engine.Result, err error)
 	logRate   engine.LogRate
 	envelopes *envelopeCache
+
+	// pluginMetrics holds the metrics plugins declare (metric_*); a
+	// plugin's outlive its instances and go when its file is removed.
+	pluginMetrics *pluginmetrics.Registry
+
 	// filters compiles each distinct expression once, so plugins whose
 	// bindings share one evaluate it once per event.
 	filters      *filter.Cache
@@ -118,7 +124,8 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		log: log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
 		observe: opts.observe, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
-		retiring: map[*generation]chan struct{}{},
+		retiring:      map[*generation]chan struct{}{},
+		pluginMetrics: pluginmetrics.New(pluginmetrics.Options{}),
 	}, nil
 }
 
@@ -343,10 +350,12 @@ func (h *Host) unload(ctx context.Context, name string) {
 		case <-ctx.Done():
 			slot.log.Warn("plugin still stopping (inside a call); removed, it stops in the background")
 			h.metrics.forget(name)
+			h.pluginMetrics.Forget(name)
 			return
 		}
 	}
 	h.metrics.forget(name)
+	h.pluginMetrics.Forget(name)
 	slot.log.Info("plugin unloaded")
 }
 

@@ -303,7 +303,9 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 // instantiate starts a fresh instance of the generation's module: start
 // functions, _initialize and ih_init with the plugin's config.
 func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) {
-	return g.module.Instantiate(ctx, engine.InstanceOptions{Config: g.config, Logger: g.log, LogRate: g.slot.h.logRate})
+	return g.module.Instantiate(ctx, engine.InstanceOptions{Config: g.config, Logger: g.log, LogRate: g.slot.h.logRate,
+		Metrics: g.metricSet(),
+	})
 }
 
 // register adds one informer listener per binding. Listeners on a running
