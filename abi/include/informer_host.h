@@ -46,6 +46,8 @@
 #define IH_ERR_INVALID (-5)   /* bad selector or log level */
 #define IH_ERR_NO_EVENT (-6)  /* event function called outside ih_handle */
 #define IH_ERR_INTERNAL (-7)  /* the host failed to produce the value */
+#define IH_ERR_DENIED (-8)    /* the operator did not grant this capability */
+#define IH_ERR_EXISTS (-11)   /* metric name taken by another plugin with another kind or help */
 
 /* which: the object or the old object */
 #define IH_OBJECT 0
@@ -98,6 +100,23 @@ IH_IMPORT("config_read") int32_t ih_config_read(void *ptr, int32_t len);
 IH_IMPORT("set_error") int32_t ih_set_error(const char *msg, int32_t len);
 /* returns 0, or 1 when the host's rate limit dropped the line */
 IH_IMPORT("log") int32_t ih_log(int32_t level, const char *msg, int32_t len);
+
+/* Metrics (ABI.md 16.3), granted per plugin (grants.metrics). A
+ * declaration is JSON: {"name":"pods","help":"...","labels":["namespace"],
+ * "buckets":[0.1,1]} (buckets for histograms only). metric_declare returns
+ * an id (>= 0) for the updates, or IH_ERR_DENIED / IH_ERR_INVALID /
+ * IH_ERR_EXISTS. Label values are passed as one buffer, separated by a zero
+ * byte, in the declared order (len 0 for a metric without labels). Updates
+ * return 0, IH_METRIC_DROPPED (past the plugin's series cap: dropped and
+ * counted by the host), or IH_ERR_DENIED / IH_ERR_INVALID. */
+#define IH_METRIC_COUNTER 0
+#define IH_METRIC_GAUGE 1
+#define IH_METRIC_HISTOGRAM 2
+#define IH_METRIC_DROPPED 1
+IH_IMPORT("metric_declare") int32_t ih_metric_declare(int32_t kind, const char *decl, int32_t len);
+IH_IMPORT("metric_add") int32_t ih_metric_add(int32_t id, double value, const char *labels, int32_t len);
+IH_IMPORT("metric_set") int32_t ih_metric_set(int32_t id, double value, const char *labels, int32_t len);
+IH_IMPORT("metric_observe") int32_t ih_metric_observe(int32_t id, double value, const char *labels, int32_t len);
 
 static inline uint32_t ih_u32le(const uint8_t *p) {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
