@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -306,4 +307,55 @@ func BenchmarkAdd(b *testing.B) {
 			v.Add(lab, 1, ls)
 		}
 	})
+}
+
+// Updates, scrapes, redeclarations and Forget at once (run with -race):
+// the counts stay within the cap and nothing panics.
+func TestConcurrent(t *testing.T) {
+	r := New(Options{})
+	s := r.Plugin("a.wasm", 20)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			v := s.Instance()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				help := "h"
+				if i%50 == 0 && w == 1 {
+					help = fmt.Sprint("h", i) // a changed declaration now and then
+				}
+				id := v.Declare(abi.MetricCounter, []byte(`{"name":"c","help":"`+help+`","labels":["k"]}`))
+				if id >= 0 {
+					v.Add(id, 1, labels(fmt.Sprint(i%30)))
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := reg.Gather(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	for range 200 {
+		if n := s.Series(); n > 20 || n < 0 {
+			t.Fatalf("series %d", n)
+		}
+	}
+	close(done)
+	wg.Wait()
 }
