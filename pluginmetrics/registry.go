@@ -218,12 +218,12 @@ type family struct {
 
 	// noLabel is the only series of a metric without label keys, made at
 	// declaration, so the common case skips the map.
-	noLabel series
+	noLabel *series
 
 	// mu guards series. Readers are every update of an existing series
 	// (RLock); a writer only adds a series or drops them all.
 	mu     sync.RWMutex
-	series map[string]series // by the raw label bytes the plugin passed
+	series map[string]*series // by the raw label bytes the plugin passed
 }
 
 // series is one labelled child; exactly one field is set.
@@ -242,17 +242,17 @@ func (f *family) sameShape(kind int32, d *Decl) bool {
 }
 
 // child makes the series for label values vs.
-func (f *family) child(vs []string) (series, error) {
+func (f *family) child(vs []string) (*series, error) {
 	switch f.kind {
 	case abi.MetricCounter:
 		c, err := f.counters.GetMetricWithLabelValues(vs...)
-		return series{c: c}, err
+		return &series{c: c}, err
 	case abi.MetricGauge:
 		g, err := f.gauges.GetMetricWithLabelValues(vs...)
-		return series{g: g}, err
+		return &series{g: g}, err
 	default:
 		o, err := f.histograms.GetMetricWithLabelValues(vs...)
-		return series{o: o}, err
+		return &series{o: o}, err
 	}
 }
 
@@ -340,7 +340,7 @@ func newFamily(s *Set, kind int32, d Decl, full, pluginLabel string) *family {
 			s.series.Add(-1)
 		} else {
 			f.noLabel = sr
-			f.series = map[string]series{"": sr}
+			f.series = map[string]*series{"": sr}
 		}
 	}
 	f.live.Store(true)
@@ -438,19 +438,21 @@ func (v *View) Add(id int32, x float64, labels []byte) int32 {
 			return abi.ErrInvalid
 		}
 		sr, code := f.resolve(labels)
-		if sr.c != nil {
-			sr.c.Add(x)
+		if sr == nil {
+			return code
 		}
-		return code
+		sr.c.Add(x)
+		return 0
 	case abi.MetricGauge:
 		if math.IsNaN(x) {
 			return abi.ErrInvalid
 		}
 		sr, code := f.resolve(labels)
-		if sr.g != nil {
-			sr.g.Add(x)
+		if sr == nil {
+			return code
 		}
-		return code
+		sr.g.Add(x)
+		return 0
 	}
 	return abi.ErrInvalid
 }
@@ -462,10 +464,11 @@ func (v *View) Set(id int32, x float64, labels []byte) int32 {
 		return abi.ErrInvalid
 	}
 	sr, code := f.resolve(labels)
-	if sr.g != nil {
-		sr.g.Set(x)
+	if sr == nil {
+		return code
 	}
-	return code
+	sr.g.Set(x)
+	return 0
 }
 
 // Observe records x in a histogram series.
@@ -475,10 +478,11 @@ func (v *View) Observe(id int32, x float64, labels []byte) int32 {
 		return abi.ErrInvalid
 	}
 	sr, code := f.resolve(labels)
-	if sr.o != nil {
-		sr.o.Observe(x)
+	if sr == nil {
+		return code
 	}
-	return code
+	sr.o.Observe(x)
+	return 0
 }
 
 func (v *View) family(id int32) *family {
@@ -489,25 +493,25 @@ func (v *View) family(id int32) *family {
 }
 
 // resolve finds the series of the plugin's label bytes (values separated
-// by a zero byte). A zero series with code abi.MetricDropped means the
-// update is to be dropped: past the cap, or the family is no longer
-// exported.
-func (f *family) resolve(labels []byte) (series, int32) {
+// by a zero byte). It returns a series and 0, or nil and the code:
+// abi.MetricDropped when the update is to be dropped (past the cap, or
+// the family is no longer exported), else an error.
+func (f *family) resolve(labels []byte) (*series, int32) {
 	if len(f.decl.Labels) == 0 {
 		if len(labels) != 0 {
-			return series{}, abi.ErrInvalid
+			return nil, abi.ErrInvalid
 		}
-		if f.noLabel.c == nil && f.noLabel.g == nil && f.noLabel.o == nil {
+		if f.noLabel == nil {
 			f.set.dropped.Add(1)
-			return series{}, abi.MetricDropped
+			return nil, abi.MetricDropped
 		}
 		if !f.live.Load() {
-			return series{}, abi.MetricDropped
+			return nil, abi.MetricDropped
 		}
 		return f.noLabel, 0
 	}
 	if len(labels) > MaxLabelBytes {
-		return series{}, abi.ErrInvalid
+		return nil, abi.ErrInvalid
 	}
 	f.mu.RLock()
 	sr, ok := f.series[string(labels)]
@@ -520,13 +524,13 @@ func (f *family) resolve(labels []byte) (series, int32) {
 
 // newSeries validates label values and creates their series, within the
 // plugin's cap.
-func (f *family) newSeries(labels []byte) (series, int32) {
+func (f *family) newSeries(labels []byte) (*series, int32) {
 	if !utf8.Valid(labels) {
-		return series{}, abi.ErrInvalid
+		return nil, abi.ErrInvalid
 	}
 	vs := strings.Split(string(labels), "\x00")
 	if len(vs) != len(f.decl.Labels) {
-		return series{}, abi.ErrInvalid
+		return nil, abi.ErrInvalid
 	}
 	s := f.set
 	f.mu.Lock()
@@ -535,20 +539,20 @@ func (f *family) newSeries(labels []byte) (series, int32) {
 		return sr, 0
 	}
 	if !f.live.Load() {
-		return series{}, abi.MetricDropped
+		return nil, abi.MetricDropped
 	}
 	if s.series.Add(1) > s.maxSeries.Load() {
 		s.series.Add(-1)
 		s.dropped.Add(1)
-		return series{}, abi.MetricDropped
+		return nil, abi.MetricDropped
 	}
 	sr, err := f.child(vs)
 	if err != nil {
 		s.series.Add(-1)
-		return series{}, abi.ErrInvalid
+		return nil, abi.ErrInvalid
 	}
 	if f.series == nil {
-		f.series = map[string]series{}
+		f.series = map[string]*series{}
 	}
 	f.series[string(labels)] = sr
 	return sr, 0
