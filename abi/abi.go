@@ -88,6 +88,17 @@ const (
 	ImportStateDelete = "state_delete"
 	// ImportStateList is state_list(prefix_ptr, prefix_len, after_ptr, after_len, max, ptr, len i32) -> i64.
 	ImportStateList = "state_list"
+
+	// Metrics capability (ABI.md §16.3), granted per plugin.
+
+	// ImportMetricDeclare is metric_declare(kind, ptr, len i32) -> i32.
+	ImportMetricDeclare = "metric_declare"
+	// ImportMetricAdd is metric_add(id i32, value f64, labels_ptr, labels_len i32) -> i32.
+	ImportMetricAdd = "metric_add"
+	// ImportMetricSet is metric_set(id i32, value f64, labels_ptr, labels_len i32) -> i32.
+	ImportMetricSet = "metric_set"
+	// ImportMetricObserve is metric_observe(id i32, value f64, labels_ptr, labels_len i32) -> i32.
+	ImportMetricObserve = "metric_observe"
 )
 
 // State limits and conventions (ABI.md §16.2).
@@ -197,7 +208,22 @@ const (
 	ErrConflict int32 = -9
 	// ErrQuota: the write would take the plugin past its quota.
 	ErrQuota int32 = -10
+	// ErrExists: a metric of that name is already declared, by another
+	// plugin, with another kind or help.
+	ErrExists int32 = -11
 )
+
+// Metric kinds, the kind argument of metric_declare.
+const (
+	MetricCounter   int32 = 0
+	MetricGauge     int32 = 1
+	MetricHistogram int32 = 2
+)
+
+// MetricDropped is what metric_add, metric_set and metric_observe return
+// when the update would create a series past the plugin's cap: the update
+// is dropped and counted by the host. It is not an error.
+const MetricDropped int32 = 1
 
 // ErrorName returns the spec name of a host function's error code, or "" if
 // code is not one.
@@ -223,6 +249,8 @@ func ErrorName(code int32) string {
 		return "ERR_CONFLICT"
 	case ErrQuota:
 		return "ERR_QUOTA"
+	case ErrExists:
+		return "ERR_EXISTS"
 	}
 	return ""
 }
@@ -300,13 +328,14 @@ func UnpackField(r int64) (kind int32, size uint32, errCode int32) {
 	return int32(r >> 32), uint32(r), 0
 }
 
-// ValType is a wasm value type as it appears in an ABI signature. Only i32
-// and i64 cross the boundary.
+// ValType is a wasm value type as it appears in an ABI signature. i32 and
+// i64 cross the boundary, and f64 for a metric's value.
 type ValType byte
 
 const (
 	I32 ValType = 0x7f // wasm binary encoding of i32
 	I64 ValType = 0x7e // wasm binary encoding of i64
+	F64 ValType = 0x7c // wasm binary encoding of f64
 )
 
 func (v ValType) String() string {
@@ -414,6 +443,10 @@ func Imports() []Func {
 		{Name: ImportStateSet, Signature: sig(append(i32s(4), I64), I64)},
 		{Name: ImportStateDelete, Signature: sig(append(i32s(2), I64), I32)},
 		{Name: ImportStateList, Signature: sig(i32s(7), I64)},
+		{Name: ImportMetricDeclare, Signature: sig(i32s(3), I32)},
+		{Name: ImportMetricAdd, Signature: sig([]ValType{I32, F64, I32, I32}, I32)},
+		{Name: ImportMetricSet, Signature: sig([]ValType{I32, F64, I32, I32}, I32)},
+		{Name: ImportMetricObserve, Signature: sig([]ValType{I32, F64, I32, I32}, I32)},
 	}
 }
 

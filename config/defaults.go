@@ -25,8 +25,9 @@ const (
 	setRestartBackoff
 	setMaxRestartBackoff
 	setGrantState
+	setGrantMetrics
 
-	allFields = setGrantState<<1 - 1
+	allFields = setGrantMetrics<<1 - 1
 )
 
 // fieldsSet says which of s's fields the document sets under sp. Bindings
@@ -53,6 +54,7 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 		{setRestartBackoff, l.key("restartBackoff")},
 		{setMaxRestartBackoff, l.key("maxRestartBackoff")},
 		{setGrantState, sp.key("grants").key("state")},
+		{setGrantMetrics, metricsGrantAt(sp)},
 	} {
 		if p.present(x.at) {
 			f |= x.bit
@@ -88,6 +90,7 @@ func setByValue(s PluginSettings) fieldSet {
 	mark(setRestartBackoff, isSet(s.Limits.RestartBackoff))
 	mark(setMaxRestartBackoff, isSet(s.Limits.MaxRestartBackoff))
 	mark(setGrantState, s.Grants.State != nil)
+	mark(setGrantMetrics, s.Grants.Metrics != nil)
 	return f
 }
 
@@ -131,7 +134,7 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 	}
 	out.Grants = own.Grants.over(base.Grants)
 	// State is picked like the fields above: its presence in YAML (a
-	// bit) decides, not a nil pointer.
+	// bit) decides, not a nil pointer (metrics: below).
 	if s, ok := pick(setGrantState); ok {
 		out.Grants.State = s.Grants.State
 	}
@@ -147,6 +150,9 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 		MaxConsecutiveFailures: num(setMaxConsecutiveFailures, func(s *PluginSettings) int { return s.Limits.MaxConsecutiveFailures }, DefaultMaxConsecutiveFailures),
 		RestartBackoff:         dur(setRestartBackoff, func(s *PluginSettings) Duration { return s.Limits.RestartBackoff }, DefaultRestartBackoff),
 		MaxRestartBackoff:      dur(setMaxRestartBackoff, func(s *PluginSettings) Duration { return s.Limits.MaxRestartBackoff }, DefaultMaxRestartBackoff),
+	}
+	if s, ok := pick(setGrantMetrics); ok {
+		out.Grants.Metrics = s.Grants.Metrics.resolved()
 	}
 	return out.clone()
 }

@@ -8,8 +8,9 @@ import (
 // Capability names, as a module's imports request them (abi.CapabilityOf)
 // and as grants give them.
 const (
-	CapabilityCache = "cache"
-	CapabilityState = "state"
+	CapabilityCache   = "cache"
+	CapabilityState   = "state"
+	CapabilityMetrics = "metrics"
 )
 
 // Index names a cache grant may ask for. Lookups by namespace need none:
@@ -38,6 +39,11 @@ type Grants struct {
 	// and reloads (state_*); nil = not granted. Merged over the default
 	// by its presence in YAML (setGrantState), like the other settings.
 	State *StateGrant `yaml:"state" json:"state,omitempty"`
+	// Metrics lets the plugin declare and update its own metrics
+	// (metric_*); a mapping, even empty ("metrics: {}"), grants it.
+	// "metrics:" with no value is null, which here as everywhere in the
+	// file means absent: not granted. Picked like State.
+	Metrics *MetricsGrant `yaml:"metrics" json:"metrics,omitempty"`
 }
 
 // CacheGrant lets a plugin read one configured resource's cache.
@@ -72,6 +78,10 @@ func (g Grants) clone() Grants {
 		st := *g.State
 		g.State = &st
 	}
+	if g.Metrics != nil {
+		m := *g.Metrics
+		g.Metrics = &m
+	}
 	return g
 }
 
@@ -93,6 +103,9 @@ func (g Grants) Granted() []string {
 	}
 	if g.State != nil {
 		out = append(out, CapabilityState)
+	}
+	if g.Metrics != nil {
+		out = append(out, CapabilityMetrics)
 	}
 	sort.Strings(out)
 	return out

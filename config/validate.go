@@ -257,6 +257,7 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 
 	validateGrants(p, sp, &s.Grants, names, complete)
 	validateStateGrant(p, sp.key("grants").key("state"), s.Grants.State)
+	validateMetricsGrant(p, sp, s.Grants.Metrics)
 
 	if s.Config != nil {
 		if _, err := json.Marshal(jsonable(s.Config)); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/informer-host/informer-host/filter"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/pluginmetrics"
 	"github.com/informer-host/informer-host/state"
 )
 
@@ -67,6 +68,11 @@ type Host struct {
 	observe   func(plugin string, ev *informer.Event, res engine.Result, err error)
 	logRate   engine.LogRate
 	envelopes *envelopeCache
+
+	// pluginMetrics holds the metrics plugins declare (metric_*); a
+	// plugin's outlive its instances and go when its file is removed.
+	pluginMetrics *pluginmetrics.Registry
+
 	// filters compiles each distinct expression once, so plugins whose
 	// bindings share one evaluate it once per event.
 	filters      *filter.Cache
@@ -136,6 +142,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		observe: opts.observe, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
 		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{},
+		pluginMetrics: pluginmetrics.New(pluginmetrics.Options{}),
 	}
 	if h.state, err = openState(ctx, opts.Config, h); err != nil {
 		_ = eng.Close(context.Background())
@@ -387,10 +394,12 @@ func (h *Host) unload(ctx context.Context, name string) {
 		case <-ctx.Done():
 			slot.log.Warn("plugin still stopping (inside a call); removed, it stops in the background")
 			h.metrics.forget(name)
+			h.pluginMetrics.Forget(name)
 			return
 		}
 	}
 	h.metrics.forget(name)
+	h.pluginMetrics.Forget(name)
 	slot.log.Info("plugin unloaded")
 }
 

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/informer-host/informer-host/host/internal/engine"
 )
 
 // metrics are the host's Prometheus metrics. Counters and gauges are read
@@ -167,3 +169,19 @@ func b2f(b bool) float64 {
 }
 
 func since(t time.Time) float64 { return time.Since(t).Seconds() }
+
+// PluginMetrics is the collector of the metrics plugins declare
+// themselves (ABI.md §16.3), to be registered next to the Host.
+func (h *Host) PluginMetrics() prometheus.Collector { return h.pluginMetrics }
+
+// metricSet is a new instance's view of the plugin's own metrics, or nil
+// (a nil interface, not a nil *View) when the grant is absent. A plugin
+// that lost its grant loses the metrics it had.
+func (g *generation) metricSet() engine.MetricSet {
+	mg := g.settings.Grants.Metrics
+	if mg == nil {
+		g.slot.h.pluginMetrics.Forget(g.slot.name)
+		return nil
+	}
+	return g.slot.h.pluginMetrics.Plugin(g.slot.name, mg.MaxSeries).Instance()
+}

@@ -307,6 +307,7 @@ func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) 
 	return g.module.Instantiate(ctx, engine.InstanceOptions{Config: g.config, Logger: g.log, LogRate: h.logRate,
 		Cache:    newCacheReader(h.pipeline, g.settings.Grants),
 		State:    h.stateFor(g.slot.name, g.settings),
+		Metrics:  g.metricSet(),
 		OnDenied: h.onDenied(g.slot.name, g.log),
 	})
 }

@@ -189,6 +189,10 @@ func (s *Server) Attach(p *informer.Pipeline, h *host.Host, resources []string) 
 	if err := s.reg.Register(h); err != nil {
 		return fmt.Errorf("server: register plugin metrics: %w", err)
 	}
+	if err := s.reg.Register(h.PluginMetrics()); err != nil {
+		s.reg.Unregister(h)
+		return fmt.Errorf("server: register plugins' own metrics: %w", err)
+	}
 	counts := &resourceCounts{p: p}
 	if err := counts.watch(resources); err != nil {
 		s.reg.Unregister(h)

@@ -49,6 +49,7 @@
 #define IH_ERR_DENIED (-8)    /* capability not granted to this plugin (v1.1) */
 #define IH_ERR_CONFLICT (-9)  /* compare-and-swap: the key is at another version */
 #define IH_ERR_QUOTA (-10)    /* the write would exceed the plugin's quota */
+#define IH_ERR_EXISTS (-11)   /* metric name taken by another plugin with another kind or help */
 
 /* which: the object or the old object */
 #define IH_OBJECT 0
@@ -128,6 +129,22 @@ IH_IMPORT("state_delete") int32_t ih_state_delete(const void *key, int32_t key_l
 /* returns (count << 32) | size; keys as {u32 LE length, bytes}, written if size <= len */
 IH_IMPORT("state_list") int64_t ih_state_list(const void *prefix, int32_t prefix_len, const void *after, int32_t after_len,
                                               int32_t max, void *ptr, int32_t len);
+/* Metrics (ABI.md 16.3), granted per plugin (grants.metrics). A
+ * declaration is JSON: {"name":"pods","help":"...","labels":["namespace"],
+ * "buckets":[0.1,1]} (buckets for histograms only). metric_declare returns
+ * an id (>= 0) for the updates, or IH_ERR_DENIED / IH_ERR_INVALID /
+ * IH_ERR_EXISTS. Label values are passed as one buffer, separated by a zero
+ * byte, in the declared order (len 0 for a metric without labels). Updates
+ * return 0, IH_METRIC_DROPPED (past the plugin's series cap: dropped and
+ * counted by the host), or IH_ERR_DENIED / IH_ERR_INVALID. */
+#define IH_METRIC_COUNTER 0
+#define IH_METRIC_GAUGE 1
+#define IH_METRIC_HISTOGRAM 2
+#define IH_METRIC_DROPPED 1
+IH_IMPORT("metric_declare") int32_t ih_metric_declare(int32_t kind, const char *decl, int32_t len);
+IH_IMPORT("metric_add") int32_t ih_metric_add(int32_t id, double value, const char *labels, int32_t len);
+IH_IMPORT("metric_set") int32_t ih_metric_set(int32_t id, double value, const char *labels, int32_t len);
+IH_IMPORT("metric_observe") int32_t ih_metric_observe(int32_t id, double value, const char *labels, int32_t len);
 
 static inline uint32_t ih_u32le(const uint8_t *p) {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

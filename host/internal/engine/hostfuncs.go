@@ -361,6 +361,9 @@ func instantiateHostModule(ctx context.Context, r wazero.Runtime) (api.Module, e
 		abi.ImportStateDelete: stateDelete,
 		abi.ImportStateList:   stateList,
 	}
+	for name, f := range metricFuncs() {
+		fns[name] = f
+	}
 	b := r.NewHostModuleBuilder(abi.ImportModule)
 	for _, f := range abi.Imports() {
 		b.NewFunctionBuilder().

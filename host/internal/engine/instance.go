@@ -38,6 +38,8 @@ type InstanceOptions struct {
 	Cache CacheReader
 	// State is the plugin's key-value state (state_*).
 	State StateBucket
+	// Metrics is the plugin's metrics (metric_*, ABI.md §16.3).
+	Metrics MetricSet
 	// OnDenied is called on every call refused with ERR_DENIED, with the
 	// capability ("cache") and the function ("cache_get"), on the
 	// instance's goroutine during the call; it must be cheap (the host
@@ -163,6 +165,7 @@ type callState struct {
 
 	cache    CacheReader                       // nil: cache reads denied
 	state    StateBucket                       // nil: state denied
+	metrics  MetricSet                         // nil: metrics denied
 	onDenied func(capability, function string) // may be nil
 	// handles are the objects cache_get returned during the current call,
 	// handle FirstHandle+i being handles[i]. Emptied when the call returns
@@ -348,6 +351,7 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		scratch:  make([]byte, 0, 32),
 		cache:    o.Cache,
 		state:    o.State,
+		metrics:  o.Metrics,
 		onDenied: o.OnDenied,
 	}
 	i := &Instance{
