@@ -10,11 +10,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // The ns-counter example exports pods per namespace and phase; a reload
 // and a trap in the middle of churn leave the gauges equal to the
-// cluster's counts once it settles.
+// cluster's counts once it settles. Then every pod of one namespace goes
+// while the plugin is down (each restart traps in its replay): the
+// replay has nothing of that namespace, and only the plugin's state says
+// its gauges were exported, so only state brings them to 0.
 func TestExampleNsCounter(t *testing.T) {
 	wasm := example(t, "ns-counter")
 	hs, err := newHarness(t, `
@@ -26,8 +31,9 @@ plugins:
   modules:
     - file: ns-counter.wasm
       bindings: [{resource: pods}]
-      grants: {metrics: {}}
-      config: {crashOn: crash}
+      grants: {metrics: {}, state: {}}
+      config: {crashOn: crash, holdOn: hold}
+      limits: {restartBackoff: 10ms, maxRestartBackoff: 100ms, maxConsecutiveFailures: 1000}
 `, map[string][]byte{"ns-counter.wasm": wasm})
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +128,40 @@ plugins:
 		t.Fatal(err)
 	default:
 	}
+
+	// The plugin down: the anchor's annotation traps every instance in its
+	// replay, before it is synced. Meanwhile every pod of the second
+	// namespace goes, and the host's cache sees it.
+	traps := hs.status("ns-counter.wasm").Counters.Traps
+	setAnnotations := func(a map[string]string) {
+		t.Helper()
+		anchor, err := env.Client.CoreV1().Pods(nss[0]).Get(ctx, "anchor", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		anchor.Annotations = a
+		if _, err := env.Client.CoreV1().Pods(nss[0]).Update(ctx, anchor, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAnnotations(map[string]string{"hold": "down"})
+	eventually(t, "the plugin down", func() bool { return hs.status("ns-counter.wasm").Counters.Traps > traps })
+	if err := env.Client.CoreV1().Pods(nss[1]).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cache without pods in "+nss[1], func() bool {
+		n := 0
+		hs.p.CacheList("pods", nss[1], labels.Everything(), func(*unstructured.Unstructured) { n++ })
+		return n == 0
+	})
+	if hs.status("ns-counter.wasm").Synced {
+		t.Fatal("the plugin synced while the anchor holds it down")
+	}
+	setAnnotations(nil)
+	eventually(t, "the plugin back and synced", func() bool {
+		st := hs.status("ns-counter.wasm")
+		return st.State == StateRunning && st.Synced
+	})
 
 	// The cluster's counts, and what /metrics says.
 	want := map[string]float64{}
