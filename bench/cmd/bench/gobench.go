@@ -22,8 +22,8 @@ type goBench struct {
 // invocation, one after the other.
 var goBenches = []goBench{
 	{"./filter", "^BenchmarkDecide$"},
-	{"./host/internal/engine", "^Benchmark(Guest|Encode)$"},
-	{"./host", "^Benchmark(Dispatch|Fanout)$"},
+	{"./host/internal/engine", "^Benchmark(Guest|Encode|State|MetricAdd)$"},
+	{"./host", "^Benchmark(Dispatch|Fanout|CacheRead)$"},
 }
 
 // benchResults maps a benchmark name (without the -GOMAXPROCS suffix) to

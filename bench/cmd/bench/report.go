@@ -177,6 +177,49 @@ func (r *results) buildRows() {
 		r.add(row{"filter", what, fmtNs(per), "", "", target, met})
 	}
 
+	// Issue 11: capabilities, each next to what a native controller pays
+	// for the same, measured in the same run.
+	if noop, ok := ns("BenchmarkCacheRead/noop", "ns/op"); ok {
+		for _, c := range []struct {
+			sub, what, native, nativeWhat, target string
+			limit                                 float64
+		}{
+			{"get-field", "cache_get + one field_read of a cached ConfigMap, per call (over a no-op call)", "lister-get",
+				"client-go Lister Get + unstructured.NestedString", "≤ 1.5 µs over a no-op call", 1500},
+			{"list-100", "cache_list of 100 keys (one page), per call (over a no-op call)", "lister-list",
+				"client-go Lister List of the namespace (100) + their keys", "≤ 10 µs over a no-op call", 10_000},
+		} {
+			v, ok1 := ns("BenchmarkCacheRead/"+c.sub, "ns/op")
+			n, ok2 := ns("BenchmarkCacheRead/"+c.native, "ns/op")
+			if ok1 && ok2 {
+				r.add(row{"cache", c.what, fmt.Sprintf("%s (%s)", fmtNs(v), fmtNs(v-noop)), c.nativeWhat + ": " + fmtNs(n),
+					ratio(v-noop, n), c.target, yes(v-noop <= c.limit)})
+			}
+		}
+	}
+	for _, op := range []struct{ name, native string }{
+		{"get", "Go map lookup + copy of the value out"}, {"set", "Go map store of a copy of the value"},
+	} {
+		v, ok1 := ns("BenchmarkState/host/"+op.name, "ns/call")
+		n, ok2 := ns("BenchmarkState/gomap/"+op.name, "ns/call")
+		if ok1 && ok2 {
+			r.add(row{"state", "state_" + op.name + " of a 100-byte value (in memory), per host call",
+				fmtNs(v), op.native + ": " + fmtNs(n), ratio(v, n), "≤ 1 µs", yes(v <= 1000)})
+		}
+	}
+	if noop, ok := ns("BenchmarkMetricAdd/noop-host-call-x1000", "ns/op"); ok {
+		n, okn := ns("BenchmarkMetricAdd/prometheus-counter-x1000", "ns/op")
+		for _, c := range []struct{ sub, what string }{{"add", "no label"}, {"add-label", "one label"}} {
+			v, ok := ns("BenchmarkMetricAdd/"+c.sub+"-x1000", "ns/op")
+			if ok && okn {
+				over := (v - noop) / 1000
+				r.add(row{"metrics", "metric_add to a counter, " + c.what + ", per host call (over a no-op host call)",
+					fmt.Sprintf("%s (%s)", fmtNs(v/1000), fmtNs(over)), "Prometheus counter Add: " + fmtNs(n/1000),
+					ratio(over, n/1000), "≤ 100 ns over a no-op call", yes(over <= 100)})
+			}
+		}
+	}
+
 	// Case 2: fan-out.
 	for _, p := range []string{"object-wat", "twofields", "noop-wat"} {
 		one, ok := ns(fmt.Sprintf("BenchmarkFanout/%s/plugins=1", p), "cpu-ns/op")
