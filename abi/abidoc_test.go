@@ -74,3 +74,29 @@ func TestABIDocZigImportsStd(t *testing.T) {
 		}
 	}
 }
+
+// Every import of abi.Imports is in ABI.md section 6's tables, with its
+// signature (parameter names aside).
+func TestABIDocImportsTable(t *testing.T) {
+	doc, err := os.ReadFile("ABI.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	start, end := strings.Index(text, "\n## 6. Imports"), strings.Index(text, "\n## 7. ")
+	if start < 0 || end < start {
+		t.Fatal("no section 6")
+	}
+	rows := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(\\w+)` \\| `([^`]+)` \\|").FindAllStringSubmatch(text[start:end], -1) {
+		rows[m[1]] = regexp.MustCompile(`\w+: `).ReplaceAllString(m[2], "")
+	}
+	for _, f := range Imports() {
+		got, ok := rows[f.Name]
+		if !ok {
+			t.Errorf("%s is not in section 6's tables", f.Name)
+		} else if got != f.Signature.String() {
+			t.Errorf("%s: section 6 says %s, abi.Imports %s", f.Name, got, f.Signature)
+		}
+	}
+}

@@ -81,18 +81,20 @@ func cacheGet(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	obj, code := st.cache.Get(res, ns, name)
+	// In the order of ABI.md section 16: denied, invalid (no handle left,
+	// whether or not the object exists), then the lookup's own outcome.
 	switch {
 	case code == abi.ErrDenied:
 		setI32(stack, st.denied(abi.CapabilityCache, abi.ImportCacheGet))
+		return
+	case len(st.handles) >= abi.MaxHandles:
+		setI32(stack, abi.ErrInvalid)
 		return
 	case code != 0:
 		setI32(stack, code)
 		return
 	case obj == nil:
 		setI32(stack, abi.ErrAbsent)
-		return
-	case len(st.handles) >= abi.MaxHandles:
-		setI32(stack, abi.ErrInvalid)
 		return
 	}
 	st.handles = append(st.handles, obj)
@@ -143,11 +145,11 @@ func cacheKeys(ctx context.Context, mod api.Module, stack []uint64, fn string) {
 	case code == abi.ErrDenied:
 		fail(st.denied(abi.CapabilityCache, fn))
 		return
-	case code != 0:
-		fail(code)
-		return
 	case start < 0:
 		fail(abi.ErrInvalid)
+		return
+	case code != 0:
+		fail(code)
 		return
 	case len(keys) > math.MaxInt32:
 		fail(abi.ErrInternal)

@@ -195,6 +195,41 @@ func TestCacheFunctionsDirect(t *testing.T) {
 	}
 }
 
+// The errors of cache_get come in the order of ABI.md section 16: with
+// every handle in use, an argument that cannot work (here: the call, for
+// want of a handle) is ERR_INVALID whether or not the object exists; only
+// a resource not granted comes before it.
+func TestCacheGetErrorOrder(t *testing.T) {
+	e := newEngine(t, Options{})
+	m := load(t, e, "healthy", Limits{CallTimeout: time.Minute, MemoryPages: 2})
+	i := instantiate(t, m, InstanceOptions{Cache: newFakeCache()})
+	get := func(res, ns, name string) int32 {
+		for at, s := range map[uint32]string{0: res, 100: ns, 200: name} {
+			i.mod.Memory().Write(at, []byte(s))
+		}
+		st := []uint64{0, uint64(len(res)), 100, uint64(len(ns)), 200, uint64(len(name))}
+		cacheGet(i.ctx, i.mod, st)
+		return int32(uint32(st[0]))
+	}
+	for range abi.MaxHandles {
+		if h := get("pods", "ns", "p1"); h < abi.FirstHandle {
+			t.Fatalf("cache_get = %d while filling the handles", h)
+		}
+	}
+	for _, tc := range []struct {
+		res, name string
+		want      int32
+	}{
+		{"pods", "p1", abi.ErrInvalid},
+		{"pods", "nope", abi.ErrInvalid},
+		{"secrets", "p1", abi.ErrDenied},
+	} {
+		if got := get(tc.res, "ns", tc.name); got != tc.want {
+			t.Errorf("handles full: cache_get(%s, ns, %s) = %s, want %s", tc.res, tc.name, abi.ErrorName(got), abi.ErrorName(tc.want))
+		}
+	}
+}
+
 // FuzzCacheFunctions hands arbitrary pointers, lengths, start indexes and
 // names to cache_get, cache_list and cache_index, and reads arbitrary
 // handles with field_read and object_read: no panic, only documented
