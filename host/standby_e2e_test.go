@@ -53,6 +53,13 @@ func TestStandbyHoldsThenActivates(t *testing.T) {
 		t.Fatalf("a standby delivered %d calls", n)
 	}
 
+	// The initial list is the cache at activation: wait until the cache
+	// has b's update and a's delete, so no live event can follow it.
+	eventually(t, "the host's cache to hold b's update and not a", func() bool {
+		got, ok := hs.p.CacheGet("cms", hs.ns, b.Name)
+		_, aThere := hs.p.CacheGet("cms", hs.ns, a.Name)
+		return ok && got.GetResourceVersion() == b.ResourceVersion && !aThere
+	})
 	compiles := len(hs.logs.lines("compiled plugin", "plugin=counter.wasm"))
 	if err := hs.h.Activate(context.Background()); err != nil {
 		t.Fatal(err)
