@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -179,20 +180,11 @@ func (s PluginSettings) clone() PluginSettings {
 func normaliseEvents(ev []string) []string {
 	out := make([]string, 0, 3)
 	for _, e := range []string{EventAdd, EventUpdate, EventDelete} {
-		if len(ev) == 0 || contains(ev, e) {
+		if len(ev) == 0 || slices.Contains(ev, e) {
 			out = append(out, e)
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // applyDefaults fills in everything the file left out. It runs only on a

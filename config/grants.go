@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"sort"
 	"strings"
 )
@@ -112,7 +113,7 @@ func (g Grants) Granted() []string {
 }
 
 // HasIndex reports whether the grant asks for index.
-func (c CacheGrant) HasIndex(index string) bool { return contains(c.Indexes, index) }
+func (c CacheGrant) HasIndex(index string) bool { return slices.Contains(c.Indexes, index) }
 
 // validateGrants checks the grants under sp against the configured
 // resources (names, with their lines).
@@ -142,7 +143,7 @@ func validateGrants(p *problems, sp path, g *Grants, names map[string]int, compl
 		for j, name := range c.Indexes {
 			ip := cp.key("indexes").index(j)
 			switch {
-			case !contains(knownIndexes, name):
+			case !slices.Contains(knownIndexes, name):
 				p.add(ip, "unknown index %q; known: %s (lookups by namespace need no index)", name, strings.Join(knownIndexes, ", "))
 			case idx[name]:
 				p.add(ip, "duplicate index %q", name)
@@ -159,7 +160,7 @@ func resourceIndexes(c *Config) map[string][]string {
 	add := func(g Grants) {
 		for _, cg := range g.Cache {
 			for _, ix := range cg.Indexes {
-				if !contains(out[cg.Resource], ix) {
+				if !slices.Contains(out[cg.Resource], ix) {
 					out[cg.Resource] = append(out[cg.Resource], ix)
 				}
 			}

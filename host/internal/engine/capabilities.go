@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/informer-host/informer-host/abi"
@@ -17,19 +18,10 @@ func (m *Module) Requested() []string {
 		if mod != abi.ImportModule {
 			continue
 		}
-		if c := abi.CapabilityOf(name); c != "" && !contains(out, c) {
+		if c := abi.CapabilityOf(name); c != "" && !slices.Contains(out, c) {
 			out = append(out, c)
 		}
 	}
 	sort.Strings(out)
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
