@@ -99,6 +99,12 @@ const (
 	ImportMetricSet = "metric_set"
 	// ImportMetricObserve is metric_observe(id i32, value f64, labels_ptr, labels_len i32) -> i32.
 	ImportMetricObserve = "metric_observe"
+
+	// ImportResultMessage is result_message(ptr, len i32) -> i32: the
+	// message of the last call of a capabilities II function (ABI.md §17)
+	// in the current export call, with the size protocol; 0 when that call
+	// succeeded or none was made. Every plugin may call it.
+	ImportResultMessage = "result_message"
 )
 
 // State limits and conventions (ABI.md §16.2).
@@ -118,10 +124,14 @@ const (
 	CapabilityCache   = "cache"
 	CapabilityState   = "state"
 	CapabilityMetrics = "metrics"
+	// Capabilities II (ABI.md §17), since v1.2.
+	CapabilityWrites = "writes" // k8s_*: create, patch, apply, delete
+	CapabilityEvents = "events" // event_*: Kubernetes Events
+	CapabilityHTTP   = "http"   // http_*: named upstreams
 )
 
 // CapabilityOf returns the capability the host function importName
-// belongs to ("cache", "state", "metrics"), or "" for a function every
+// belongs to ("cache", "state", "metrics", "writes", "events", "http"), or "" for a function every
 // plugin may call. The mapping is by name prefix, so it covers functions
 // a later host adds to a capability.
 func CapabilityOf(importName string) string {
@@ -129,6 +139,9 @@ func CapabilityOf(importName string) string {
 		{"cache_", CapabilityCache},
 		{"state_", CapabilityState},
 		{"metric_", CapabilityMetrics},
+		{"k8s_", CapabilityWrites},
+		{"event_", CapabilityEvents},
+		{"http_", CapabilityHTTP},
 	} {
 		if len(importName) > len(c.prefix) && importName[:len(c.prefix)] == c.prefix {
 			return c.capability
@@ -209,8 +222,36 @@ const (
 	// ErrQuota: the write would take the plugin past its quota.
 	ErrQuota int32 = -10
 	// ErrExists: a metric of that name is already declared, by another
-	// plugin, with another kind or help.
+	// plugin, with another kind or help; or the object a write creates
+	// already exists (409 AlreadyExists).
 	ErrExists int32 = -11
+
+	// Codes of the functions that act outside the host (capabilities II,
+	// ABI.md §17): Kubernetes writes, Events and HTTP upstreams. Each
+	// names what an author must handle differently; result_message reads
+	// the message that came with it. Since v1.2.
+
+	// ErrForbidden: the apiserver refused the request (403), for example
+	// because the plugin's own identity lacks the RBAC. The grant allowed
+	// it; the cluster did not.
+	ErrForbidden int32 = -12
+	// ErrUnprocessable: the apiserver rejected the object as invalid (422)
+	// or the request as malformed (400).
+	ErrUnprocessable int32 = -13
+	// ErrRateLimited: the plugin's rate limit (or the apiserver's 429)
+	// stopped the request; nothing was sent or it was refused. Answer
+	// RETRY to be delivered the event again later.
+	ErrRateLimited int32 = -14
+	// ErrTimeout: the request did not complete within its I/O timeout.
+	ErrTimeout int32 = -15
+	// ErrUnavailable: the peer could not be reached or answered 5xx.
+	ErrUnavailable int32 = -16
+	// ErrTooLarge: the request or the response is larger than the
+	// operator's limit.
+	ErrTooLarge int32 = -17
+	// ErrCanceled: the host stopped the call (shutdown, reload, lost
+	// lease) while it waited on the network. The plugin should return.
+	ErrCanceled int32 = -18
 )
 
 // Metric kinds, the kind argument of metric_declare.
@@ -251,6 +292,20 @@ func ErrorName(code int32) string {
 		return "ERR_QUOTA"
 	case ErrExists:
 		return "ERR_EXISTS"
+	case ErrForbidden:
+		return "ERR_FORBIDDEN"
+	case ErrUnprocessable:
+		return "ERR_UNPROCESSABLE"
+	case ErrRateLimited:
+		return "ERR_RATE_LIMITED"
+	case ErrTimeout:
+		return "ERR_TIMEOUT"
+	case ErrUnavailable:
+		return "ERR_UNAVAILABLE"
+	case ErrTooLarge:
+		return "ERR_TOO_LARGE"
+	case ErrCanceled:
+		return "ERR_CANCELED"
 	}
 	return ""
 }
@@ -447,6 +502,7 @@ func Imports() []Func {
 		{Name: ImportMetricAdd, Signature: sig([]ValType{I32, F64, I32, I32}, I32)},
 		{Name: ImportMetricSet, Signature: sig([]ValType{I32, F64, I32, I32}, I32)},
 		{Name: ImportMetricObserve, Signature: sig([]ValType{I32, F64, I32, I32}, I32)},
+		{Name: ImportResultMessage, Signature: sig(i32s(2), I32)},
 	}
 }
 

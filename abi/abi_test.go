@@ -267,6 +267,8 @@ func TestCapabilityOf(t *testing.T) {
 	for name, want := range map[string]string{
 		ImportCacheGet: CapabilityCache, ImportCacheList: CapabilityCache, ImportCacheIndex: CapabilityCache,
 		"state_get": CapabilityState, "metric_add": CapabilityMetrics,
+		"k8s_apply": CapabilityWrites, "event_record": CapabilityEvents, "http_call": CapabilityHTTP,
+		ImportResultMessage: "", "k8s_": "", "http": "",
 		ImportLog: "", ImportFieldRead: "", "cache_": "", "cache": "", "metrics_add": "", "": "",
 	} {
 		if got := CapabilityOf(name); got != want {
@@ -306,7 +308,7 @@ func TestSignatures(t *testing.T) {
 	if got := Exports()[0].Signature.String(); got != "() -> ()" {
 		t.Fatal(got)
 	}
-	for c := ErrQuota; c <= ErrAbsent; c++ {
+	for c := ErrCanceled; c <= ErrAbsent; c++ {
 		if ErrorName(c) == "" {
 			t.Fatalf("no name for %d", c)
 		}

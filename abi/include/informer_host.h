@@ -49,7 +49,15 @@
 #define IH_ERR_DENIED (-8)    /* capability not granted to this plugin (v1.1) */
 #define IH_ERR_CONFLICT (-9)  /* compare-and-swap: the key is at another version */
 #define IH_ERR_QUOTA (-10)    /* the write would exceed the plugin's quota */
-#define IH_ERR_EXISTS (-11)   /* metric name taken by another plugin with another kind or help */
+#define IH_ERR_EXISTS (-11)   /* metric name taken by another plugin with another kind or help; object exists */
+/* Since v1.2 (capabilities II, ABI.md section 17). */
+#define IH_ERR_FORBIDDEN (-12)     /* the apiserver refused it (403) */
+#define IH_ERR_UNPROCESSABLE (-13) /* the apiserver rejected the object (422) or request (400) */
+#define IH_ERR_RATE_LIMITED (-14)  /* rate limited: answer IH_RETRY */
+#define IH_ERR_TIMEOUT (-15)       /* the I/O timeout passed */
+#define IH_ERR_UNAVAILABLE (-16)   /* the peer could not be reached or answered 5xx */
+#define IH_ERR_TOO_LARGE (-17)     /* request or response over the operator's limit */
+#define IH_ERR_CANCELED (-18)      /* the host stopped the call: return */
 
 /* which: the object or the old object */
 #define IH_OBJECT 0
@@ -145,6 +153,10 @@ IH_IMPORT("metric_declare") int32_t ih_metric_declare(int32_t kind, const char *
 IH_IMPORT("metric_add") int32_t ih_metric_add(int32_t id, double value, const char *labels, int32_t len);
 IH_IMPORT("metric_set") int32_t ih_metric_set(int32_t id, double value, const char *labels, int32_t len);
 IH_IMPORT("metric_observe") int32_t ih_metric_observe(int32_t id, double value, const char *labels, int32_t len);
+
+/* Since v1.2 (ABI.md section 17): the message of the last capabilities II
+ * call of this export call (empty after a success), size protocol. */
+IH_IMPORT("result_message") int32_t ih_result_message(char *buf, int32_t len);
 
 static inline uint32_t ih_u32le(const uint8_t *p) {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

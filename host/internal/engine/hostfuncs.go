@@ -360,6 +360,8 @@ func instantiateHostModule(ctx context.Context, r wazero.Runtime) (api.Module, e
 		abi.ImportStateSet:    stateSet,
 		abi.ImportStateDelete: stateDelete,
 		abi.ImportStateList:   stateList,
+
+		abi.ImportResultMessage: resultMessage,
 	}
 	for name, f := range metricFuncs() {
 		fns[name] = f

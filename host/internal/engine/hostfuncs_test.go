@@ -146,6 +146,7 @@ func FuzzHostFunctions(f *testing.F) {
 	f.Add(uint8(3), int32(7), uint32(131071), int32(1), uint32(0), int32(0), []byte(""), false)
 	f.Add(uint8(4), int32(-1), uint32(5), int32(-2147483648), uint32(0), int32(0), []byte("a..b"), true)
 	f.Add(uint8(5), int32(2), uint32(0), int32(131072), uint32(0), int32(0), []byte("spec.containers[0].image"), true)
+	f.Add(uint8(6), int32(0), uint32(64), int32(10), uint32(0), int32(0), []byte("apiserver says no"), true)
 	h := newFuzzHarness(f)
 	f.Fuzz(func(t *testing.T, fn uint8, which int32, ptr uint32, n int32, pathPtr uint32, pathLen int32, path []byte, inEvent bool) {
 		mem := h.mod.Memory()
@@ -174,7 +175,7 @@ func FuzzHostFunctions(f *testing.F) {
 		ctx := h.inst.ctx
 		stack := make([]uint64, 5)
 		var res int64
-		switch fn % 6 {
+		switch fn % 7 {
 		case 0:
 			stack[0], stack[1] = uint64(ptr), uint64(uint32(n))
 			headerRead(ctx, h.mod, stack)
@@ -199,22 +200,30 @@ func FuzzHostFunctions(f *testing.F) {
 			stack[0], stack[1], stack[2] = uint64(uint32(which)), uint64(ptr), uint64(uint32(n))
 			logFn(ctx, h.mod, stack)
 			res = int64(int32(stack[0]))
+		case 6:
+			st.setResult(string(path)) // a capabilities II call's message
+			stack[0], stack[1] = uint64(ptr), uint64(uint32(n))
+			resultMessage(ctx, h.mod, stack)
+			res = int64(int32(stack[0]))
+			if res >= 0 && res != int64(len(path)) {
+				t.Fatalf("result_message returned %d for a %d-byte message", res, len(path))
+			}
 		}
 
 		inBounds := n >= 0 && uint64(ptr)+uint64(n) <= uint64(size)
 		pathInBounds := pathLen >= 0 && uint64(pathPtr)+uint64(pathLen) <= uint64(size)
-		if (!inBounds || (fn%6 == 2 && !pathInBounds)) && res != int64(abi.ErrBounds) {
-			t.Fatalf("fn %d: out-of-bounds region returned %d, want ERR_BOUNDS", fn%6, res)
+		if (!inBounds || (fn%7 == 2 && !pathInBounds)) && res != int64(abi.ErrBounds) {
+			t.Fatalf("fn %d: out-of-bounds region returned %d, want ERR_BOUNDS", fn%7, res)
 		}
 		if res < 0 && abi.ErrorName(int32(res)) == "" {
-			t.Fatalf("fn %d: undocumented error %d", fn%6, res)
+			t.Fatalf("fn %d: undocumented error %d", fn%7, res)
 		}
-		if res >= 0 && !inEvent && (fn%6 <= 2) {
-			t.Fatalf("fn %d: outside an event returned %d", fn%6, res)
+		if res >= 0 && !inEvent && (fn%7 <= 2) {
+			t.Fatalf("fn %d: outside an event returned %d", fn%7, res)
 		}
 		var written int64 // bytes the function may have written at ptr
-		switch fn % 6 {
-		case 0, 1, 3:
+		switch fn % 7 {
+		case 0, 1, 3, 6:
 			if res >= 0 && res <= int64(n) {
 				written = res
 			}
@@ -236,11 +245,11 @@ func FuzzHostFunctions(f *testing.F) {
 		after, _ := mem.Read(0, size)
 		for i := range after {
 			if after[i] != before[i] && (int64(i) < int64(ptr) || int64(i) >= int64(ptr)+written) {
-				t.Fatalf("fn %d wrote byte %d outside [%d, %d)", fn%6, i, ptr, int64(ptr)+written)
+				t.Fatalf("fn %d wrote byte %d outside [%d, %d)", fn%7, i, ptr, int64(ptr)+written)
 			}
 		}
 		// The header read with room to spare is the real header.
-		if fn%6 == 0 && res >= 0 && res <= int64(n) {
+		if fn%7 == 0 && res >= 0 && res <= int64(n) {
 			got := after[ptr : ptr+uint32(res)]
 			if !bytes.Equal(got, h.env.header) {
 				t.Fatal("header_read copied the wrong bytes")

@@ -173,6 +173,17 @@ type callState struct {
 	handles []map[string]any
 	// keys is cache_list's reused key buffer.
 	keys []string
+
+	// inst is the instance this state belongs to, for io's pause of the
+	// call deadline. Set once at instantiation.
+	inst *Instance
+	// callCtx is the context of the export call running now (Handle,
+	// Synced, Shutdown, ih_init), nil between calls: what a capability's
+	// network wait is canceled by when the host stops the call.
+	callCtx context.Context
+	// resultMsg is the message of the last capabilities II call of the
+	// current export call (result_message); emptied at every call.
+	resultMsg []byte
 }
 
 // aborted reports whether the current call is being killed.
@@ -310,6 +321,10 @@ type Instance struct {
 	// in time can never be killed late, and a kill is never lost.
 	callStart atomic.Int64
 	lastStart int64 // makes start times unique per instance; caller goroutine only
+	// curStart is the running call's start time as callStart holds it:
+	// callState.io moves it forward by the time spent waiting on the
+	// network. Caller goroutine only.
+	curStart int64
 }
 
 // callStart values besides start times (which are positive).
@@ -366,6 +381,7 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		stack:   make([]uint64, 1),
 		timeout: limits.CallTimeout,
 	}
+	st.inst = i
 	if c.key.class.deadline {
 		i.ctx.done = make(chan struct{})
 	}
@@ -480,11 +496,14 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 // StartTimeout for deadline classes).
 func (i *Instance) callInit(ctx context.Context, fn api.Function) (err error) {
 	i.st.errMsg, i.st.errSet = i.st.errMsg[:0], false
+	i.st.resultMsg = i.st.resultMsg[:0]
 	i.st.out.resetCall()
+	i.st.callCtx = ctx
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("internal error: %v", r)
 		}
+		i.st.callCtx = nil
 		i.st.dropHandles()
 		i.stdout.flush()
 		i.stderr.flush()
@@ -535,10 +554,10 @@ func (i *Instance) Handle(ctx context.Context, ev *Envelope) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	i.st.env = ev
+	i.st.env, i.st.callCtx = ev, ctx
 	i.stack[0] = uint64(len(ev.header))
 	err := i.call(i.handle)
-	i.st.env = nil
+	i.st.env, i.st.callCtx = nil, nil
 	if err != nil {
 		return Result{}, i.failure(ctx, abi.ExportHandle, err, true)
 	}
@@ -565,6 +584,7 @@ func (i *Instance) Handle(ctx context.Context, ev *Envelope) (Result, error) {
 // call runs fn with the instance's deadline. The results are in i.stack.
 func (i *Instance) call(fn api.Function) (err error) {
 	i.st.errMsg, i.st.errSet = i.st.errMsg[:0], false
+	i.st.resultMsg = i.st.resultMsg[:0]
 	i.st.out.resetCall()
 	defer func() {
 		if r := recover(); r != nil { // wazero recovers guest panics itself; this guards the host side
@@ -589,10 +609,10 @@ func (i *Instance) call(fn api.Function) (err error) {
 	if start <= i.lastStart {
 		start = i.lastStart + 1
 	}
-	i.lastStart = start
+	i.lastStart, i.curStart = start, start
 	i.callStart.Store(start)
 	err = fn.CallWithStack(i.ctx, i.stack)
-	if !i.callStart.CompareAndSwap(start, 0) {
+	if !i.callStart.CompareAndSwap(i.curStart, 0) {
 		// The watchdog killed this call. It may have returned normally an
 		// instant later, but its module is closed: it is a timeout.
 		if err == nil {
@@ -614,6 +634,8 @@ func (i *Instance) Shutdown(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	i.st.callCtx = ctx
+	defer func() { i.st.callCtx = nil }()
 	if err := i.call(i.shut); err != nil {
 		return i.failure(ctx, abi.ExportShutdown, err, true)
 	}

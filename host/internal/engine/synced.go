@@ -25,10 +25,10 @@ func (i *Instance) Synced(ctx context.Context, res *informer.ResourceRef) (bool,
 		return false, err
 	}
 	env := NewEnvelope(&informer.Event{Resource: res})
-	i.st.env = env
+	i.st.env, i.st.callCtx = env, ctx
 	i.stack[0] = uint64(len(env.header))
 	err := i.call(fn)
-	i.st.env = nil
+	i.st.env, i.st.callCtx = nil, nil
 	if err != nil {
 		return true, i.failure(ctx, abi.ExportSynced, err, true)
 	}
