@@ -45,6 +45,22 @@ type Grants struct {
 	// "metrics:" with no value is null, which here as everywhere in the
 	// file means absent: not granted. Picked like State.
 	Metrics *MetricsGrant `yaml:"metrics" json:"metrics,omitempty"`
+
+	// Capabilities II (grants_act.go). nil = not granted here.
+
+	// Writes lets the plugin create, patch, apply and delete objects.
+	Writes *WritesGrant `yaml:"writes" json:"writes,omitempty"`
+	// Events lets the plugin record Kubernetes Events.
+	Events *EventsGrant `yaml:"events" json:"events,omitempty"`
+	// HTTP lets the plugin call the named upstreams.
+	HTTP *HTTPGrant `yaml:"http" json:"http,omitempty"`
+	// Impersonate gives the plugin's writes and Events its own identity;
+	// nil = the daemon's credentials.
+	Impersonate *Impersonation `yaml:"impersonate" json:"impersonate,omitempty"`
+	// DryRun sends every write with dryRun=All and logs it (and logs
+	// Events instead of recording them); for trying a plugin on a
+	// production cluster. nil = not set here (inherited), default false.
+	DryRun *bool `yaml:"dryRun" json:"dryRun,omitempty"`
 }
 
 // CacheGrant lets a plugin read one configured resource's cache.
