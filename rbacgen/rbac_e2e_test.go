@@ -229,9 +229,11 @@ plugins:
 	forbidden("get another lease", err)
 
 	// Events, both APIs.
-	_, err = cs.CoreV1().Events(other).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e1"},
+	_, err = cs.CoreV1().Events(other).Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "e1"},
 		InvolvedObject: corev1.ObjectReference{Kind: "ConfigMap", Namespace: other, Name: "created"},
-		Reason:         "Test", Message: "m", Type: corev1.EventTypeNormal}, metav1.CreateOptions{})
+		Reason:         "Test", Message: "m", Type: corev1.EventTypeNormal,
+	}, metav1.CreateOptions{})
 	ok("create a core Event", err)
 	_, err = cs.EventsV1().Events(other).Create(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e2"},
 		EventTime: metav1.NowMicro(), ReportingController: "informer-host/writer.wasm", ReportingInstance: "x", Action: "Test",
