@@ -75,5 +75,13 @@ image:
 	cd hack/image && $(GO) run . -binary $(abspath $(IMAGE_DIR))/informer-host -version $(VERSION) \
 		-oci $(abspath $(IMAGE_DIR))/oci -tar $(abspath $(IMAGE_DIR))/informer-host.tar
 
+# deploy/rbac.yaml is generated from deploy/config.yaml (the daemon's
+# least-privilege RBAC); cmd/informer-host's TestDeployRBACIsGenerated
+# fails when they drift.
+.PHONY: rbac
+rbac:
+	$(GO) run ./cmd/informer-host rbac --config deploy/config.yaml --config-map-key config.yaml > deploy/rbac.yaml.tmp
+	mv deploy/rbac.yaml.tmp deploy/rbac.yaml
+
 clean:
 	rm -rf bin build

@@ -125,10 +125,15 @@ func TestManifestsApplyAndGrantWhatTheDaemonNeeds(t *testing.T) {
 			}
 		}
 	}
+	// rbac.yaml is generated (make rbac): get and update name the lease.
+	lease := shipped.LeaderElection.LeaseName
 	for _, verb := range []string{"get", "create", "update"} {
-		if !may(authzv1.ResourceAttributes{Namespace: "informer-host", Group: "coordination.k8s.io", Resource: "leases", Verb: verb}) {
+		if !may(authzv1.ResourceAttributes{Namespace: "informer-host", Group: "coordination.k8s.io", Resource: "leases", Verb: verb, Name: lease}) {
 			t.Errorf("the service account may not %s its lease", verb)
 		}
+	}
+	if may(authzv1.ResourceAttributes{Namespace: "informer-host", Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Name: "someone-elses"}) {
+		t.Error("the service account may update a lease not its own")
 	}
 	if may(authzv1.ResourceAttributes{Resource: "secrets", Verb: "list"}) {
 		t.Error("the service account may list secrets, which the shipped config does not watch")

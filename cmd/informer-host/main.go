@@ -4,6 +4,7 @@
 //
 //	informer-host run      --config config.yaml   run until SIGINT/SIGTERM
 //	informer-host validate --config config.yaml   check the file; exit 1 on problems
+//	informer-host rbac     --config config.yaml   print the least-privilege RBAC for the config
 //	informer-host version
 package main
 
@@ -44,6 +45,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCommand(ctx, args[1:], stdout, stderr, runOptions{stopping: stop, reload: hup})
 	case "validate":
 		return validateCommand(ctx, args[1:], stdout, stderr)
+	case "rbac":
+		return rbacCommand(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "informer-host", versionString())
 		return 0
@@ -63,6 +66,7 @@ func usage(w io.Writer) {
 commands:
   run       --config FILE   run the informers and plugins until SIGINT or SIGTERM
   validate  --config FILE   check the config file; exit 1 and say what is wrong if it is not valid
+  rbac      --config FILE   print the least-privilege RBAC (ClusterRole, Roles, bindings) the config needs
   version                   print the version
 
 Run "informer-host <command> -h" for a command's flags.

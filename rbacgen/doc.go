@@ -1,0 +1,30 @@
+// Package rbacgen derives the least-privilege RBAC of the daemon from its
+// config: what `informer-host rbac` prints and deploy/rbac.yaml holds.
+//
+// The daemon's identity (a ServiceAccount) gets exactly what the config
+// makes it do, and nothing else:
+//
+//   - get, list and watch on every configured resource: in a Role per
+//     namespace when the resource names namespaces, else in the ClusterRole;
+//   - get and update on its leader-election Lease (by name) and create on
+//     leases, in the Lease's namespace, when leader election is enabled;
+//   - the write verbs each plugin is granted (grants.writes: create →
+//     create, patch and apply → patch, delete → delete) on the granted
+//     resources and subresources, in Roles where the grant names
+//     namespaces;
+//   - create and patch on Events (core and events.k8s.io) when a plugin is
+//     granted events;
+//   - impersonate on exactly the ServiceAccounts plugins are granted as
+//     their identity (grants.impersonate). Such a plugin's writes and
+//     Events are made as that ServiceAccount, so the daemon itself is not
+//     given them: the operator grants them to the ServiceAccount, and the
+//     apiserver decides;
+//   - with Options.ServerAuth (run --server-auth=kubernetes), create on
+//     tokenreviews and subjectaccessreviews.
+//
+// Discovery needs nothing: the apiserver's default system:discovery role
+// lets every authenticated user read it.
+//
+// plugins.default counts as a plugin: a module the config does not name
+// gets its grants.
+package rbacgen
