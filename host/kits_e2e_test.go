@@ -11,6 +11,44 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// podLife creates pod name in the test's namespace, sets its phase to each
+// of phases in turn, and deletes it.
+func (hs *harness) podLife(name string, phases ...corev1.PodPhase) {
+	hs.t.Helper()
+	ctx := context.Background()
+	pods := env.Client.CoreV1().Pods(hs.ns)
+	pod, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		hs.t.Fatal(err)
+	}
+	for _, phase := range phases {
+		pod.Status.Phase = phase
+		if pod, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			hs.t.Fatal(err)
+		}
+	}
+	if err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		hs.t.Fatal(err)
+	}
+}
+
+// loggedInOrder checks that plugin logged lines (through log), in order,
+// among its other lines.
+func (hs *harness) loggedInOrder(plugin string, lines []string) {
+	hs.t.Helper()
+	got := hs.logs.lines("plugin="+plugin, "stream=log")
+	i := 0
+	for _, l := range got {
+		if i < len(lines) && strings.Contains(l, `msg="`+lines[i]+`"`) {
+			i++
+		}
+	}
+	if i != len(lines) {
+		hs.t.Errorf("%s logged:\n%s\nwant, in order, %q", plugin, strings.Join(got, "\n"), lines)
+	}
+}
+
 const kitsConfig = `
 apiVersion: informer-host/v1
 resources:
@@ -45,20 +83,7 @@ func TestKitExamplePlugins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	pods := env.Client.CoreV1().Pods(hs.ns)
-	pod, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod.Status.Phase = corev1.PodRunning
-	if _, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := pods.Delete(ctx, "web-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-		t.Fatal(err)
-	}
+	hs.podLife("web-0", corev1.PodRunning)
 	ns := hs.ns
 	// The phase change, then the deletion timestamp: two updates.
 	want := []string{"add " + ns + "/web-0 ok", "update " + ns + "/web-0 ok", "update " + ns + "/web-0 ok", "delete " + ns + "/web-0 ok"}
@@ -97,16 +122,7 @@ func TestKitExamplePlugins(t *testing.T) {
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("%s:\n got %q\nwant %q", p, got, want)
 		}
-		logged := hs.logs.lines("plugin="+p, "stream=log")
-		i := 0
-		for _, l := range logged {
-			if i < len(lines) && strings.Contains(l, `msg="`+lines[i]+`"`) {
-				i++
-			}
-		}
-		if i != len(lines) {
-			t.Errorf("%s logged:\n%s\nwant, in order, %q", p, strings.Join(logged, "\n"), lines)
-		}
+		hs.loggedInOrder(p, lines)
 	}
 	for _, p := range []string{"pod-phase-rs.wasm", "pod-phase-rs-unknown.wasm"} {
 		for phase, n := range map[string]float64{"Pending": 1, "Running": 1} {
