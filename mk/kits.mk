@@ -5,7 +5,8 @@
 #   build/plugins/pod-phase-rs.wasm    plugins/examples/pod-phase-rs, abi/rust, wasm32-wasi
 #   build/kits/pod-phase-rs.wasm32-unknown-unknown.wasm   the same for wasm32-unknown-unknown
 #   build/plugins/pod-logger-as.wasm   plugins/examples/pod-logger-as, abi/assemblyscript
-#   make kits-test                     the Rust kit's #[test]s, natively (make test runs them)
+#   make kits-test                     the Rust kit's #[test]s and informer_host.h's helpers,
+#                                      natively (make test runs them)
 #
 # Rust: Debian's rustc (1.63, package rustc + libstd-rust-dev-wasm32), by
 # its path: a rustup rustc earlier on PATH usually has no wasm targets.
@@ -48,11 +49,16 @@ $(KITS_OUT)/pod-phase-rs.wasm32-unknown-unknown.wasm: plugins/examples/pod-phase
 
 # The kit's unit tests run on this machine's own target, against the kit's
 # in-memory host (abi/rust/src/fake.rs).
-kits-test: $(KITS_OUT)/rust/kit-test
+kits-test: $(KITS_OUT)/rust/kit-test $(KITS_OUT)/c/helpers-test
 	$(KITS_OUT)/rust/kit-test
+	$(KITS_OUT)/c/helpers-test
 $(KITS_OUT)/rust/kit-test: $(RUST_KIT_SRC) | deps
 	@mkdir -p $(@D)
 	$(RUSTC_WASM) --edition 2021 --test -o $@ abi/rust/src/lib.rs
+# informer_host.h's inline helpers, natively (the imports are only declared).
+$(KITS_OUT)/c/helpers-test: abi/include/test/helpers_test.c abi/include/informer_host.h | deps
+	@mkdir -p $(@D)
+	$(CLANG) -Wall -Wno-unknown-attributes -Iabi/include -o $@ $<
 test: kits-test
 
 # npm ci installs exactly the lock file's versions (assemblyscript pinned).
