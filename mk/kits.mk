@@ -26,7 +26,7 @@ AS_KIT_SRC := $(wildcard abi/assemblyscript/assembly/*.ts) abi/assemblyscript/pa
 AS_EXAMPLE := plugins/examples/pod-logger-as
 
 KIT_PLUGINS := $(PLUGINS_OUT)/pod-phase-rs.wasm $(KITS_OUT)/pod-phase-rs.wasm32-unknown-unknown.wasm \
-	$(PLUGINS_OUT)/pod-logger-as.wasm
+	$(PLUGINS_OUT)/pod-logger-as.wasm $(KITS_OUT)/template-rs.wasm $(KITS_OUT)/template-as.wasm
 
 .PHONY: kits-test
 plugins: $(KIT_PLUGINS)
@@ -72,3 +72,15 @@ $(PLUGINS_OUT)/pod-logger-as.wasm: $(AS_EXAMPLE)/assembly/index.ts $(AS_KIT_SRC)
 	@mkdir -p $(@D)
 	cd $(AS_EXAMPLE) && $(NPM) run --silent build
 	cp $(AS_EXAMPLE)/build/pod-logger-as.wasm $@
+
+# The scaffold templates (`informer-host new --lang rust|assemblyscript`),
+# built in place with their own one command, so they keep building.
+$(KITS_OUT)/template-rs.wasm: $(wildcard abi/rust/template/*) $(RUST_KIT_SRC)
+	@mkdir -p $(@D)
+	RUSTC=$(RUSTC_WASM) abi/rust/template/build.sh
+	RUSTC=$(RUSTC_WASM) abi/rust/template/build.sh test
+	cp abi/rust/template/build/my-plugin.wasm $@
+$(KITS_OUT)/template-as.wasm: $(wildcard abi/assemblyscript/template/* abi/assemblyscript/template/assembly/*) $(AS_KIT_SRC)
+	@mkdir -p $(@D)
+	cd abi/assemblyscript/template && $(NPM) run --silent build
+	cp abi/assemblyscript/template/build/my-plugin.wasm $@

@@ -205,3 +205,32 @@ informer_host_plugin_metric_pod_events_total{namespace="shop",plugin="pod-logger
 		t.Fatalf("not granted: %v %+v", err, r)
 	}
 }
+
+// The scaffold templates (abi/rust/template, abi/assemblyscript/template),
+// as their own one-command builds make them: each loads and says what
+// its handler says.
+func TestKitTemplates(t *testing.T) {
+	e := newEngine(t, Options{})
+	for _, name := range []string{"template-rs", "template-as"} {
+		t.Run(name, func(t *testing.T) {
+			m, err := e.Load(context.Background(), name+".wasm", kitExample(t, "kits/"+name+".wasm"), Limits{CallTimeout: time.Minute, MemoryPages: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			logs := &logBuffer{}
+			i := instantiate(t, m, InstanceOptions{Logger: newLogger(logs)})
+			if r, err := i.Handle(context.Background(), addEvent(pod("shop", "web-0", "Running"))); err != nil || r.Code != CodeOK {
+				t.Fatalf("handle: %v %+v\n%s", err, r, logs)
+			}
+			if _, err := i.Synced(context.Background(), podsRef); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []string{`msg="add shop/web-0 phase=Running"`, `msg="initial list of pods handled"`} {
+				if !strings.Contains(logs.String(), w) {
+					t.Errorf("log lacks %s:\n%s", w, logs)
+				}
+			}
+		})
+	}
+}
