@@ -26,7 +26,8 @@ AS_KIT_SRC := $(wildcard abi/assemblyscript/assembly/*.ts) abi/assemblyscript/pa
 AS_EXAMPLE := plugins/examples/pod-logger-as
 
 KIT_PLUGINS := $(PLUGINS_OUT)/pod-phase-rs.wasm $(KITS_OUT)/pod-phase-rs.wasm32-unknown-unknown.wasm \
-	$(PLUGINS_OUT)/pod-logger-as.wasm $(KITS_OUT)/template-rs.wasm $(KITS_OUT)/template-as.wasm
+	$(PLUGINS_OUT)/pod-logger-as.wasm $(KITS_OUT)/template-rs.wasm $(KITS_OUT)/template-as.wasm \
+	$(KITS_OUT)/as-kit-test.wasm
 
 .PHONY: kits-test
 plugins: $(KIT_PLUGINS)
@@ -84,3 +85,12 @@ $(KITS_OUT)/template-as.wasm: $(wildcard abi/assemblyscript/template/* abi/assem
 	@mkdir -p $(@D)
 	cd abi/assemblyscript/template && $(NPM) run --silent build
 	cp abi/assemblyscript/template/build/my-plugin.wasm $@
+
+# The AssemblyScript kit's test plugin (abi/assemblyscript/test/kit.ts),
+# run by host/internal/engine's TestKitAssemblyScriptFunctions.
+abi/assemblyscript/node_modules/.kit-installed: abi/assemblyscript/package.json abi/assemblyscript/package-lock.json | deps
+	cd abi/assemblyscript && $(NPM) ci --no-audit --no-fund
+	@touch $@
+$(KITS_OUT)/as-kit-test.wasm: abi/assemblyscript/test/kit.ts $(AS_KIT_SRC) abi/assemblyscript/node_modules/.kit-installed
+	@mkdir -p $(@D)
+	cd abi/assemblyscript && node_modules/.bin/asc test/kit.ts -o $(abspath $@) -O --debug --use abort=assembly/index/abort

@@ -407,8 +407,9 @@ function cachePages(index: bool, resource: string, a: string, b: string): string
         : host.cache_list(ptrOf(r), r.byteLength, ptrOf(x), x.byteLength, ptrOf(y), y.byteLength, out.length, ptrOf(scratch), scratch.byteLength);
     } while (!fits(res));
     if (!took(res)) return null;
-    if (!takeKeys(out) || <u32>out.length >= readHigh) return out;
+    if (!takeKeys(out) || <u32>out.length >= readHigh) break;
   }
+  return out;
 }
 
 // The keys of resource in namespace ("" all) matching selector ("" all),
@@ -496,8 +497,9 @@ export function stateKeys(prefix: string): string[] | null {
     const page = stateList(prefix, out.length > 0 ? out[out.length - 1] : "", 1000);
     if (page === null) return null;
     for (let i = 0; i < page.length; i++) out.push(page[i]);
-    if (page.length < 1000) return out;
+    if (page.length < 1000) break;
   }
+  return out;
 }
 
 // ---- metrics (capability "metrics", section 16.3) ----

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,5 +233,90 @@ func TestKitTemplates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The AssemblyScript kit's wrappers, each called by its test plugin
+// (abi/assemblyscript/test/kit.ts) against the real host functions: the
+// size protocol, UTF-8 both ways, error codes, cache pages, state versions
+// and lists, a histogram declaration, the init refusal, and the kit's
+// abort, which logs and traps with named functions in the stack trace.
+func TestKitAssemblyScriptFunctions(t *testing.T) {
+	wasm := kitExample(t, "kits/as-kit-test.wasm")
+	st, err := state.Open(context.Background(), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(context.Background())
+	reg := pluginmetrics.New(pluginmetrics.Options{})
+	e := newEngine(t, Options{})
+	m, err := e.Load(context.Background(), "as-kit-test.wasm", wasm, Limits{CallTimeout: time.Minute, MemoryPages: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	logs := &logBuffer{}
+	opts := InstanceOptions{Config: []byte("hello"), Logger: newLogger(logs), Cache: newFakeCache(),
+		State: st.Bucket("as-kit-test.wasm", state.Quota{}), Metrics: reg.Plugin("as-kit-test.wasm", 0).Instance()}
+	i := instantiate(t, m, opts)
+	r, err := i.Handle(context.Background(), addEvent(pod("ns", "p1", "Running")))
+	if err != nil || r.Code != CodeDrop || r.Message != "dropped é" {
+		t.Fatalf("handle: %v %+v, want DROP with the handler's message\n%s", err, r, logs)
+	}
+	for _, w := range []string{
+		`check config: hello`,
+		`check header: add ns/p1 rv=42 uid=uid-p1`,
+		`check field: 5 {\"image\":\"nginx:1.27\",\"name\":\"main\",\"ports\":[{\"containerPort\":80}]}`,
+		`check missing: ERR_NOT_FOUND`,
+		`check old: ERR_ABSENT`,
+		`check json: short {\"apiVersion\":\"v1\"`,
+		`check cacheGet: phase Pending`,
+		`check cacheGet absent: ERR_ABSENT`,
+		`check cacheGet denied: ERR_DENIED`,
+		`check cacheList: ns/p1,other/p3`,
+		`check cacheIndex: ns/p1,ns/p2`,
+		`check cacheIndex bad: ERR_INVALID`,
+		`check stateSet again: ERR_CONFLICT`,
+		`check stateGet: wert ü at its version`,
+		`check stateList: k/b,k/é`,
+		`check stateKeys: k/a,k/b,k/é`,
+		`check stateDelete: 0 ERR_ABSENT`,
+		`check stateGet absent: ERR_ABSENT`,
+		`check observe: 0`,
+		`check resultMessage: []`,
+	} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("log lacks %s", w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("log:\n%s", logs)
+	}
+	if err := testutil.CollectAndCompare(reg, strings.NewReader(`
+# HELP informer_host_plugin_metric_lat_seconds Latency "quoted".
+# TYPE informer_host_plugin_metric_lat_seconds histogram
+informer_host_plugin_metric_lat_seconds_bucket{ns="ns",plugin="as-kit-test.wasm",le="0.5"} 0
+informer_host_plugin_metric_lat_seconds_bucket{ns="ns",plugin="as-kit-test.wasm",le="1"} 1
+informer_host_plugin_metric_lat_seconds_bucket{ns="ns",plugin="as-kit-test.wasm",le="+Inf"} 1
+informer_host_plugin_metric_lat_seconds_sum{ns="ns",plugin="as-kit-test.wasm"} 0.7
+informer_host_plugin_metric_lat_seconds_count{ns="ns",plugin="as-kit-test.wasm"} 1
+`), "informer_host_plugin_metric_lat_seconds"); err != nil {
+		t.Error(err)
+	}
+	// ih_init's refusal carries the handler's message.
+	if _, err := m.Instantiate(context.Background(), InstanceOptions{Config: []byte("refuse")}); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "refused: refuse") {
+		t.Errorf("refusing config: %v", err)
+	}
+	// An AssemblyScript assert: the kit's abort logs where, then traps.
+	_, err = i.Handle(context.Background(), addEvent(pod("ns", "abort", "Running")))
+	var f *Failure
+	if !errors.As(err, &f) || f.Kind != KindTrap {
+		t.Fatalf("abort: %v, want a trap", err)
+	}
+	if !strings.Contains(logs.String(), `abort: asked to abort at test/kit.ts:`) {
+		t.Errorf("the abort's message and place are not logged:\n%s", logs)
+	}
+	if !strings.Contains(f.Stack, "assembly/index/abort") {
+		t.Errorf("the trap's stack trace does not name the kit's abort:\n%s", f.Stack)
 	}
 }
