@@ -26,6 +26,9 @@ deps=(
 	# earlier on PATH usually lacks the wasm targets Debian's has.
 	"rustc | path /usr/bin/rustc | the Rust kit and its example (mk/kits.mk)"
 	"libstd-rust-dev-wasm32 | path /usr/lib/rustlib/wasm32-wasi/lib | Rust's std for wasm32-wasi and wasm32-unknown-unknown"
+	# assemblyscript 0.28 declares node >= 20 (mk/kits.mk checks it): Debian 13
+	# has it, Debian 12's nodejs is 18, so there NodeSource's nodejs 20 (which
+	# brings npm) is needed instead.
 	"nodejs | cmd node | runs asc, the AssemblyScript compiler (fetched by npm, pinned)"
 	"npm | cmd npm | installs the pinned AssemblyScript compiler"
 )

@@ -24,6 +24,9 @@ RUST_KIT_SRC := $(wildcard abi/rust/src/*.rs)
 RUST_TARGETS := wasm32-wasi wasm32-unknown-unknown
 AS_KIT_SRC := $(wildcard abi/assemblyscript/assembly/*.ts) abi/assemblyscript/package.json
 AS_EXAMPLE := plugins/examples/pod-logger-as
+# assemblyscript 0.28 declares node >= 20; Debian 12's nodejs is 18.
+AS_NODE_CHECK = @node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' || { \
+	echo "AssemblyScript 0.28 needs node >= 20, this is node $$(node --version): on Debian 12 install NodeSource's nodejs 20 (it brings npm) or use Debian 13" >&2; exit 1; }
 
 KIT_PLUGINS := $(PLUGINS_OUT)/pod-phase-rs.wasm $(KITS_OUT)/pod-phase-rs.wasm32-unknown-unknown.wasm \
 	$(PLUGINS_OUT)/pod-logger-as.wasm $(KITS_OUT)/template-rs.wasm $(KITS_OUT)/template-as.wasm \
@@ -64,6 +67,7 @@ test: kits-test
 
 # npm ci installs exactly the lock file's versions (assemblyscript pinned).
 $(AS_EXAMPLE)/node_modules/.kit-installed: $(AS_EXAMPLE)/package.json $(AS_EXAMPLE)/package-lock.json $(AS_KIT_SRC) | deps
+	$(AS_NODE_CHECK)
 	cd $(AS_EXAMPLE) && $(NPM) ci --no-audit --no-fund
 	@touch $@
 
@@ -83,12 +87,14 @@ $(KITS_OUT)/template-rs.wasm: $(wildcard abi/rust/template/*) $(RUST_KIT_SRC)
 	cp abi/rust/template/build/my-plugin.wasm $@
 $(KITS_OUT)/template-as.wasm: $(wildcard abi/assemblyscript/template/* abi/assemblyscript/template/assembly/*) $(AS_KIT_SRC)
 	@mkdir -p $(@D)
+	$(AS_NODE_CHECK)
 	cd abi/assemblyscript/template && $(NPM) run --silent build
 	cp abi/assemblyscript/template/build/my-plugin.wasm $@
 
 # The AssemblyScript kit's test plugin (abi/assemblyscript/test/kit.ts),
 # run by host/internal/engine's TestKitAssemblyScriptFunctions.
 abi/assemblyscript/node_modules/.kit-installed: abi/assemblyscript/package.json abi/assemblyscript/package-lock.json | deps
+	$(AS_NODE_CHECK)
 	cd abi/assemblyscript && $(NPM) ci --no-audit --no-fund
 	@touch $@
 $(KITS_OUT)/as-kit-test.wasm: abi/assemblyscript/test/kit.ts $(AS_KIT_SRC) abi/assemblyscript/node_modules/.kit-installed
