@@ -34,6 +34,7 @@ $(KUBEBUILDER_ASSETS)/kube-apiserver $(KUBEBUILDER_ASSETS)/etcd:
 	INFORMER_HOST_CACHE=$(CACHE_DIR) hack/controlplane/build.sh
 
 -include mk/plugins.mk
+-include mk/kits.mk
 -include mk/bench.mk
 
 # Every test, the e2e ones against the real apiserver included, then every

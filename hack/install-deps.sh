@@ -21,6 +21,16 @@ deps=(
 	"wasi-libc | path /usr/lib/wasm32-wasi | libc for wasm32-wasi"
 	"libclang-rt-14-dev-wasm32 | path /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a | the wasm32 compiler runtime"
 	"wabt | cmd wat2wasm | WAT plugins and fixtures"
+	# The Rust and AssemblyScript kits (abi/rust, abi/assemblyscript). Debian's
+	# rustc (1.63) is checked by its path, not on PATH: a rustup toolchain
+	# earlier on PATH usually lacks the wasm targets Debian's has.
+	"rustc | path /usr/bin/rustc | the Rust kit and its example (mk/kits.mk)"
+	"libstd-rust-dev-wasm32 | path /usr/lib/rustlib/wasm32-wasi/lib | Rust's std for wasm32-wasi and wasm32-unknown-unknown"
+	# assemblyscript 0.28 declares node >= 20 (mk/kits.mk checks it): Debian 13
+	# has it, Debian 12's nodejs is 18, so there NodeSource's nodejs 20 (which
+	# brings npm) is needed instead.
+	"nodejs | cmd node | runs asc, the AssemblyScript compiler (fetched by npm, pinned)"
+	"npm | cmd npm | installs the pinned AssemblyScript compiler"
 )
 
 check_only=false

@@ -23,10 +23,12 @@ type fakeMachine struct {
 	aptFails bool
 }
 
-var allTools = []string{"clang", "wasm-ld", "wat2wasm"}
+var allTools = []string{"clang", "wasm-ld", "wat2wasm", "node", "npm"}
 var allFiles = []string{
 	"/usr/lib/wasm32-wasi/libc.a",
 	"/usr/lib/llvm-14/lib/clang/14.0.6/lib/wasi/libclang_rt.builtins-wasm32.a",
+	"/usr/bin/rustc",
+	"/usr/lib/rustlib/wasm32-wasi/lib/libstd.rlib",
 }
 
 func (m fakeMachine) run(t *testing.T, args ...string) (code int, stdout, stderr, aptLog string) {
@@ -106,7 +108,7 @@ func TestInstallDeps(t *testing.T) {
 		},
 		{
 			name:     "root installs what is missing, update first",
-			m:        fakeMachine{uid: "0", tools: without(allTools, "clang", "wat2wasm"), files: allFiles[:1], aptGet: true},
+			m:        fakeMachine{uid: "0", tools: without(allTools, "clang", "wat2wasm"), files: without(allFiles, allFiles[1]), aptGet: true},
 			wantCode: 0,
 			wantOut:  "installing clang libclang-rt-14-dev-wasm32 wabt",
 			wantApt: " apt-get update -q\n" +
@@ -147,6 +149,16 @@ func TestInstallDeps(t *testing.T) {
 			m:        fakeMachine{uid: "1000", tools: allTools, files: allFiles},
 			args:     []string{"--check"},
 			wantCode: 0,
+		},
+		{
+			// A rustup rustc on PATH has no wasm targets: Debian's is what
+			// the Rust kit builds with, so only its files count.
+			name:     "the Rust and AssemblyScript kits' toolchains",
+			m:        fakeMachine{uid: "0", tools: append(without(allTools, "node", "npm"), "rustc"), files: allFiles[:2], aptGet: true},
+			wantCode: 0,
+			wantOut:  "installing rustc libstd-rust-dev-wasm32 nodejs npm",
+			wantApt: " apt-get update -q\n" +
+				" apt-get install -y -q --no-install-recommends rustc libstd-rust-dev-wasm32 nodejs npm\n",
 		},
 		{
 			name:     "no apt-get: say so",

@@ -1,13 +1,11 @@
 package host
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The example plugins, as `make plugins` builds them, receive exactly the
@@ -34,22 +32,7 @@ plugins:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	pods := env.Client.CoreV1().Pods(hs.ns)
-	pod, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, phase := range []corev1.PodPhase{corev1.PodPending, corev1.PodRunning} {
-		pod.Status.Phase = phase
-		if pod, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pods.Delete(ctx, "web-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-		t.Fatal(err)
-	}
+	hs.podLife("web-0", corev1.PodPending, corev1.PodRunning)
 	cm := hs.createCM("settings", map[string]string{"k": "1"})
 	hs.updateCM(cm, "k", "2")
 	hs.deleteCM("settings")
@@ -110,15 +93,6 @@ plugins:
 		"minimal-wat.wasm": {"add settings", "delete settings"},
 	}
 	for p, lines := range said {
-		got := hs.logs.lines("plugin="+p, "stream=log")
-		i := 0
-		for _, l := range got {
-			if i < len(lines) && strings.Contains(l, `msg="`+lines[i]+`"`) {
-				i++
-			}
-		}
-		if i != len(lines) {
-			t.Errorf("%s logged:\n%s\nwant, in order, %q", p, strings.Join(got, "\n"), lines)
-		}
+		hs.loggedInOrder(p, lines)
 	}
 }

@@ -175,4 +175,53 @@ static inline const char *ih_header_field(const uint8_t *h, int i, int32_t *len)
 	return (const char *)h + ih_u32le(d);
 }
 
+/* Unpacking the i64 results. field_read: kind (IH_KIND_*) and size;
+ * cache_list/cache_index: total selected and the page's size; state_list:
+ * keys in the page and its size. Only for results >= 0 (else an error). */
+static inline int ih_field_kind(int64_t r) { return (int)(r >> 32); }
+static inline int32_t ih_field_size(int64_t r) { return (int32_t)(uint32_t)r; }
+static inline int32_t ih_list_total(int64_t r) { return (int32_t)(r >> 32); }
+static inline int32_t ih_list_size(int64_t r) { return (int32_t)(uint32_t)r; }
+
+/* ih_cache_next walks a cache_list/cache_index page of size bytes: it sets
+ * *key and *len to the key at *at, advances *at, and returns 1, or returns
+ * 0 at the end. Start with *at = 0; the next page starts at start + the
+ * keys read (ABI.md 16.1). */
+static inline int ih_cache_next(const char *page, int32_t size, int32_t *at, const char **key, int32_t *len) {
+	int32_t i = *at;
+	if (i >= size) return 0;
+	int32_t j = i;
+	while (j < size && page[j] != '\n') j++;
+	*key = page + i;
+	*len = j - i;
+	*at = j + 1;
+	return 1;
+}
+
+/* ih_state_next walks a state_list page ({u32 LE length, bytes} per key)
+ * the same way; it returns 0 at the end or at a truncated entry. */
+static inline int ih_state_next(const uint8_t *page, int32_t size, int32_t *at, const uint8_t **key, int32_t *len) {
+	int32_t i = *at;
+	if (i + 4 > size) return 0;
+	uint32_t n = ih_u32le(page + i);
+	if (n > (uint32_t)(size - i - 4)) return 0;
+	*key = page + i + 4;
+	*len = (int32_t)n;
+	*at = i + 4 + (int32_t)n;
+	return 1;
+}
+
+/* ih_header_key writes "namespace/name" (or "name" when cluster-scoped)
+ * into buf and returns its length, or -1 if it does not fit in cap. */
+static inline int32_t ih_header_key(const uint8_t *h, char *buf, int32_t cap) {
+	int32_t nsl, nl, n = 0;
+	const char *ns = ih_header_field(h, IH_FIELD_NAMESPACE, &nsl);
+	const char *name = ih_header_field(h, IH_FIELD_NAME, &nl);
+	if (nsl + nl + 1 > cap) return -1;
+	for (int32_t i = 0; i < nsl; i++) buf[n++] = ns[i];
+	if (nsl > 0) buf[n++] = '/';
+	for (int32_t i = 0; i < nl; i++) buf[n++] = name[i];
+	return n;
+}
+
 #endif

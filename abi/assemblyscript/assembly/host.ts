@@ -1,0 +1,44 @@
+// The host's imports, exactly as abi/ABI.md section 6 declares them.
+
+@external("informer_host_v1", "header_read")
+export declare function header_read(ptr: usize, len: i32): i32;
+@external("informer_host_v1", "object_read")
+export declare function object_read(which: i32, ptr: usize, len: i32): i32;
+@external("informer_host_v1", "field_read")
+export declare function field_read(which: i32, path: usize, pathLen: i32, ptr: usize, len: i32): i64;
+@external("informer_host_v1", "config_read")
+export declare function config_read(ptr: usize, len: i32): i32;
+@external("informer_host_v1", "set_error")
+export declare function set_error(ptr: usize, len: i32): i32;
+@external("informer_host_v1", "log")
+export declare function log(level: i32, ptr: usize, len: i32): i32;
+
+// Capabilities I (section 16), denied unless granted.
+@external("informer_host_v1", "cache_get")
+export declare function cache_get(res: usize, resLen: i32, ns: usize, nsLen: i32, name: usize, nameLen: i32): i32;
+@external("informer_host_v1", "cache_list")
+export declare function cache_list(res: usize, resLen: i32, ns: usize, nsLen: i32, sel: usize, selLen: i32, start: i32, ptr: usize, len: i32): i64;
+@external("informer_host_v1", "cache_index")
+export declare function cache_index(res: usize, resLen: i32, index: usize, indexLen: i32, value: usize, valueLen: i32, start: i32, ptr: usize, len: i32): i64;
+@external("informer_host_v1", "state_get")
+export declare function state_get(key: usize, keyLen: i32, ptr: usize, len: i32, versionPtr: usize): i32;
+@external("informer_host_v1", "state_set")
+export declare function state_set(key: usize, keyLen: i32, val: usize, valLen: i32, ifVersion: i64): i64;
+@external("informer_host_v1", "state_delete")
+export declare function state_delete(key: usize, keyLen: i32, ifVersion: i64): i32;
+@external("informer_host_v1", "state_list")
+export declare function state_list(prefix: usize, prefixLen: i32, after: usize, afterLen: i32, max: i32, ptr: usize, len: i32): i64;
+@external("informer_host_v1", "metric_declare")
+export declare function metric_declare(kind: i32, ptr: usize, len: i32): i32;
+@external("informer_host_v1", "metric_add")
+export declare function metric_add(id: i32, value: f64, labels: usize, labelsLen: i32): i32;
+@external("informer_host_v1", "metric_set")
+export declare function metric_set(id: i32, value: f64, labels: usize, labelsLen: i32): i32;
+@external("informer_host_v1", "metric_observe")
+export declare function metric_observe(id: i32, value: f64, labels: usize, labelsLen: i32): i32;
+
+// Since v1.2 (section 17).
+@external("informer_host_v1", "result_message")
+export declare function result_message(ptr: usize, len: i32): i32;
+
+// CAPABILITIES II (k8s_*, event_*, http_*; section 17): their imports go here.

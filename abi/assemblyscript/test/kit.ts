@@ -1,0 +1,57 @@
+// The kit's own test plugin (make plugins builds build/kits/as-kit-test.wasm;
+// host/internal/engine TestKitAssemblyScriptFunctions runs it): every event
+// goes through the kit's capability wrappers and logs what they returned,
+// one "check <what>: <result>" line each, for the Go test to compare.
+import * as ih from "../assembly/index";
+export { informer_host_abi_v1, ih_handle, ih_init } from "../assembly/index";
+
+function check(what: string, got: string): void {
+  ih.info("check " + what + ": " + got);
+}
+
+function keys(k: string[] | null): string {
+  return k === null ? ih.errorName(ih.lastError()) : k.join(",");
+}
+
+ih.onInit((config: string): string | null => {
+  check("config", config);
+  return config == "refuse" ? "refused: " + config : null;
+});
+
+ih.onHandle((ev: ih.Event): i32 => {
+  check("header", ev.typeName() + " " + ev.key() + " rv=" + ev.header.resourceVersion + " uid=" + ev.header.uid);
+  const f = ev.field("spec.containers[0]");
+  check("field", f === null ? "null" : f.kind.toString() + " " + f.text);
+  check("missing", ev.field("status.nope") === null ? ih.errorName(ih.lastError()) : "found");
+  check("old", ev.old.get("status.phase") === null ? ih.errorName(ih.lastError()) : "found");
+  const big = ev.json();
+  check("json", big === null ? "null" : big.length > 1024 ? "long" : "short " + big.substring(0, 20));
+  // Cache.
+  const o = ih.cacheGet("pods", "ns", "p2");
+  check("cacheGet", o === null ? ih.errorName(ih.lastError()) : "phase " + (o.get("status.phase") as string));
+  check("cacheGet absent", ih.cacheGet("pods", "ns", "zz") === null ? ih.errorName(ih.lastError()) : "found");
+  check("cacheGet denied", ih.cacheGet("secrets", "ns", "p2") === null ? ih.errorName(ih.lastError()) : "found");
+  check("cacheList", keys(ih.cacheList("pods", "", "phase=Running")));
+  check("cacheIndex", keys(ih.cacheIndex("pods", "namespace", "ns")));
+  check("cacheIndex bad", keys(ih.cacheIndex("pods", "nope", "x")));
+  // State: versions, conflicts, lists, UTF-8 keys and values.
+  const v = ih.stateSet("k/é", "wert ü", ih.ABSENT);
+  check("stateSet again", ih.errorName(<i32>ih.stateSet("k/é", "x", ih.ABSENT)));
+  const g = ih.stateGet("k/é");
+  check("stateGet", g === null ? "null" : g.text() + (g.version == v ? " at its version" : " at another version"));
+  ih.stateSet("k/a", "1");
+  ih.stateSet("k/b", "2");
+  check("stateList", keys(ih.stateList("k/", "k/a", 10)));
+  check("stateKeys", keys(ih.stateKeys("k/")));
+  check("stateDelete", ih.stateDelete("k/a").toString() + " " + ih.errorName(ih.stateDelete("k/a")));
+  check("stateGet absent", ih.stateGet("k/a") === null ? ih.errorName(ih.lastError()) : "found");
+  // Metrics.
+  const h = ih.histogram("lat_seconds", "Latency \"quoted\".", [0.5, 1], ["ns"]);
+  check("observe", h.observe(0.7, [ev.namespace]).toString());
+  check("declaration", h.declaration());
+  check("resultMessage", "[" + ih.resultMessage() + "]");
+  if (ev.name == "abort") {
+    assert(false, "asked to abort");
+  }
+  return ih.fail(ih.DROP, "dropped é");
+});

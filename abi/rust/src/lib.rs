@@ -1,0 +1,719 @@
+//! informer-host: the plugin ABI v1 (abi/ABI.md) for Rust, without
+//! dependencies. It builds with Debian's rustc 1.63 (and later) for
+//! `wasm32-wasi` (`wasm32-wasip1` from Rust 1.78) and
+//! `wasm32-unknown-unknown`:
+//!
+//! ```text
+//! rustc --edition 2021 --crate-type rlib   --target wasm32-wasi -O abi/rust/src/lib.rs -o libinformer_host.rlib
+//! rustc --edition 2021 --crate-type cdylib --target wasm32-wasi -O -g -C strip=none \
+//!       --extern informer_host=libinformer_host.rlib plugin.rs -o plugin.wasm
+//! ```
+//!
+//! (or `cargo build --offline --release --target wasm32-wasi` with this
+//! crate as a path dependency). A plugin is a `cdylib` that names its
+//! functions with [`plugin!`]:
+//!
+//! ```ignore
+//! fn handle(ev: &informer_host::Event) -> informer_host::Result {
+//!     let phase = ev.get("status.phase").unwrap_or_default();
+//!     informer_host::info!("{} {} phase={}", ev.event_type(), ev.key(), phase);
+//!     Ok(())
+//! }
+//! informer_host::plugin!(handle: handle);
+//! ```
+//!
+//! The kit gives: the exports (marker, `_initialize`, `ih_handle`, and
+//! `ih_init`/`ih_synced`/`ih_shutdown` when named), the header parser,
+//! object and field reads with the size protocol (section 7), logging,
+//! the capabilities of section 16 ([`cache`], [`state`], [`metrics`]) and
+//! [`result_message`]. Off wasm (`rustc --test`), the imports are an
+//! in-memory host ([`fake`]) so a plugin's logic is unit tested natively.
+
+use std::fmt;
+
+pub mod raw;
+pub mod fake;
+mod header;
+pub use header::{EventType, Header};
+
+/// `ih_handle` results (section 10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    Ok = 0,
+    Retry = 1,
+    Drop = 2,
+    Error = 3,
+}
+
+/// A host function's error: one of the negative codes of section 10.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Error(pub i32);
+
+impl Error {
+    pub const ABSENT: Error = Error(-1);
+    pub const NOT_FOUND: Error = Error(-2);
+    pub const BAD_PATH: Error = Error(-3);
+    pub const BOUNDS: Error = Error(-4);
+    pub const INVALID: Error = Error(-5);
+    pub const NO_EVENT: Error = Error(-6);
+    pub const INTERNAL: Error = Error(-7);
+    pub const DENIED: Error = Error(-8);
+    pub const CONFLICT: Error = Error(-9);
+    pub const QUOTA: Error = Error(-10);
+    pub const EXISTS: Error = Error(-11);
+    pub const FORBIDDEN: Error = Error(-12);
+    pub const UNPROCESSABLE: Error = Error(-13);
+    pub const RATE_LIMITED: Error = Error(-14);
+    pub const TIMEOUT: Error = Error(-15);
+    pub const UNAVAILABLE: Error = Error(-16);
+    pub const TOO_LARGE: Error = Error(-17);
+    pub const CANCELED: Error = Error(-18);
+
+    /// The code's name in abi/ABI.md, `ERR_NOT_FOUND`.
+    pub fn name(self) -> &'static str {
+        const NAMES: [&str; 18] = [
+            "ERR_ABSENT", "ERR_NOT_FOUND", "ERR_BAD_PATH", "ERR_BOUNDS", "ERR_INVALID", "ERR_NO_EVENT",
+            "ERR_INTERNAL", "ERR_DENIED", "ERR_CONFLICT", "ERR_QUOTA", "ERR_EXISTS", "ERR_FORBIDDEN",
+            "ERR_UNPROCESSABLE", "ERR_RATE_LIMITED", "ERR_TIMEOUT", "ERR_UNAVAILABLE", "ERR_TOO_LARGE",
+            "ERR_CANCELED",
+        ];
+        match self.0 {
+            -18..=-1 => NAMES[(-self.0 - 1) as usize],
+            _ => "ERR_UNKNOWN",
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A handler's verdict other than OK: the code and the message that goes
+/// with it (`set_error`). `?` on a host [`Error`] or a `String` gives ERROR.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Fail {
+    pub code: Code,
+    pub message: String,
+}
+
+impl Fail {
+    pub fn retry(msg: impl Into<String>) -> Fail {
+        Fail { code: Code::Retry, message: msg.into() }
+    }
+    pub fn drop(msg: impl Into<String>) -> Fail {
+        Fail { code: Code::Drop, message: msg.into() }
+    }
+    pub fn error(msg: impl Into<String>) -> Fail {
+        Fail { code: Code::Error, message: msg.into() }
+    }
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Fail {
+        // A rate limit is worth a retry (section 10); anything else fails the event.
+        let code = if e == Error::RATE_LIMITED { Code::Retry } else { Code::Error };
+        Fail { code, message: e.name().to_string() }
+    }
+}
+
+impl From<String> for Fail {
+    fn from(m: String) -> Fail {
+        Fail::error(m)
+    }
+}
+
+impl From<&str> for Fail {
+    fn from(m: &str) -> Fail {
+        Fail::error(m)
+    }
+}
+
+/// What a handler returns.
+pub type Result<T = ()> = std::result::Result<T, Fail>;
+
+fn check(r: i64) -> std::result::Result<i64, Error> {
+    if r < 0 {
+        Err(Error(r as i32))
+    } else {
+        Ok(r)
+    }
+}
+
+/// Reads a value of unknown size by the size protocol (section 7): `call`
+/// gets a buffer and returns the host's result, whose low 32 bits are the
+/// value's size; the high 32 bits (a kind, a total, a count) are returned
+/// with the bytes. The buffer grows until the value fits (values that
+/// change between two calls, like a cache page, may need a third).
+pub fn read_sized(mut call: impl FnMut(*mut u8, i32) -> i64) -> std::result::Result<(u32, Vec<u8>), Error> {
+    let mut buf: Vec<u8> = vec![0; 256];
+    loop {
+        let r = check(call(buf.as_mut_ptr(), buf.len() as i32))?;
+        let size = (r & 0xffff_ffff) as usize;
+        if size <= buf.len() {
+            buf.truncate(size);
+            return Ok(((r >> 32) as u32, buf));
+        }
+        buf.resize(size, 0);
+    }
+}
+
+/// Log levels of `log` (section 6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Debug = 0,
+    Info = 1,
+    Warn = 2,
+    Error = 3,
+}
+
+/// Logs one line; false when the host's rate limit dropped it.
+pub fn log(level: Level, msg: &str) -> bool {
+    unsafe { raw::log(level as i32, msg.as_ptr(), msg.len() as i32) == 0 }
+}
+
+/// `info!("pod {} is {}", key, phase)`: [`log`] at info with `format!`.
+#[macro_export]
+macro_rules! info { ($($t:tt)*) => { $crate::log($crate::Level::Info, &format!($($t)*)) } }
+#[macro_export]
+macro_rules! warn { ($($t:tt)*) => { $crate::log($crate::Level::Warn, &format!($($t)*)) } }
+#[macro_export]
+macro_rules! error { ($($t:tt)*) => { $crate::log($crate::Level::Error, &format!($($t)*)) } }
+#[macro_export]
+macro_rules! debug { ($($t:tt)*) => { $crate::log($crate::Level::Debug, &format!($($t)*)) } }
+
+/// Sets the message of the current call's result (`set_error`).
+pub fn set_error(msg: &str) {
+    unsafe { raw::set_error(msg.as_ptr(), msg.len() as i32) };
+}
+
+/// The plugin's configuration, as the operator gave it (JSON is customary).
+pub fn config() -> Vec<u8> {
+    read_sized(|p, n| unsafe { raw::config_read(p, n) } as i64).map(|(_, b)| b).unwrap_or_default()
+}
+
+/// The message of the last capabilities II call of this export call (empty
+/// after a success), section 17.
+pub fn result_message() -> String {
+    match read_sized(|p, n| unsafe { raw::result_message(p, n) } as i64) {
+        Ok((_, b)) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => e.name().to_string(),
+    }
+}
+
+/// The kind of a field's value (`field_read`, section 6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    String = 1,
+    Number = 2,
+    Bool = 3,
+    Null = 4,
+    Object = 5,
+    Array = 6,
+    Unknown = 0,
+}
+
+impl Kind {
+    fn of(k: u32) -> Kind {
+        match k {
+            1 => Kind::String,
+            2 => Kind::Number,
+            3 => Kind::Bool,
+            4 => Kind::Null,
+            5 => Kind::Object,
+            6 => Kind::Array,
+            _ => Kind::Unknown,
+        }
+    }
+}
+
+/// A field's value: a string's raw bytes, or the JSON text of anything else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub kind: Kind,
+    pub bytes: Vec<u8>,
+}
+
+impl Field {
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes).unwrap_or("")
+    }
+}
+
+/// `which` of object_read and field_read: the event's object (0), its old
+/// object (1), or a cache handle (>= 2).
+fn read_field(which: i32, path: &str) -> std::result::Result<Field, Error> {
+    let (kind, bytes) = read_sized(|p, n| unsafe { raw::field_read(which, path.as_ptr(), path.len() as i32, p, n) })?;
+    Ok(Field { kind: Kind::of(kind), bytes })
+}
+
+fn read_object(which: i32) -> std::result::Result<Vec<u8>, Error> {
+    read_sized(|p, n| unsafe { raw::object_read(which, p, n) } as i64).map(|(_, b)| b)
+}
+
+/// A field as text, None when the object or the path is not there.
+fn get_field(which: i32, path: &str) -> Option<String> {
+    read_field(which, path).ok().map(|f| String::from_utf8_lossy(&f.bytes).into_owned())
+}
+
+/// The event of one `ih_handle` call (or the binding of an `ih_synced`).
+pub struct Event {
+    header: Header,
+}
+
+impl Event {
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+    pub fn event_type(&self) -> EventType {
+        self.header.event_type()
+    }
+    pub fn namespace(&self) -> &str {
+        self.header.namespace()
+    }
+    pub fn name(&self) -> &str {
+        self.header.name()
+    }
+    /// The object's store key: `namespace/name`, or `name` when cluster-scoped.
+    pub fn key(&self) -> String {
+        self.header.key()
+    }
+    /// A field of the object (section 9 paths: `metadata.labels["app"]`).
+    pub fn field(&self, path: &str) -> std::result::Result<Field, Error> {
+        read_field(0, path)
+    }
+    /// A field of the old object (updates only; `ERR_ABSENT` otherwise).
+    pub fn old_field(&self, path: &str) -> std::result::Result<Field, Error> {
+        read_field(1, path)
+    }
+    /// A field as text (a string's value, JSON for the rest); None if absent.
+    pub fn get(&self, path: &str) -> Option<String> {
+        get_field(0, path)
+    }
+    pub fn old_get(&self, path: &str) -> Option<String> {
+        get_field(1, path)
+    }
+    /// The whole object as JSON (compact, keys sorted).
+    pub fn object_json(&self) -> std::result::Result<Vec<u8>, Error> {
+        read_object(0)
+    }
+    pub fn old_object_json(&self) -> std::result::Result<Vec<u8>, Error> {
+        read_object(1)
+    }
+}
+
+fn read_header(len: i32) -> std::result::Result<Header, Error> {
+    let mut buf = vec![0u8; len.max(0) as usize];
+    let n = unsafe { raw::header_read(buf.as_mut_ptr(), len) };
+    if n < 0 {
+        return Err(Error(n));
+    }
+    if n != len {
+        return Err(Error::INTERNAL);
+    }
+    Header::parse(buf)
+}
+
+/// The functions behind [`plugin!`]'s exports. Not for direct use.
+#[doc(hidden)]
+pub mod export {
+    use super::*;
+
+    #[cfg(target_arch = "wasm32")]
+    extern "C" {
+        // Defined by wasm-ld: the module's constructors (wasi-libc's
+        // among them on wasm32-wasi). Calling it from _initialize makes
+        // the module a reactor: without a reference to it, wasm-ld wraps
+        // every export of a cdylib in a call of the constructors and of
+        // the destructors (a "command export"), so they would run around
+        // every event.
+        fn __wasm_call_ctors();
+    }
+
+    pub fn initialize() {
+        #[cfg(target_arch = "wasm32")]
+        unsafe {
+            __wasm_call_ctors()
+        };
+        // A panic aborts the instance (a trap the host reports with the
+        // wasm stack); the message goes to the host's log first, on
+        // wasm32-unknown-unknown too, which has no stderr.
+        std::panic::set_hook(Box::new(|info| {
+            log(Level::Error, &format!("panic: {}", info));
+        }));
+    }
+
+    pub fn handle(len: i32, f: fn(&Event) -> Result) -> i32 {
+        let header = match read_header(len) {
+            Ok(h) => h,
+            Err(e) => {
+                set_error(&format!("header_read: {}", e));
+                return Code::Error as i32;
+            }
+        };
+        match f(&Event { header }) {
+            Ok(()) => Code::Ok as i32,
+            Err(fail) => {
+                if !fail.message.is_empty() {
+                    set_error(&fail.message);
+                }
+                fail.code as i32
+            }
+        }
+    }
+
+    pub fn init(_len: i32, f: fn(&[u8]) -> std::result::Result<(), String>) -> i32 {
+        match f(&config()) {
+            Ok(()) => 0,
+            Err(msg) => {
+                set_error(&msg);
+                1
+            }
+        }
+    }
+
+    pub fn synced(len: i32, f: fn(&Header)) {
+        if let Ok(h) = read_header(len) {
+            f(&h)
+        }
+    }
+}
+
+/// Defines the plugin's exports: `plugin!(handle: f)` with `f: fn(&Event)
+/// -> Result`, and optionally `init: fn(&[u8]) -> Result<(), String>` (the
+/// configuration; an Err refuses it with that message), `synced:
+/// fn(&Header)` (the binding's initial list is handled, section 5) and
+/// `shutdown: fn()`. It also exports the ABI marker and `_initialize`.
+#[macro_export]
+macro_rules! plugin {
+    (handle: $handle:expr $(, $key:ident: $f:expr)* $(,)?) => {
+        #[no_mangle]
+        pub extern "C" fn informer_host_abi_v1() {}
+        #[export_name = "_initialize"]
+        pub extern "C" fn __informer_host_initialize() {
+            $crate::export::initialize()
+        }
+        #[no_mangle]
+        pub extern "C" fn ih_handle(header_len: i32) -> i32 {
+            $crate::export::handle(header_len, $handle)
+        }
+        $($crate::__plugin_export!($key: $f);)*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __plugin_export {
+    (init: $f:expr) => {
+        #[no_mangle]
+        pub extern "C" fn ih_init(config_len: i32) -> i32 {
+            $crate::export::init(config_len, $f)
+        }
+    };
+    (synced: $f:expr) => {
+        #[no_mangle]
+        pub extern "C" fn ih_synced(header_len: i32) {
+            $crate::export::synced(header_len, $f)
+        }
+    };
+    (shutdown: $f:expr) => {
+        #[no_mangle]
+        pub extern "C" fn ih_shutdown() {
+            ($f)()
+        }
+    };
+}
+
+/// Cache reads (capability `cache`, section 16.1): objects of the
+/// resources the host watches, from its informers' caches.
+pub mod cache {
+    use super::*;
+
+    /// An object from the cache, read field by field like the event's. Valid
+    /// until the export call that got it returns.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Object(pub i32);
+
+    impl Object {
+        pub fn field(&self, path: &str) -> std::result::Result<Field, Error> {
+            read_field(self.0, path)
+        }
+        pub fn get(&self, path: &str) -> Option<String> {
+            get_field(self.0, path)
+        }
+        pub fn json(&self) -> std::result::Result<Vec<u8>, Error> {
+            read_object(self.0)
+        }
+    }
+
+    /// The object `namespace/name` of `resource` (the configured name);
+    /// None when it is not in the cache.
+    pub fn get(resource: &str, namespace: &str, name: &str) -> std::result::Result<Option<Object>, Error> {
+        let r = unsafe {
+            raw::cache_get(resource.as_ptr(), resource.len() as i32, namespace.as_ptr(), namespace.len() as i32,
+                name.as_ptr(), name.len() as i32)
+        };
+        match r {
+            -1 => Ok(None),
+            r if r < 0 => Err(Error(r)),
+            h => Ok(Some(Object(h))),
+        }
+    }
+
+    /// The keys of `resource` in `namespace` (empty: all) whose labels
+    /// match `selector` (empty: all), sorted, every page.
+    pub fn list(resource: &str, namespace: &str, selector: &str) -> std::result::Result<Vec<String>, Error> {
+        pages(|start, p, n| unsafe {
+            raw::cache_list(resource.as_ptr(), resource.len() as i32, namespace.as_ptr(), namespace.len() as i32,
+                selector.as_ptr(), selector.len() as i32, start, p, n)
+        })
+    }
+
+    /// The keys that index `index` ("namespace", or "owner" if granted)
+    /// maps to `value`, sorted, every page.
+    pub fn index(resource: &str, index: &str, value: &str) -> std::result::Result<Vec<String>, Error> {
+        pages(|start, p, n| unsafe {
+            raw::cache_index(resource.as_ptr(), resource.len() as i32, index.as_ptr(), index.len() as i32,
+                value.as_ptr(), value.len() as i32, start, p, n)
+        })
+    }
+
+    /// The keys of the objects of `resource` owned by the object of `uid`.
+    pub fn owned(resource: &str, uid: &str) -> std::result::Result<Vec<String>, Error> {
+        index(resource, "owner", uid)
+    }
+
+    fn pages(mut call: impl FnMut(i32, *mut u8, i32) -> i64) -> std::result::Result<Vec<String>, Error> {
+        let mut keys = Vec::new();
+        loop {
+            let start = keys.len() as i32;
+            let (total, page) = read_sized(|p, n| call(start, p, n))?;
+            let before = keys.len();
+            keys.extend(page.split(|&b| b == b'\n').filter(|k| !k.is_empty()).map(|k| String::from_utf8_lossy(k).into_owned()));
+            if keys.len() == before || keys.len() as u32 >= total {
+                return Ok(keys);
+            }
+        }
+    }
+
+    /// A store key's namespace ("" when cluster-scoped) and name.
+    pub fn split_key(key: &str) -> (&str, &str) {
+        match key.find('/') {
+            Some(i) => (&key[..i], &key[i + 1..]),
+            None => ("", key),
+        }
+    }
+}
+
+/// The plugin's key-value state (capability `state`, section 16.2), kept
+/// by the host across traps, restarts and reloads.
+pub mod state {
+    use super::*;
+
+    /// `if_version` for an unconditional write or delete.
+    pub const ANY_VERSION: i64 = -1;
+    /// `if_version` of a write that creates the key only.
+    pub const ABSENT: i64 = 0;
+
+    /// The value and version of `key`; None when there is no such key.
+    pub fn get(key: &[u8]) -> std::result::Result<Option<(Vec<u8>, i64)>, Error> {
+        let mut version: i64 = 0;
+        let vp: *mut i64 = &mut version;
+        match read_sized(|p, n| unsafe { raw::state_get(key.as_ptr(), key.len() as i32, p, n, vp) } as i64) {
+            Ok((_, v)) => Ok(Some((v, version))),
+            Err(Error::ABSENT) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes `key` unconditionally; returns its new version.
+    pub fn set(key: &[u8], value: &[u8]) -> std::result::Result<i64, Error> {
+        set_if(key, value, ANY_VERSION)
+    }
+
+    /// Writes `key` if it is at `version` ([`ABSENT`]: if it does not
+    /// exist); `Error::CONFLICT` otherwise.
+    pub fn set_if(key: &[u8], value: &[u8], version: i64) -> std::result::Result<i64, Error> {
+        check(unsafe { raw::state_set(key.as_ptr(), key.len() as i32, value.as_ptr(), value.len() as i32, version) })
+    }
+
+    /// Deletes `key`; false when there was no such key.
+    pub fn delete(key: &[u8]) -> std::result::Result<bool, Error> {
+        match delete_if(key, ANY_VERSION) {
+            Ok(()) => Ok(true),
+            Err(Error::ABSENT) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes `key` if it is at `version`; `Error::CONFLICT` otherwise.
+    pub fn delete_if(key: &[u8], version: i64) -> std::result::Result<(), Error> {
+        check(unsafe { raw::state_delete(key.as_ptr(), key.len() as i32, version) } as i64).map(|_| ())
+    }
+
+    /// Up to `max` (1..=1000) keys starting with `prefix`, sorting after
+    /// `after` (empty: from the first).
+    pub fn list(prefix: &[u8], after: &[u8], max: i32) -> std::result::Result<Vec<Vec<u8>>, Error> {
+        let (count, buf) = read_sized(|p, n| unsafe {
+            raw::state_list(prefix.as_ptr(), prefix.len() as i32, after.as_ptr(), after.len() as i32, max, p, n)
+        })?;
+        parse_list(&buf, count)
+    }
+
+    /// Every key starting with `prefix`, page by page.
+    pub fn keys(prefix: &[u8]) -> std::result::Result<Vec<Vec<u8>>, Error> {
+        const PAGE: i32 = 1000;
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        loop {
+            let after = out.last().cloned().unwrap_or_default();
+            let page = list(prefix, &after, PAGE)?;
+            let n = page.len();
+            out.extend(page);
+            if n < PAGE as usize {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Splits state_list's page: `count` entries of a u32 LE length and bytes.
+    pub fn parse_list(buf: &[u8], count: u32) -> std::result::Result<Vec<Vec<u8>>, Error> {
+        let mut out = Vec::with_capacity(count as usize);
+        let mut at = 0usize;
+        for _ in 0..count {
+            let n = buf.get(at..at + 4).ok_or(Error::INTERNAL)?;
+            let n = u32::from_le_bytes([n[0], n[1], n[2], n[3]]) as usize;
+            out.push(buf.get(at + 4..at + 4 + n).ok_or(Error::INTERNAL)?.to_vec());
+            at += 4 + n;
+        }
+        Ok(out)
+    }
+}
+
+/// Plugin metrics (capability `metrics`, section 16.3), exported on the
+/// host's /metrics as `informer_host_plugin_metric_<name>`.
+pub mod metrics {
+    use super::*;
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    const UNDECLARED: i32 = i32::MIN;
+
+    /// A metric, declared on its first update:
+    /// `static EVENTS: Metric = Metric::counter("events_total", "Events.", &["namespace"]);`
+    pub struct Metric {
+        kind: i32,
+        name: &'static str,
+        help: &'static str,
+        labels: &'static [&'static str],
+        buckets: &'static [f64],
+        id: AtomicI32, // the id, a declaration's error code, or UNDECLARED
+    }
+
+    impl Metric {
+        pub const fn counter(name: &'static str, help: &'static str, labels: &'static [&'static str]) -> Metric {
+            Metric { kind: 0, name, help, labels, buckets: &[], id: AtomicI32::new(UNDECLARED) }
+        }
+        pub const fn gauge(name: &'static str, help: &'static str, labels: &'static [&'static str]) -> Metric {
+            Metric { kind: 1, name, help, labels, buckets: &[], id: AtomicI32::new(UNDECLARED) }
+        }
+        /// Empty `buckets`: Prometheus' defaults.
+        pub const fn histogram(name: &'static str, help: &'static str, buckets: &'static [f64], labels: &'static [&'static str]) -> Metric {
+            Metric { kind: 2, name, help, labels, buckets, id: AtomicI32::new(UNDECLARED) }
+        }
+
+        /// The declaration's JSON (section 16.3).
+        pub fn declaration(&self) -> String {
+            let mut d = String::from("{\"name\":");
+            json_string(&mut d, self.name);
+            if !self.help.is_empty() {
+                d.push_str(",\"help\":");
+                json_string(&mut d, self.help);
+            }
+            if !self.labels.is_empty() {
+                d.push_str(",\"labels\":[");
+                for (i, l) in self.labels.iter().enumerate() {
+                    if i > 0 {
+                        d.push(',');
+                    }
+                    json_string(&mut d, l);
+                }
+                d.push(']');
+            }
+            if !self.buckets.is_empty() {
+                d.push_str(",\"buckets\":[");
+                for (i, b) in self.buckets.iter().enumerate() {
+                    if i > 0 {
+                        d.push(',');
+                    }
+                    d.push_str(&format!("{}", b));
+                }
+                d.push(']');
+            }
+            d.push('}');
+            d
+        }
+
+        fn id(&self) -> std::result::Result<i32, Error> {
+            let mut id = self.id.load(Ordering::Relaxed);
+            if id == UNDECLARED {
+                let d = self.declaration();
+                id = unsafe { raw::metric_declare(self.kind, d.as_ptr(), d.len() as i32) };
+                self.id.store(id, Ordering::Relaxed);
+            }
+            if id < 0 {
+                Err(Error(id))
+            } else {
+                Ok(id)
+            }
+        }
+
+        /// Adds `v` to a counter (v >= 0) or gauge. Ok(false): the host
+        /// dropped the update at the plugin's series cap (METRIC_DROPPED).
+        pub fn add(&self, v: f64, labels: &[&str]) -> std::result::Result<bool, Error> {
+            self.update(v, labels, |id, v, p, n| unsafe { raw::metric_add(id, v, p, n) })
+        }
+        pub fn set(&self, v: f64, labels: &[&str]) -> std::result::Result<bool, Error> {
+            self.update(v, labels, |id, v, p, n| unsafe { raw::metric_set(id, v, p, n) })
+        }
+        pub fn observe(&self, v: f64, labels: &[&str]) -> std::result::Result<bool, Error> {
+            self.update(v, labels, |id, v, p, n| unsafe { raw::metric_observe(id, v, p, n) })
+        }
+
+        fn update(&self, v: f64, labels: &[&str], op: impl Fn(i32, f64, *const u8, i32) -> i32) -> std::result::Result<bool, Error> {
+            let id = self.id()?;
+            let values = labels.join("\0");
+            match op(id, v, values.as_ptr(), values.len() as i32) {
+                0 => Ok(true),
+                1 => Ok(false),
+                r => Err(Error(r)),
+            }
+        }
+    }
+
+    /// Appends `s` as a JSON string.
+    pub fn json_string(out: &mut String, s: &str) {
+        out.push('"');
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+}
+
+// CAPABILITIES II (k8s_*, event_*, http_*; ABI.md section 17): a module per
+// capability goes here (writes, events, http), built like `state` above on
+// the raw imports; each sets the result message, read with
+// `result_message()`.
+
+#[cfg(test)]
+mod tests;

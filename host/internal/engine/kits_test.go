@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/informer-host/informer-host/pluginmetrics"
+	"github.com/informer-host/informer-host/state"
+)
+
+// kitExample is an example plugin of the Rust or AssemblyScript kit, as
+// `make plugins` (mk/kits.mk) builds it with the kits' own toolchains.
+func kitExample(t testing.TB, rel string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "build", rel))
+	if err != nil {
+		t.Fatalf("kit example %s not built: run `make plugins` (make test does; Debian's rustc and npm are needed, hack/install-deps.sh): %v", rel, err)
+	}
+	return b
+}
+
+// customSections lists the names of a module's custom sections.
+func customSections(t testing.TB, wasm []byte) []string {
+	t.Helper()
+	var names []string
+	uleb := func(b []byte) (uint64, int) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			t.Fatalf("bad LEB128 in module")
+		}
+		return v, n
+	}
+	for at := 8; at < len(wasm); {
+		id := wasm[at]
+		size, n := uleb(wasm[at+1:])
+		body := wasm[at+1+n : at+1+n+int(size)]
+		if id == 0 {
+			l, m := uleb(body)
+			names = append(names, string(body[m:m+int(l)]))
+		}
+		at += 1 + n + int(size)
+	}
+	return names
+}
+
+// The Rust kit's example on both of Debian's wasm targets: it is a
+// reactor (the kit's _initialize), tracks each pod's phase in state across
+// a restart, counts the changes and reads the namespace's pods from the
+// cache; its module keeps the name section for stack traces.
+func TestKitRustExample(t *testing.T) {
+	for _, rel := range []string{"plugins/pod-phase-rs.wasm", "kits/pod-phase-rs.wasm32-unknown-unknown.wasm"} {
+		t.Run(filepath.Base(rel), func(t *testing.T) {
+			wasm := kitExample(t, rel)
+			if s := customSections(t, wasm); !strings.Contains(strings.Join(s, ","), "name") {
+				t.Errorf("custom sections %q: no name section, stack traces would have no names", s)
+			}
+			st, err := state.Open(context.Background(), state.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close(context.Background())
+			bucket := st.Bucket("pod-phase-rs.wasm", state.Quota{})
+			reg := pluginmetrics.New(pluginmetrics.Options{})
+			set := reg.Plugin("pod-phase-rs.wasm", 0)
+			e := newEngine(t, Options{})
+			m, err := e.Load(context.Background(), "pod-phase-rs.wasm", wasm, Limits{CallTimeout: time.Minute, MemoryPages: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			if _, ok := m.c.cm.ExportedFunctions()["_initialize"]; !ok {
+				t.Errorf("no _initialize export: wasm-ld wraps every export in constructors and destructors (command exports)")
+			}
+			logs := &logBuffer{}
+			start := func() *Instance {
+				return instantiate(t, m, InstanceOptions{Logger: newLogger(logs), Cache: newFakeCache(), State: bucket, Metrics: set.Instance()})
+			}
+			handle := func(i *Instance, ev *Envelope) {
+				t.Helper()
+				if r, err := i.Handle(context.Background(), ev); err != nil || r.Code != CodeOK {
+					t.Fatalf("handle: %v %+v\n%s", err, r, logs)
+				}
+			}
+			i := start()
+			handle(i, listEvent(pod("ns", "p1", "Running")))
+			handle(i, listEvent(pod("ns", "p2", "Pending")))
+			if _, err := i.Synced(context.Background(), podsRef); err != nil {
+				t.Fatal(err)
+			}
+			handle(i, updateEvent(pod("ns", "p2", "Pending"), pod("ns", "p2", "Running")))
+			handle(i, updateEvent(pod("ns", "p1", "Running"), pod("ns", "p1", "Running")))
+			handle(i, deleteEvent(pod("ns", "p1", "Running"), false))
+			i.Close(context.Background())
+			// A restart: the cache replayed; p2's phase is known from state.
+			i = start()
+			handle(i, listEvent(pod("ns", "p2", "Running")))
+			if _, err := i.Synced(context.Background(), podsRef); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{
+				`msg="pod ns/p1: none -> Running"`,
+				`msg="pod ns/p2: none -> Pending"`,
+				`msg="initial list of pods handled: 2 pods tracked"`,
+				`msg="pod ns/p2: Pending -> Running"`,
+				`msg="pod ns/p1 deleted (was Running)"`,
+				`msg="initial list of pods handled: 1 pods tracked"`,
+			} {
+				if logs.count(want) != 1 {
+					t.Errorf("logged %d times, want once: %s\n%s", logs.count(want), want, logs)
+				}
+			}
+			if n := logs.count(`msg="pod `); n != 4 {
+				t.Errorf("%d pod lines, want 4 (no line for an unchanged phase or a known one after the restart):\n%s", n, logs)
+			}
+			if v, _, ok := bucket.Get([]byte("phase/ns/p2")); !ok || string(v) != "Running" {
+				t.Errorf("state phase/ns/p2 = %q %v", v, ok)
+			}
+			if _, _, ok := bucket.Get([]byte("phase/ns/p1")); ok {
+				t.Errorf("state phase/ns/p1 kept after the delete")
+			}
+			want := `
+# HELP informer_host_plugin_metric_pod_phase_changes_total Pod phase changes by namespace and new phase.
+# TYPE informer_host_plugin_metric_pod_phase_changes_total counter
+informer_host_plugin_metric_pod_phase_changes_total{namespace="ns",phase="Pending",plugin="pod-phase-rs.wasm"} 1
+informer_host_plugin_metric_pod_phase_changes_total{namespace="ns",phase="Running",plugin="pod-phase-rs.wasm"} 2
+# HELP informer_host_plugin_metric_pods Pods in the namespace, from the host's cache.
+# TYPE informer_host_plugin_metric_pods gauge
+informer_host_plugin_metric_pods{namespace="ns",plugin="pod-phase-rs.wasm"} 2
+`
+			if err := testutil.CollectAndCompare(reg, strings.NewReader(want),
+				"informer_host_plugin_metric_pod_phase_changes_total", "informer_host_plugin_metric_pods"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// The AssemblyScript kit's example: it loads (no env.abort import: the
+// kit's abort replaces it), logs each event with UTF-8 text converted both
+// ways, counts events per namespace and type, and keeps the name section.
+func TestKitAssemblyScriptExample(t *testing.T) {
+	wasm := kitExample(t, "plugins/pod-logger-as.wasm")
+	if s := customSections(t, wasm); !strings.Contains(strings.Join(s, ","), "name") {
+		t.Errorf("custom sections %q: no name section (asc needs --debug with -O)", s)
+	}
+	reg := pluginmetrics.New(pluginmetrics.Options{})
+	e := newEngine(t, Options{})
+	m, err := e.Load(context.Background(), "pod-logger-as.wasm", wasm, Limits{CallTimeout: time.Minute, MemoryPages: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	logs := &logBuffer{}
+	i := instantiate(t, m, InstanceOptions{Logger: newLogger(logs), Metrics: reg.Plugin("pod-logger-as.wasm", 0).Instance()})
+	events := []*Envelope{
+		listEvent(pod("shop", "web-0", "Running")),
+		listEvent(pod("shop", "wéb-1", "Pending")), // UTF-8 both ways
+		addEvent(pod("", "node-agent", "Running")),
+		updateEvent(pod("shop", "wéb-1", "Pending"), pod("shop", "wéb-1", "Running")),
+		deleteEvent(pod("shop", "web-0", "Running"), true),
+	}
+	for n, ev := range events {
+		if r, err := i.Handle(context.Background(), ev); err != nil || r.Code != CodeOK {
+			t.Fatalf("handle: %v %+v\n%s", err, r, logs)
+		}
+		if n == 1 {
+			if _, err := i.Synced(context.Background(), podsRef); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, w := range []string{
+		`msg="pod listed: shop/web-0 phase=Running"`,
+		`msg="pod listed: shop/wéb-1 phase=Pending"`,
+		`msg="initial list of pods handled: 2 pods"`,
+		`msg="pod added: node-agent phase=Running"`,
+		`msg="pod updated: shop/wéb-1 phase=Running (was Pending)"`,
+		`msg="pod deleted: shop/web-0 phase=Running (missed by the watch; last known state)"`,
+	} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("log lacks %s:\n%s", w, logs)
+		}
+	}
+	want := `
+# HELP informer_host_plugin_metric_pod_events_total Pod events by namespace and type.
+# TYPE informer_host_plugin_metric_pod_events_total counter
+informer_host_plugin_metric_pod_events_total{namespace="",plugin="pod-logger-as.wasm",type="add"} 1
+informer_host_plugin_metric_pod_events_total{namespace="shop",plugin="pod-logger-as.wasm",type="add"} 2
+informer_host_plugin_metric_pod_events_total{namespace="shop",plugin="pod-logger-as.wasm",type="delete"} 1
+informer_host_plugin_metric_pod_events_total{namespace="shop",plugin="pod-logger-as.wasm",type="update"} 1
+`
+	if err := testutil.CollectAndCompare(reg, strings.NewReader(want), "informer_host_plugin_metric_pod_events_total"); err != nil {
+		t.Error(err)
+	}
+	// Without the metrics grant the plugin still handles its events.
+	plain := instantiate(t, m, InstanceOptions{Logger: newLogger(logs)})
+	if r, err := plain.Handle(context.Background(), addEvent(pod("a", "b", "Running"))); err != nil || r.Code != CodeOK {
+		t.Fatalf("not granted: %v %+v", err, r)
+	}
+}
+
+// The scaffold templates (abi/rust/template, abi/assemblyscript/template),
+// as their own one-command builds make them: each loads and says what
+// its handler says.
+func TestKitTemplates(t *testing.T) {
+	e := newEngine(t, Options{})
+	for _, name := range []string{"template-rs", "template-as"} {
+		t.Run(name, func(t *testing.T) {
+			m, err := e.Load(context.Background(), name+".wasm", kitExample(t, "kits/"+name+".wasm"), Limits{CallTimeout: time.Minute, MemoryPages: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			logs := &logBuffer{}
+			i := instantiate(t, m, InstanceOptions{Logger: newLogger(logs)})
+			if r, err := i.Handle(context.Background(), addEvent(pod("shop", "web-0", "Running"))); err != nil || r.Code != CodeOK {
+				t.Fatalf("handle: %v %+v\n%s", err, r, logs)
+			}
+			if _, err := i.Synced(context.Background(), podsRef); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []string{`msg="add shop/web-0 phase=Running"`, `msg="initial list of pods handled"`} {
+				if !strings.Contains(logs.String(), w) {
+					t.Errorf("log lacks %s:\n%s", w, logs)
+				}
+			}
+		})
+	}
+}
+
+// The AssemblyScript kit's wrappers, each called by its test plugin
+// (abi/assemblyscript/test/kit.ts) against the real host functions: the
+// size protocol, UTF-8 both ways, error codes, cache pages, state versions
+// and lists, a histogram declaration, the init refusal, and the kit's
+// abort, which logs and traps with named functions in the stack trace.
+func TestKitAssemblyScriptFunctions(t *testing.T) {
+	wasm := kitExample(t, "kits/as-kit-test.wasm")
+	st, err := state.Open(context.Background(), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(context.Background())
+	reg := pluginmetrics.New(pluginmetrics.Options{})
+	e := newEngine(t, Options{})
+	m, err := e.Load(context.Background(), "as-kit-test.wasm", wasm, Limits{CallTimeout: time.Minute, MemoryPages: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	logs := &logBuffer{}
+	opts := InstanceOptions{Config: []byte("hello"), Logger: newLogger(logs), Cache: newFakeCache(),
+		State: st.Bucket("as-kit-test.wasm", state.Quota{}), Metrics: reg.Plugin("as-kit-test.wasm", 0).Instance()}
+	i := instantiate(t, m, opts)
+	r, err := i.Handle(context.Background(), addEvent(pod("ns", "p1", "Running")))
+	if err != nil || r.Code != CodeDrop || r.Message != "dropped é" {
+		t.Fatalf("handle: %v %+v, want DROP with the handler's message\n%s", err, r, logs)
+	}
+	for _, w := range []string{
+		`check config: hello`,
+		`check header: add ns/p1 rv=42 uid=uid-p1`,
+		`check field: 5 {\"image\":\"nginx:1.27\",\"name\":\"main\",\"ports\":[{\"containerPort\":80}]}`,
+		`check missing: ERR_NOT_FOUND`,
+		`check old: ERR_ABSENT`,
+		`check json: short {\"apiVersion\":\"v1\"`,
+		`check cacheGet: phase Pending`,
+		`check cacheGet absent: ERR_ABSENT`,
+		`check cacheGet denied: ERR_DENIED`,
+		`check cacheList: ns/p1,other/p3`,
+		`check cacheIndex: ns/p1,ns/p2`,
+		`check cacheIndex bad: ERR_INVALID`,
+		`check stateSet again: ERR_CONFLICT`,
+		`check stateGet: wert ü at its version`,
+		`check stateList: k/b,k/é`,
+		`check stateKeys: k/a,k/b,k/é`,
+		`check stateDelete: 0 ERR_ABSENT`,
+		`check stateGet absent: ERR_ABSENT`,
+		`check observe: 0`,
+		`check resultMessage: []`,
+	} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("log lacks %s", w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("log:\n%s", logs)
+	}
+	if err := testutil.CollectAndCompare(reg, strings.NewReader(`
+# HELP informer_host_plugin_metric_lat_seconds Latency "quoted".
+# TYPE informer_host_plugin_metric_lat_seconds histogram
+informer_host_plugin_metric_lat_seconds_bucket{ns="ns",plugin="as-kit-test.wasm",le="0.5"} 0
+informer_host_plugin_metric_lat_seconds_bucket{ns="ns",plugin="as-kit-test.wasm",le="1"} 1
+informer_host_plugin_metric_lat_seconds_bucket{ns="ns",plugin="as-kit-test.wasm",le="+Inf"} 1
+informer_host_plugin_metric_lat_seconds_sum{ns="ns",plugin="as-kit-test.wasm"} 0.7
+informer_host_plugin_metric_lat_seconds_count{ns="ns",plugin="as-kit-test.wasm"} 1
+`), "informer_host_plugin_metric_lat_seconds"); err != nil {
+		t.Error(err)
+	}
+	// ih_init's refusal carries the handler's message.
+	if _, err := m.Instantiate(context.Background(), InstanceOptions{Config: []byte("refuse")}); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "refused: refuse") {
+		t.Errorf("refusing config: %v", err)
+	}
+	// An AssemblyScript assert: the kit's abort logs where, then traps.
+	_, err = i.Handle(context.Background(), addEvent(pod("ns", "abort", "Running")))
+	var f *Failure
+	if !errors.As(err, &f) || f.Kind != KindTrap {
+		t.Fatalf("abort: %v, want a trap", err)
+	}
+	if !strings.Contains(logs.String(), `abort: asked to abort at test/kit.ts:`) {
+		t.Errorf("the abort's message and place are not logged:\n%s", logs)
+	}
+	if !strings.Contains(f.Stack, "assembly/index/abort") {
+		t.Errorf("the trap's stack trace does not name the kit's abort:\n%s", f.Stack)
+	}
+}
