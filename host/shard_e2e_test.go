@@ -20,6 +20,7 @@ import (
 
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/testenv"
 	"github.com/informer-host/informer-host/shard"
 )
 
@@ -399,4 +400,73 @@ func TestShardingThreeMembersUnderChurnAndAKill(t *testing.T) {
 	if why != "" {
 		t.Log(why)
 	}
+}
+
+// Issue 14: a member that loses contact with the apiserver (a partition:
+// its connections stay open and nothing gets through) stops delivering
+// before its Lease can expire, hands its objects' views back (deletes
+// flagged handed over), and the other member takes them over only after.
+func TestShardingMemberCutOffStopsDeliveringBeforeItsLeaseExpires(t *testing.T) {
+	cp := controlPlane(t)
+	hs := &harness{t: t, ns: cp.Namespace(t)}
+	ns := hs.ns
+	hs.createMany("cm", 200)
+	proxy, cut := testenv.NewOutageProxy(t, env.Config)
+	a := startShardMember(t, ns, "g", "a", env.Config, true)
+	b := startShardMember(t, ns, "g", "b", cut, true)
+	eventually(t, "both members active", func() bool { return a.active(2) && b.active(2) })
+	cluster := hs.clusterCMs()
+	eventually(t, "the objects shared by both", func() bool { return checkPartition([]*shardMember{a, b}, cluster) == "" })
+	if len(b.view()) == 0 {
+		t.Fatal("member b owns nothing; the test needs it to own objects")
+	}
+
+	proxy.Partition()
+	eventually(t, "member b fenced", func() bool { return !b.h.Assignment().Active })
+	eventually(t, "member b's plugin to hold nothing", func() bool { return len(b.view()) == 0 })
+	eventually(t, "member a alone to hold every object", func() bool { return checkPartition([]*shardMember{a}, cluster) == "" })
+
+	// When b stopped owning and when a started owning b's objects, from
+	// their own records: b's last active view was valid until its last
+	// successful renewal was renewDeadline old; a counted b gone once it
+	// had not seen b's Lease change for leaseDuration.
+	b.mu.Lock()
+	var lastActive *shard.Assignment
+	for _, x := range b.timeline {
+		if x.Active {
+			lastActive = x
+		}
+	}
+	handed := b.handed
+	b.mu.Unlock()
+	a.mu.Lock()
+	var takeover *shard.Assignment
+	for _, x := range a.timeline {
+		if x.Active && len(x.Members) == 1 && x.Since.After(lastActive.Since) {
+			takeover = x
+			break
+		}
+	}
+	a.mu.Unlock()
+	if takeover == nil {
+		t.Fatal("member a never published a view without b")
+	}
+	if !lastActive.ValidUntil().Before(takeover.Since) {
+		t.Errorf("member b owned objects until %s, member a took them over at %s: both owned them at once",
+			lastActive.ValidUntil().Format(time.StampMicro), takeover.Since.Format(time.StampMicro))
+	}
+	if handed == 0 {
+		t.Error("member b's plugin got no handed-over delete")
+	}
+	if d := doubleOwnership([]*shardMember{a, b}, keysOf2(cluster)); len(d) > 0 {
+		t.Errorf("objects owned by both members at once: %s", strings.Join(d[:min(5, len(d))], "\n"))
+	}
+}
+
+func keysOf2(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
