@@ -397,6 +397,17 @@ func TestShardingThreeMembersUnderChurnAndAKill(t *testing.T) {
 	if handed == 0 {
 		t.Error("no handed-over delete: the joins moved no object a member had")
 	}
+	// The members that joined later got the objects that existed before
+	// (cm*) only by ownership moves: each as an add with the initial-list
+	// flag.
+	for _, sm := range members[1:] {
+		for _, d := range sm.rec.of(shardPlugin) {
+			if d.Type == informer.EventAdd && strings.HasPrefix(d.Key, ns+"/cm") && !d.Initial {
+				t.Errorf("member %s got %s as an add without the initial-list flag", sm.id, d.Key)
+				break
+			}
+		}
+	}
 	if why != "" {
 		t.Log(why)
 	}
