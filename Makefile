@@ -62,7 +62,7 @@ demo: deps controlplane build plugins
 	bin/demo --host bin/informer-host --config config.yaml
 
 # The container image without a container engine or a registry: the static
-# binary on an empty base, as the non-root user of deploy/deployment.yaml,
+# binary on an empty base, as the non-root user of deploy/base/deployment.yaml,
 # laid out by hack/image (go-containerregistry, its own go.mod) as an OCI
 # layout in build/image/oci and a `docker load`/`podman load` tarball in
 # build/image/informer-host.tar (IMAGE_DIR moves both). hack/image_test.go checks what it builds;
