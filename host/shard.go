@@ -100,7 +100,8 @@ func (g *generation) applyAssignment() {
 // worker applied (applying a newer one first).
 func (g *generation) owns(k objectKey) bool {
 	g.applyAssignment()
-	return g.applied.Owns(k.namespace, k.name, time.Now())
+	a := g.applied
+	return a == nil || a.Owns(k.namespace, k.name, time.Now())
 }
 
 // foreign reports whether a live event must not reach the plugin because

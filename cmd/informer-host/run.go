@@ -327,6 +327,9 @@ func (d *daemon) reload(ctx context.Context, why string) {
 	if next.PluginDir() != d.cfg.PluginDir() || next.Kubeconfig != d.cfg.Kubeconfig || next.Server != d.cfg.Server {
 		d.log.Warn("plugins.directory, kubeconfig and server take effect only after a restart")
 	}
+	if next.Sharding != d.cfg.Sharding || next.LeaderElection != d.cfg.LeaderElection {
+		d.log.Warn("sharding and leaderElection take effect only after a restart")
+	}
 	if err := d.pipeline.Apply(ctx, next.Resources); err != nil {
 		d.log.Error("config reload: resources", "err", err)
 		return
