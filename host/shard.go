@@ -68,7 +68,10 @@ func (q *DeliveryQueue) wake() {
 // validity ran out while it was in force, live events were held back
 // under it, so every object is replayed. Worker only.
 func (g *generation) applyAssignment() {
-	cur := g.slot.h.shard.cur.Load()
+	if g.shard == nil {
+		return
+	}
+	cur := g.shard.cur.Load()
 	old := g.applied
 	if cur == old {
 		return
@@ -126,7 +129,10 @@ func (g *generation) handedOver(k objectKey, found bool) (stillFound, handed boo
 
 // delivering tells the test hook of an event about to be handed over.
 func (g *generation) delivering(ev *informer.Event) {
-	if f := g.slot.h.shard.onDeliver; f != nil {
+	if g.shard == nil {
+		return
+	}
+	if f := g.shard.onDeliver; f != nil {
 		f(g.slot.name, ev, g.applied, time.Now())
 	}
 }

@@ -167,10 +167,13 @@ type generation struct {
 	// looks only then, so a live event costs no lookups.
 	syncDue bool
 
-	// applied is the sharding Assignment the worker last applied (nil:
-	// not sharded, every object is this member's); notOwned is prepare's
-	// last verdict that a live event's object is another member's
-	// (shard.go). Both the worker's own.
+	// shard is the host's sharding state the generation follows (nil for
+	// a generation made without a host, which is never sharded); applied
+	// is the Assignment the worker last applied (nil: not sharded, every
+	// object is this member's); notOwned is prepare's last verdict that a
+	// live event's object is another member's (shard.go). applied and
+	// notOwned are the worker's own.
+	shard    *shardState
 	applied  *shard.Assignment
 	notOwned bool
 
@@ -298,7 +301,7 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 		queue:      NewDeliveryQueue(mode, settings.Delivery.BufferSize),
 		byResource: map[string]*bindingListener{}, seen: map[objectKey]*seenObject{}, reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
-		applied: slot.h.shard.cur.Load(),
+		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(),
 	}
 	for _, b := range settings.Bindings {
 		l := &bindingListener{g: g, binding: b.Resource, counts: slot.bindingCounts(b.Resource),
