@@ -14,7 +14,7 @@ const (
 	EventDelete uint8 = 3
 )
 
-// Header flags, the header's byte 2. Bits 3-7 are reserved and zero in v1.
+// Header flags, the header's byte 2. Bits 5-7 are reserved and zero in v1.
 const (
 	// FlagInitialList is set on an add that comes from the informer's
 	// initial list, or from the cache replay a plugin receives after it

@@ -357,6 +357,9 @@ func TestShardingThreeMembersUnderChurnAndAKill(t *testing.T) {
 	// Kill m1 as a crash would: its Lease stays until it expires.
 	victim := members[1]
 	victim.kill()
+	if _, err := env.Client.CoordinationV1().Leases(ns).Get(context.Background(), "g-"+victim.id, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the killed member's Lease: %v; a crash leaves it to expire", err)
+	}
 	rest := []*shardMember{members[0], members[2]}
 	eventually(t, "the survivors to count two members", func() bool { return rest[0].active(2) && rest[1].active(2) })
 	for i := range 50 {
