@@ -63,7 +63,7 @@ demo: deps controlplane build plugins
 	bin/demo --host bin/informer-host --config config.yaml
 
 # The container image without a container engine or a registry: the static
-# binary on an empty base, as the non-root user of deploy/deployment.yaml,
+# binary on an empty base, as the non-root user of deploy/base/deployment.yaml,
 # laid out by hack/image (go-containerregistry, its own go.mod) as an OCI
 # layout in build/image/oci and a `docker load`/`podman load` tarball in
 # build/image/informer-host.tar (IMAGE_DIR moves both). hack/image_test.go checks what it builds;
@@ -76,13 +76,13 @@ image:
 	cd hack/image && $(GO) run . -binary $(abspath $(IMAGE_DIR))/informer-host -version $(VERSION) \
 		-oci $(abspath $(IMAGE_DIR))/oci -tar $(abspath $(IMAGE_DIR))/informer-host.tar
 
-# deploy/rbac.yaml is generated from deploy/config.yaml (the daemon's
+# deploy/base/rbac.yaml is generated from deploy/base/config.yaml (the daemon's
 # least-privilege RBAC); cmd/informer-host's TestDeployRBACIsGenerated
 # fails when they drift.
 .PHONY: rbac
 rbac:
-	$(GO) run ./cmd/informer-host rbac --config deploy/config.yaml --config-map-key config.yaml > deploy/rbac.yaml.tmp
-	mv deploy/rbac.yaml.tmp deploy/rbac.yaml
+	$(GO) run ./cmd/informer-host rbac --config deploy/base/config.yaml --config-map-key config.yaml > deploy/base/rbac.yaml.tmp
+	mv deploy/base/rbac.yaml.tmp deploy/base/rbac.yaml
 
 clean:
 	rm -rf bin build

@@ -14,7 +14,7 @@ const (
 	EventDelete uint8 = 3
 )
 
-// Header flags, the header's byte 2. Bits 3-7 are reserved and zero in v1.
+// Header flags, the header's byte 2. Bits 5-7 are reserved and zero in v1.
 const (
 	// FlagInitialList is set on an add that comes from the informer's
 	// initial list, or from the cache replay a plugin receives after it
@@ -26,6 +26,10 @@ const (
 	// FlagHasOldObject is set when object_read(ObjectOld, ...) has an
 	// object to return (updates).
 	FlagHasOldObject uint8 = 1 << 2
+	// FlagHandedOver (since v1.2) is set on a delete that says the object
+	// moved to another member of a sharding group: it left this replica's
+	// share, not the cluster. Bit 3 is "self write" (v1.2).
+	FlagHandedOver uint8 = 1 << 4
 )
 
 // Header layout. All integers are little-endian.

@@ -83,6 +83,8 @@ type Config struct {
 	Plugins        Plugins        `yaml:"plugins" json:"plugins"`
 	Server         Server         `yaml:"server" json:"server"`
 	LeaderElection LeaderElection `yaml:"leaderElection" json:"leaderElection"`
+	// Sharding spreads the objects over every replica (sharding.go).
+	Sharding Sharding `yaml:"sharding" json:"sharding"`
 	// Upstreams are the HTTP endpoints plugins may be granted (grants.http).
 	Upstreams []Upstream `yaml:"upstreams" json:"upstreams,omitempty"`
 	// File is the path the config was read from ("" when parsed from bytes

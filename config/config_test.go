@@ -196,6 +196,16 @@ func TestParseProblems(t *testing.T) {
 			[]string{`config.yaml:7: leaderElection.leaseDuration: must be greater than 0`}},
 		{"lease name", withHead("leaderElection:", "  leaseName: My_Lease"),
 			[]string{`config.yaml:7: leaderElection.leaseName: invalid lease name "My_Lease"`}},
+
+		// Sharding (sharding.go).
+		{"sharding and leader election", withHead("leaderElection: {enabled: true}", "sharding:", "  enabled: true"),
+			[]string{`config.yaml:8: sharding.enabled: sharding and leaderElection exclude each other`}},
+		{"sharding key", withHead("sharding:", "  key: name"),
+			[]string{`config.yaml:7: sharding.key: unknown key "name"; use "namespace" (a namespace's objects together) or "namespace/name"`}},
+		{"sharding lease timings", withHead("sharding:", "  leaseDuration: 5s"),
+			[]string{`config.yaml:7: sharding.leaseDuration: renewDeadline (10s) must be less than leaseDuration (5s)`}},
+		{"sharding lease prefix", withHead("sharding:", "  leasePrefix: Shards"),
+			[]string{`config.yaml:7: sharding.leasePrefix: invalid lease prefix "Shards"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

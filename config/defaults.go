@@ -219,6 +219,7 @@ func applyDefaults(c *Config, p *problems) {
 	le.LeaseDuration = NewDuration(orDefault(le.LeaseDuration, DefaultLeaseDuration))
 	le.RenewDeadline = NewDuration(orDefault(le.RenewDeadline, DefaultRenewDeadline))
 	le.RetryPeriod = NewDuration(orDefault(le.RetryPeriod, DefaultRetryPeriod))
+	c.Sharding.applyDefaults()
 
 	for i := range c.Resources {
 		r := &c.Resources[i]

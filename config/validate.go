@@ -60,6 +60,7 @@ func validate(p *problems, c *Config) {
 
 	validateServer(p, c.Server)
 	validateLeaderElection(p, c.LeaderElection)
+	validateSharding(p, c)
 }
 
 // validateResources checks resources and returns the line of every
@@ -357,17 +358,24 @@ func validateLeaderElection(p *problems, le LeaderElection) {
 			p.add(lp.key("leaseName"), "invalid lease name %q: %s", le.LeaseName, strings.Join(errs, "; "))
 		}
 	}
-	ok := positive(p, lp.key("leaseDuration"), le.LeaseDuration)
-	ok = positive(p, lp.key("renewDeadline"), le.RenewDeadline) && ok
-	ok = positive(p, lp.key("retryPeriod"), le.RetryPeriod) && ok
+	validateLeaseTimings(p, lp, le.LeaseDuration, le.RenewDeadline, le.RetryPeriod)
+}
+
+// validateLeaseTimings checks the leaseDuration, renewDeadline and
+// retryPeriod under lp (leaderElection or sharding): each positive, in
+// the order client-go's elector demands.
+func validateLeaseTimings(p *problems, lp path, leaseD, renewD, retryD Duration) {
+	ok := positive(p, lp.key("leaseDuration"), leaseD)
+	ok = positive(p, lp.key("renewDeadline"), renewD) && ok
+	ok = positive(p, lp.key("retryPeriod"), retryD) && ok
 	if !ok {
 		return
 	}
 	// client-go's leaderelection refuses these combinations at start-up;
 	// better to say so here, with a line number.
-	lease := orDefault(le.LeaseDuration, DefaultLeaseDuration)
-	renew := orDefault(le.RenewDeadline, DefaultRenewDeadline)
-	retry := orDefault(le.RetryPeriod, DefaultRetryPeriod)
+	lease := orDefault(leaseD, DefaultLeaseDuration)
+	renew := orDefault(renewD, DefaultRenewDeadline)
+	retry := orDefault(retryD, DefaultRetryPeriod)
 	if lease <= renew {
 		at := lp.key("renewDeadline")
 		if !p.present(at) {

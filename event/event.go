@@ -67,6 +67,10 @@ type Event struct {
 	// learned of it on a relist, and Object is the last state it had seen,
 	// which may be stale (client-go's DeletedFinalStateUnknown).
 	FinalStateUnknown bool
+	// HandedOver is set on a delete that says the object left this
+	// replica's share of a sharding group (another member owns it now),
+	// not the cluster.
+	HandedOver bool
 }
 
 // Key returns the object's cache key, "namespace/name" or "name".

@@ -20,7 +20,7 @@ import (
 // `make image` builds the container image without a container engine;
 // this reads what it wrote (the OCI layout, with the standard library
 // only, and the load tarball) the way a runtime does: the entrypoint, the
-// user deploy/deployment.yaml requires, and the binary taken out of the
+// user deploy/base/deployment.yaml requires, and the binary taken out of the
 // image's layer, which runs `version`. The Dockerfile is not built here
 // (no Docker engine); this is the tested path.
 func TestImage(t *testing.T) {
@@ -88,7 +88,7 @@ func TestImage(t *testing.T) {
 
 	// The user: numeric (runAsNonRoot can only check a number) and the
 	// deployment's runAsUser.
-	b, err := os.ReadFile("../deploy/deployment.yaml")
+	b, err := os.ReadFile("../deploy/base/deployment.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +98,11 @@ func TestImage(t *testing.T) {
 	}
 	sc := dep.Spec.Template.Spec.SecurityContext
 	if sc == nil || sc.RunAsUser == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
-		t.Fatalf("deploy/deployment.yaml: no runAsNonRoot/runAsUser in the pod securityContext")
+		t.Fatalf("deploy/base/deployment.yaml: no runAsNonRoot/runAsUser in the pod securityContext")
 	}
 	uid, _, _ := strings.Cut(config.Config.User, ":")
 	if uid != fmt.Sprint(*sc.RunAsUser) || uid == "0" {
-		t.Errorf("image user %q, want uid %d (deploy/deployment.yaml runAsUser)", config.Config.User, *sc.RunAsUser)
+		t.Errorf("image user %q, want uid %d (deploy/base/deployment.yaml runAsUser)", config.Config.User, *sc.RunAsUser)
 	}
 
 	// The layers, unpacked as a runtime does; then the binary runs.

@@ -70,5 +70,5 @@ func envelopeSlot(ev *informer.Event) uint64 {
 
 func sameNotification(a, b *informer.Event) bool {
 	return a.Object == b.Object && a.OldObject == b.OldObject && a.Resource == b.Resource && a.Type == b.Type &&
-		a.IsInInitialList == b.IsInInitialList && a.FinalStateUnknown == b.FinalStateUnknown
+		a.IsInInitialList == b.IsInInitialList && a.FinalStateUnknown == b.FinalStateUnknown && a.HandedOver == b.HandedOver
 }

@@ -108,6 +108,9 @@ type Host struct {
 	// guarded by mu.
 	standby bool
 	held    map[string]*heldModule
+
+	// shard is the sharding Assignment plugins are fed by (shard.go).
+	shard shardState
 }
 
 // fileLock is one file's load lock; refs (guarded by Host.mu) counts the

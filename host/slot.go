@@ -16,6 +16,7 @@ import (
 	"github.com/informer-host/informer-host/filter"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/shard"
 )
 
 // PluginState is where a plugin stands.
@@ -166,6 +167,16 @@ type generation struct {
 	// looks only then, so a live event costs no lookups.
 	syncDue bool
 
+	// shard is the host's sharding state the generation follows (nil for
+	// a generation made without a host, which is never sharded); applied
+	// is the Assignment the worker last applied (nil: not sharded, every
+	// object is this member's); notOwned is prepare's last verdict that a
+	// live event's object is another member's (shard.go). applied and
+	// notOwned are the worker's own.
+	shard    *shardState
+	applied  *shard.Assignment
+	notOwned bool
+
 	// synced is set by the worker once every binding is reported, and
 	// cleared when a restart or repair starts over; Status reads it.
 	synced atomic.Bool
@@ -290,6 +301,7 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 		queue:      NewDeliveryQueue(mode, settings.Delivery.BufferSize),
 		byResource: map[string]*bindingListener{}, seen: map[objectKey]*seenObject{}, reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
+		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(),
 	}
 	for _, b := range settings.Bindings {
 		l := &bindingListener{g: g, binding: b.Resource, counts: slot.bindingCounts(b.Resource),
@@ -490,6 +502,7 @@ const (
 // instance to use next, nil when the plugin is quarantined.
 func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	q := g.queue
+	g.applyAssignment()
 	start, end := q.repairStep()
 	if start {
 		g.repair()
@@ -585,6 +598,7 @@ func (g *generation) prepare(d *delivery) (ev *informer.Event, seen *seenObject,
 			return nil, seen, false, false
 		}
 		ref, obj, found := reg.Get(d.key.storeKey())
+		found, handed := g.handedOver(d.key, found)
 		var e informer.Event
 		switch {
 		case found && !have:
@@ -595,7 +609,7 @@ func (g *generation) prepare(d *delivery) (ev *informer.Event, seen *seenObject,
 			}
 			e = informer.Event{Type: informer.EventUpdate, Resource: ref, Object: obj, OldObject: seen.obj}
 		case have:
-			e = informer.Event{Type: informer.EventDelete, Resource: seen.res, Object: seen.obj, FinalStateUnknown: true}
+			e = informer.Event{Type: informer.EventDelete, Resource: seen.res, Object: seen.obj, FinalStateUnknown: !handed, HandedOver: handed}
 		default:
 			return nil, seen, false, false
 		}
@@ -606,6 +620,9 @@ func (g *generation) prepare(d *delivery) (ev *informer.Event, seen *seenObject,
 		return out, seen, true, ok
 	}
 	ev = &d.ev
+	if g.foreign(ev, d.key, have) {
+		return nil, seen, false, false
+	}
 	switch ev.Type {
 	case informer.EventAdd:
 		if have && older(ev.Object, seen) {
@@ -616,7 +633,10 @@ func (g *generation) prepare(d *delivery) (ev *informer.Event, seen *seenObject,
 		case ev.OldObject != nil && resourceVersion(ev.OldObject) == resourceVersion(ev.Object):
 			// A resync the binding asked for: same version on purpose.
 		case !have && l.add:
-			return &informer.Event{Type: informer.EventAdd, Resource: ev.Resource, Object: ev.Object}, seen, true, true
+			// Sharded, the object entered this member's view from the
+			// cache (it moved here), as an initial list's objects do.
+			return &informer.Event{Type: informer.EventAdd, Resource: ev.Resource, Object: ev.Object,
+				IsInInitialList: g.applied != nil}, seen, true, true
 		case have && older(ev.Object, seen):
 			return nil, seen, false, false
 		}
@@ -677,17 +697,19 @@ const shutdownCallTimeout = 5 * time.Second
 func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instance, bool) {
 	s := g.slot
 	q := g.queue
+	g.notOwned = false
 	ev, seen, own, ok := g.prepare(d)
 	if !ok {
 		if d.initial {
 			q.InitialDone(d.key.resource)
 			g.syncDue = true
 		}
-		if !d.replay {
+		if !d.replay && !g.notOwned {
 			s.c.superseded.Add(1)
 		}
 		return inst, true
 	}
+	g.delivering(ev)
 	env := d.env
 	if own || env == nil {
 		// Plugins replaying one store at once share its envelopes.

@@ -1,5 +1,5 @@
 // Package rbacgen derives the least-privilege RBAC of the daemon from its
-// config: what `informer-host rbac` prints and deploy/rbac.yaml holds.
+// config: what `informer-host rbac` prints and deploy/base/rbac.yaml holds.
 //
 // The daemon's identity (a ServiceAccount) gets exactly what the config
 // makes it do, and nothing else:

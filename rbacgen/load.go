@@ -16,10 +16,13 @@ type Loaded struct {
 	// LeaseNamespace is leaderElection.namespace as the file writes it;
 	// "" when left out (the daemon's own namespace then).
 	LeaseNamespace string
+	// ShardNamespace is sharding.namespace as the file writes it, in the
+	// same way.
+	ShardNamespace string
 }
 
 // Load reads the config at path. With configMapKey set, path is a
-// Kubernetes ConfigMap manifest (deploy/config.yaml) and the config is its
+// Kubernetes ConfigMap manifest (deploy/base/config.yaml) and the config is its
 // data[configMapKey].
 func Load(path, configMapKey string) (*Loaded, error) {
 	data, err := os.ReadFile(path)
@@ -50,8 +53,11 @@ func Load(path, configMapKey string) (*Loaded, error) {
 		LeaderElection struct {
 			Namespace string `yaml:"namespace"`
 		} `yaml:"leaderElection"`
+		Sharding struct {
+			Namespace string `yaml:"namespace"`
+		} `yaml:"sharding"`
 	}
 	// Parse accepted the file, so this decodes.
 	_ = yaml.Unmarshal(data, &raw)
-	return &Loaded{Config: cfg, LeaseNamespace: raw.LeaderElection.Namespace}, nil
+	return &Loaded{Config: cfg, LeaseNamespace: raw.LeaderElection.Namespace, ShardNamespace: raw.Sharding.Namespace}, nil
 }

@@ -32,6 +32,9 @@ type Options struct {
 	// the namespace of the machine it runs on, which is not the pod's
 	// when the RBAC is generated elsewhere).
 	LeaseNamespace string
+	// ShardNamespace is where sharding's member Leases live, as the file
+	// writes sharding.namespace; empty: Namespace, for the same reason.
+	ShardNamespace string
 	// ServerAuth: the daemon runs with --server-auth=kubernetes, which
 	// creates TokenReviews and SubjectAccessReviews.
 	ServerAuth bool
@@ -106,6 +109,9 @@ func Generate(ctx context.Context, cfg *config.Config, o Options) (*RBAC, error)
 	if o.LeaseNamespace == "" {
 		o.LeaseNamespace = o.Namespace
 	}
+	if o.ShardNamespace == "" {
+		o.ShardNamespace = o.Namespace
+	}
 	b := &builder{scopes: map[string]map[perm]map[string]bool{}}
 	var errs []error
 
@@ -135,9 +141,15 @@ func Generate(ctx context.Context, cfg *config.Config, o Options) (*RBAC, error)
 		b.add([]string{o.LeaseNamespace}, "coordination.k8s.io", []string{"leases"}, []string{"get", "update"}, []string{le.LeaseName}, why)
 		b.add([]string{o.LeaseNamespace}, "coordination.k8s.io", []string{"leases"}, []string{"create"}, nil, why)
 	}
-	// SHARDING: when the config shards resources across replicas, the
-	// shard coordination's permissions (its Leases) are added here, from
-	// the config's sharding section, like leader election's above.
+	if sh := cfg.Sharding; sh.Enabled {
+		ns := o.ShardNamespace
+		// Package shard: each member gets, creates, updates and (on
+		// SIGTERM) deletes its own Lease, lists the group's, and deletes
+		// the Leases of members long gone. Member names are not known in
+		// advance (pod names), so nothing restricts by name.
+		b.add([]string{ns}, "coordination.k8s.io", []string{"leases"}, []string{"get", "list", "create", "update", "delete"}, nil,
+			fmt.Sprintf("sharding (member leases %s-* in %s)", sh.LeasePrefix, ns))
+	}
 
 	if o.ServerAuth {
 		why := "--server-auth=kubernetes"

@@ -114,6 +114,11 @@ func TestGenerate(t *testing.T) {
 			`elsewhere "coordination.k8s.io" leases [informer-host] get,update`,
 		},
 	}, {
+		name:   "sharding: every member lease in the sharding namespace, unnamed",
+		config: "sharding: {enabled: true}\n",
+		opts:   Options{ShardNamespace: "shards"},
+		want:   []string{`shards "coordination.k8s.io" leases create,delete,get,list,update`},
+	}, {
 		name:   "leader election disabled needs no lease",
 		config: "leaderElection: {enabled: false}\n",
 		want:   nil,

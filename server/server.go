@@ -306,9 +306,16 @@ func (s *Server) debugPlugins(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	var sh *host.ShardStatus
+	if h != nil {
+		sh = h.ShardStatus()
+	}
 	_ = enc.Encode(struct {
 		Plugins []host.PluginStatus `json:"plugins"`
-	}{st})
+		// Shard is this member's view of its sharding group (absent
+		// without sharding).
+		Shard *host.ShardStatus `json:"shard,omitempty"`
+	}{st, sh})
 }
 
 // resourceCounts counts the events each configured resource delivers, with

@@ -85,6 +85,7 @@
 #define IH_FLAG_INITIAL_LIST 0x01
 #define IH_FLAG_FINAL_STATE_UNKNOWN 0x02
 #define IH_FLAG_HAS_OLD_OBJECT 0x04
+#define IH_FLAG_HANDED_OVER 0x10 /* v1.2: a delete: the object moved to another replica (ABI.md 4.3) */
 
 /* header string indexes */
 #define IH_FIELD_RESOURCE_NAME 0

@@ -201,6 +201,11 @@ func (e *Event) IsInInitialList() bool { return e.hdr.Has(abi.FlagInitialList) }
 // last state the host saw and may be stale.
 func (e *Event) FinalStateUnknown() bool { return e.hdr.Has(abi.FlagFinalStateUnknown) }
 
+// HandedOver reports a delete that says the object moved to another
+// replica of a sharding group: it left this replica's share, not the
+// cluster (ABI.md §4.3).
+func (e *Event) HandedOver() bool { return e.hdr.Has(abi.FlagHandedOver) }
+
 // HasOld reports whether the event has an old object (updates).
 func (e *Event) HasOld() bool { return e.hdr.Has(abi.FlagHasOldObject) }
 

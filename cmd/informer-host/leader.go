@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -36,11 +35,7 @@ var errLostLeadership = errors.New("lost the leader lease")
 // warm, not for it to lead).
 func runAsLeader(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions, srv *server.Server) error {
 	le := cfg.LeaderElection
-	restCfg, _, err := restConfig(cfg)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(restCfg)
+	cs, err := clientset(cfg)
 	if err != nil {
 		return err
 	}

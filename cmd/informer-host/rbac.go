@@ -17,12 +17,12 @@ import (
 )
 
 // rbacCommand prints the least-privilege RBAC of the daemon running with
-// the config (package rbacgen). Its output is deploy/rbac.yaml (`make
+// the config (package rbacgen). Its output is deploy/base/rbac.yaml (`make
 // rbac`), so it is stable: the same config gives the same bytes.
 func rbacCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rbac", flag.ContinueOnError)
 	path := fs.String("config", "config.yaml", "config file")
-	key := fs.String("config-map-key", "", "read --config as a ConfigMap manifest and take the config from this data key (deploy/config.yaml: config.yaml)")
+	key := fs.String("config-map-key", "", "read --config as a ConfigMap manifest and take the config from this data key (deploy/base/config.yaml: config.yaml)")
 	var o rbacgen.Options
 	fs.StringVar(&o.Namespace, "namespace", "informer-host", "the daemon's namespace (its ServiceAccount's; the lease's unless the config names one)")
 	fs.StringVar(&o.ServiceAccount, "service-account", "informer-host", "the daemon's ServiceAccount, the subject of the bindings")
@@ -45,7 +45,7 @@ func rbacCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	o.LeaseNamespace = loaded.LeaseNamespace
+	o.LeaseNamespace, o.ShardNamespace = loaded.LeaseNamespace, loaded.ShardNamespace
 	if *kubeconfig != "" {
 		if o.Resolve, err = discoveryResolver(*kubeconfig); err != nil {
 			fmt.Fprintln(stderr, "informer-host rbac: --kubeconfig:", err)

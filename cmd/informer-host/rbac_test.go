@@ -10,23 +10,23 @@ import (
 )
 
 // deployRBAC is what `make rbac` runs, from the repository's root.
-var deployRBAC = []string{"rbac", "--config", "deploy/config.yaml", "--config-map-key", "config.yaml"}
+var deployRBAC = []string{"rbac", "--config", "deploy/base/config.yaml", "--config-map-key", "config.yaml"}
 
-// deploy/rbac.yaml is exactly what the rbac command prints for
-// deploy/config.yaml: edit the config, and the RBAC must follow.
+// deploy/base/rbac.yaml is exactly what the rbac command prints for
+// deploy/base/config.yaml: edit the config, and the RBAC must follow.
 func TestDeployRBACIsGenerated(t *testing.T) {
 	t.Chdir("../..")
 	var stdout, stderr bytes.Buffer
 	if code := Main(context.Background(), deployRBAC, &stdout, &stderr); code != 0 {
 		t.Fatalf("informer-host %s: exit %d: %s", strings.Join(deployRBAC, " "), code, stderr.String())
 	}
-	file, err := os.ReadFile(filepath.Join("deploy", "rbac.yaml"))
+	file, err := os.ReadFile(filepath.Join("deploy", "base", "rbac.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(file, stdout.Bytes()) {
-		t.Errorf("deploy/rbac.yaml is not what deploy/config.yaml needs: run `make rbac` "+
-			"(informer-host %s > deploy/rbac.yaml). It should be:\n%s", strings.Join(deployRBAC, " "), stdout.String())
+		t.Errorf("deploy/base/rbac.yaml is not what deploy/base/config.yaml needs: run `make rbac` "+
+			"(informer-host %s > deploy/base/rbac.yaml). It should be:\n%s", strings.Join(deployRBAC, " "), stdout.String())
 	}
 }
 

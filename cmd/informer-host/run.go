@@ -124,6 +124,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptio
 	if cfg.LeaderElection.Enabled {
 		return runAsLeader(ctx, cfg, log, o, srv)
 	}
+	if cfg.Sharding.Enabled {
+		return runSharded(ctx, cfg, log, o, srv)
+	}
 	return run(ctx, cfg, log, o, srv)
 }
 
@@ -158,6 +161,11 @@ type runOptions struct {
 	// already delivers the same events). run calls release once its
 	// plugins are stopped: it gives the lease up.
 	campaign func(ctx context.Context, h *host.Host) (lost bool, release func(), err error)
+	// member, set under sharding, is called once the host exists and
+	// before any plugin loads: it gives the host its first (empty)
+	// Assignment and starts the membership. run calls leave once its
+	// plugins are stopped: it deletes the member's Lease (shard.go).
+	member func(ctx context.Context, h *host.Host) (leave func(), err error)
 	// abandonLease makes a leader that stops keep its lease until it
 	// expires, as a crashed one does (tests).
 	abandonLease bool
@@ -205,6 +213,12 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 		Standby: o.campaign != nil})
 	if err != nil {
 		return err
+	}
+	leave := func() {}
+	if o.member != nil {
+		if leave, err = o.member(ctx, h); err != nil {
+			return err
+		}
 	}
 	d := &daemon{log: log, pipeline: p, host: h, cfg: cfg, server: srv}
 	if srv != nil {
@@ -295,6 +309,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 	// once this one delivers nothing more.
 	h.Stop(stopCtx)
 	release()
+	leave()
 	log.Info("informer-host stopped")
 	return nil
 }
@@ -311,6 +326,9 @@ func (d *daemon) reload(ctx context.Context, why string) {
 	}
 	if next.PluginDir() != d.cfg.PluginDir() || next.Kubeconfig != d.cfg.Kubeconfig || next.Server != d.cfg.Server {
 		d.log.Warn("plugins.directory, kubeconfig and server take effect only after a restart")
+	}
+	if next.Sharding != d.cfg.Sharding || next.LeaderElection != d.cfg.LeaderElection {
+		d.log.Warn("sharding and leaderElection take effect only after a restart")
 	}
 	if err := d.pipeline.Apply(ctx, next.Resources); err != nil {
 		d.log.Error("config reload: resources", "err", err)

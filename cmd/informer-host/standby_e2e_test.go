@@ -60,6 +60,28 @@ func (r *replica) counts() []int {
 	return out
 }
 
+// startReplica runs serve on cfg in the background with o (plus a drain
+// timeout and the hooks the test needs) and returns once it runs.
+func startReplica(t *testing.T, cfg *config.Config, o runOptions) *replica {
+	t.Helper()
+	r := &replica{logs: &syncBuffer{}, done: make(chan error, 1), daemon: make(chan *daemon, 1)}
+	urls := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	o.drainTimeout = 10 * time.Second
+	o.serverStarted = func(s *server.Server) { urls <- "http://" + s.Addr().String() }
+	o.started = func(d *daemon) { r.daemon <- d }
+	go func() { r.done <- serve(ctx, cfg, log, o) }()
+	r.url = <-urls
+	select {
+	case r.d = <-r.daemon:
+	case err := <-r.done:
+		t.Fatalf("serve: %v", err)
+	}
+	return r
+}
+
 func (r *replica) compiles() int { return len(r.logs.lines("compiled plugin", "plugin=counter.wasm")) }
 
 func testWarmStandby(t *testing.T, crash bool) {
@@ -78,24 +100,8 @@ func testWarmStandby(t *testing.T, crash bool) {
 
 	started := 0
 	start := func() *replica {
-		r := &replica{logs: &syncBuffer{}, done: make(chan error, 1), daemon: make(chan *daemon, 1)}
-		urls := make(chan string, 1)
-		ctx, cancel := context.WithCancel(context.Background())
-		r.cancel = cancel
-		later := started > 0 // klog is the first replica's
+		r := startReplica(t, cfg, runOptions{abandonLease: crash, klogSet: started > 0}) // klog is the first replica's
 		started++
-		log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		go func() {
-			r.done <- serve(ctx, cfg, log, runOptions{drainTimeout: 10 * time.Second, abandonLease: crash, klogSet: later,
-				serverStarted: func(s *server.Server) { urls <- "http://" + s.Addr().String() },
-				started:       func(d *daemon) { r.daemon <- d }})
-		}()
-		r.url = <-urls
-		select {
-		case r.d = <-r.daemon:
-		case err := <-r.done:
-			t.Fatalf("serve: %v", err)
-		}
 		return r
 	}
 	a, b := start(), start()
@@ -184,6 +190,20 @@ func testWarmStandby(t *testing.T, crash bool) {
 // timings, and plugin (a file name) built from the WAT file src.
 func leaderConfig(t *testing.T, ns, plugin, src string) *config.Config {
 	t.Helper()
+	return writeDaemonConfig(t, ns, plugin, src, `leaderElection:
+  enabled: true
+  namespace: `+ns+`
+  leaseName: informer-host
+  leaseDuration: 2s
+  renewDeadline: 1500ms
+  retryPeriod: 250ms
+`)
+}
+
+// writeDaemonConfig writes daemonConfig on namespace ns with plugin (a
+// file name) built from the WAT file src, and tail appended.
+func writeDaemonConfig(t *testing.T, ns, plugin, src, tail string) *config.Config {
+	t.Helper()
 	dir := t.TempDir()
 	if err := env.WriteKubeconfig(filepath.Join(dir, "kubeconfig")); err != nil {
 		t.Fatal(err)
@@ -194,14 +214,7 @@ func leaderConfig(t *testing.T, ns, plugin, src string) *config.Config {
 	if err := os.WriteFile(filepath.Join(dir, "plugins", plugin), wat(t, src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	text := strings.ReplaceAll(fmt.Sprintf(daemonConfig, "", "{resource: cms}"), "NS", ns) + `leaderElection:
-  enabled: true
-  namespace: ` + ns + `
-  leaseName: informer-host
-  leaseDuration: 2s
-  renewDeadline: 1500ms
-  retryPeriod: 250ms
-`
+	text := strings.ReplaceAll(fmt.Sprintf(daemonConfig, "", "{resource: cms}"), "NS", ns) + tail
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 // Command image lays out the informer-host container image without a
 // container engine or a registry (`make image`): one layer on an empty
 // (scratch) base holding the static binary, /etc/passwd and /etc/group
-// naming the non-root user deploy/deployment.yaml runs as, an empty /tmp
+// naming the non-root user deploy/base/deployment.yaml runs as, an empty /tmp
 // and, when the build machine has them, the CA certificates. It writes an
 // OCI image layout (for skopeo, crane, podman, containerd) and a tarball
 // `docker load` and `podman load` read.
@@ -33,7 +33,7 @@ import (
 )
 
 // uid and gid are the user the image runs as: distroless's "nonroot", the
-// runAsUser of deploy/deployment.yaml.
+// runAsUser of deploy/base/deployment.yaml.
 const uid, gid = 65532, 65532
 
 func main() {

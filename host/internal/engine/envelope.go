@@ -66,6 +66,9 @@ func NewEnvelope(ev *informer.Event) *Envelope {
 	if ev.FinalStateUnknown {
 		h.Flags |= abi.FlagFinalStateUnknown
 	}
+	if ev.HandedOver {
+		h.Flags |= abi.FlagHandedOver
+	}
 	if ev.OldObject != nil {
 		h.Flags |= abi.FlagHasOldObject
 	}

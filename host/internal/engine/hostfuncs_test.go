@@ -84,6 +84,7 @@ func TestEnvelopeHeader(t *testing.T) {
 		{informer.Event{Type: informer.EventAdd, Resource: ref, Object: o, IsInInitialList: true}, abi.FlagInitialList},
 		{informer.Event{Type: informer.EventUpdate, Resource: ref, Object: o, OldObject: o}, abi.FlagHasOldObject},
 		{informer.Event{Type: informer.EventDelete, Resource: ref, Object: o, FinalStateUnknown: true}, abi.FlagFinalStateUnknown},
+		{informer.Event{Type: informer.EventDelete, Resource: ref, Object: o, HandedOver: true}, abi.FlagHandedOver},
 	}
 	for _, tc := range tests {
 		env := NewEnvelope(&tc.ev)

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/host"
+	"github.com/informer-host/informer-host/shard"
+)
+
+// Issue 14, sharding through the daemon: two replicas with sharding on
+// share the objects (their plugins' counts add up to the cluster's),
+// /debug/plugins and /metrics show the member, the live members and what
+// each owns; on SIGTERM a member drains, deletes its Lease, and the other
+// takes its objects over.
+func TestShardedDaemons(t *testing.T) {
+	ns := env.Namespace(t)
+	cfg := shardConfig(t, ns)
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	for i := range 40 {
+		if _, err := cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := startReplica(t, cfg, runOptions{})
+	b := startReplica(t, cfg, runOptions{klogSet: true})
+	defer a.cancel()
+	defer b.cancel()
+
+	status := func(r *replica) *host.ShardStatus {
+		t.Helper()
+		var dbg struct{ Shard *host.ShardStatus }
+		_, body := get(t, r.url+"/debug/plugins")
+		if err := json.Unmarshal([]byte(body), &dbg); err != nil {
+			t.Fatalf("/debug/plugins: %v: %s", err, body)
+		}
+		return dbg.Shard
+	}
+	last := func(r *replica) int {
+		c := r.counts()
+		if len(c) == 0 {
+			return 0
+		}
+		return c[len(c)-1]
+	}
+	eventually(t, "both members to count two members and share the objects", func() bool {
+		sa, sb := status(a), status(b)
+		return sa != nil && sb != nil && sa.Active && sb.Active && len(sa.Members) == 2 && len(sb.Members) == 2 &&
+			sa.Owned["cms"]+sb.Owned["cms"] == 40 && last(a)+last(b) == 40 && last(a) == sa.Owned["cms"]
+	})
+	sa := status(a)
+	if sa.Member == "" || sa.Owned["cms"] == 0 || sa.Owned["cms"] == 40 || sa.Key != config.ShardKeyObject {
+		t.Errorf("member a's status: %+v: want a member id, key namespace/name and a share of the 40 objects", sa)
+	}
+	_, metrics := get(t, a.url+"/metrics")
+	for _, want := range []string{
+		fmt.Sprintf(`informer_host_shard_member_info{active="1",member=%q} 1`, sa.Member),
+		fmt.Sprintf(`informer_host_shard_owned_objects{resource="cms"} %d`, sa.Owned["cms"]),
+		`informer_host_shard_live_member{member=`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	leases, err := env.Client.CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{LabelSelector: shard.LabelGroup + "=hooks"})
+	if err != nil || len(leases.Items) != 2 {
+		t.Fatalf("the group's Leases: %v, %v; want two", leases, err)
+	}
+
+	// SIGTERM's path: a drains, deletes its Lease; b owns everything.
+	a.cancel()
+	if err := <-a.done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("a's serve: %v", err)
+	}
+	eventually(t, "b alone to own every object", func() bool {
+		sb := status(b)
+		return sb.Active && len(sb.Members) == 1 && sb.Owned["cms"] == 40 && last(b) == 40
+	})
+	leases, err = env.Client.CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{LabelSelector: shard.LabelGroup + "=hooks"})
+	if err != nil || len(leases.Items) != 1 {
+		t.Errorf("the group's Leases after a left: %d, %v; want b's alone", len(leases.Items), err)
+	}
+}
+
+// shardConfig writes a daemon config with sharding on short timings and
+// the counter plugin.
+func shardConfig(t *testing.T, ns string) *config.Config {
+	return writeDaemonConfig(t, ns, "counter.wasm", "../../host/testdata/plugins/counter.wat", `sharding:
+  enabled: true
+  namespace: `+ns+`
+  leasePrefix: hooks
+  leaseDuration: 2s
+  renewDeadline: 1s
+  retryPeriod: 200ms
+`)
+}

@@ -1,0 +1,208 @@
+package host
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/shard"
+)
+
+// shardState is the host's side of sharding (package shard): the
+// Assignment in force, which every generation's worker applies to what
+// its plugin sees. Without sharding it stays nil and costs a nil check
+// per event.
+type shardState struct {
+	// cur is the Assignment SetAssignment last stored.
+	cur atomic.Pointer[shard.Assignment]
+	// onDeliver, when set (tests, before any plugin loads), is told of
+	// every event a worker is about to hand its plugin, with the
+	// Assignment it was decided under and when.
+	onDeliver func(plugin string, ev *informer.Event, a *shard.Assignment, at time.Time)
+}
+
+// SetAssignment makes a the view plugins are fed by: from now on each
+// plugin is handed only the objects a owns, while a is valid (see
+// shard.Assignment.Owns). Every worker brings its plugin's view over to a
+// before its next event: objects it no longer owns arrive as deletes
+// flagged handed over (ABI.md §8), objects it now owns as adds with the
+// initial-list flag, both from the informer's store through the replay
+// cursor, as a restart's replay does. Call it before LoadDir, with the
+// member's first (inactive) Assignment, so nothing is delivered before
+// the member has joined its group.
+func (h *Host) SetAssignment(a *shard.Assignment) {
+	h.shard.cur.Store(a)
+	h.mu.Lock()
+	slots := make([]*PluginSlot, 0, len(h.slots))
+	for _, s := range h.slots {
+		slots = append(slots, s)
+	}
+	h.mu.Unlock()
+	for _, s := range slots {
+		s.mu.Lock()
+		g := s.current
+		s.mu.Unlock()
+		if g != nil {
+			g.queue.wake()
+		}
+	}
+}
+
+// Assignment returns the Assignment in force, nil without sharding.
+func (h *Host) Assignment() *shard.Assignment { return h.shard.cur.Load() }
+
+// wake wakes a sleeping consumer, so it looks at the host's state.
+func (q *DeliveryQueue) wake() {
+	q.mu.Lock()
+	q.wakeLocked()
+}
+
+// applyAssignment brings the worker over to the host's current
+// Assignment: every object whose owner differs between the one it
+// applied and the current one goes to the replay cursor, as an initial
+// list, and so does every object its plugin has that it no longer owns.
+// The replay delivers the difference (prepare). If the applied one's
+// validity ran out while it was in force, live events were held back
+// under it, so every object is replayed. Worker only.
+func (g *generation) applyAssignment() {
+	if g.shard == nil {
+		return
+	}
+	cur := g.shard.cur.Load()
+	old := g.applied
+	if cur == old {
+		return
+	}
+	g.applied = cur
+	all := old != nil && !old.Valid(time.Now())
+	moved := func(k objectKey) bool {
+		return all || old.OwnsKey(k.namespace, k.name) != cur.OwnsKey(k.namespace, k.name)
+	}
+	var keys []objectKey
+	for _, l := range g.bindings {
+		if reg := l.registration(); reg != nil {
+			for _, k := range keysOf(l.binding, reg.Keys()) {
+				if moved(k) {
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	for k := range g.seen {
+		if !cur.OwnsKey(k.namespace, k.name) {
+			keys = append(keys, k)
+		}
+	}
+	g.queue.AddReplay(keys, true)
+}
+
+// owns reports whether this member owns k now, under the Assignment the
+// worker applied (applying a newer one first).
+func (g *generation) owns(k objectKey) bool {
+	g.applyAssignment()
+	a := g.applied
+	return a == nil || a.Owns(k.namespace, k.name, time.Now())
+}
+
+// foreign reports whether a live event must not reach the plugin because
+// this member does not own its object now. A delete of an object the
+// plugin has still does: the object is gone either way, and the replay
+// that would tell the plugin so was taken out of the cursor by this very
+// delete. It records the verdict for deliver's counters.
+func (g *generation) foreign(ev *informer.Event, k objectKey, have bool) bool {
+	g.notOwned = !g.owns(k) && (ev.Type != informer.EventDelete || !have)
+	return g.notOwned
+}
+
+// handedOver turns a replay's view of the store into what this member's
+// plugin may see: an object it does not own is absent. It reports whether
+// the object was taken out for that reason.
+func (g *generation) handedOver(k objectKey, found bool) (stillFound, handed bool) {
+	if found && !g.owns(k) {
+		return false, true
+	}
+	return found, false
+}
+
+// delivering tells the test hook of an event about to be handed over.
+func (g *generation) delivering(ev *informer.Event) {
+	if g.shard == nil {
+		return
+	}
+	if f := g.shard.onDeliver; f != nil {
+		f(g.slot.name, ev, g.applied, time.Now())
+	}
+}
+
+// ShardStatus is this member's view of its sharding group
+// (/debug/plugins).
+type ShardStatus struct {
+	Member  string   `json:"member"`
+	Active  bool     `json:"active"`
+	Members []string `json:"members"`
+	Key     string   `json:"key"`
+	// Owned counts, per resource, the cached objects this member owns.
+	Owned      map[string]int `json:"owned"`
+	ValidUntil time.Time      `json:"validUntil,omitzero"`
+}
+
+// ShardStatus reports the member's view, nil without sharding.
+func (h *Host) ShardStatus() *ShardStatus {
+	a := h.shard.cur.Load()
+	if a == nil {
+		return nil
+	}
+	st := &ShardStatus{Member: a.Self, Active: a.Active, Members: a.Members, Key: string(a.Key),
+		Owned: map[string]int{}, ValidUntil: a.ValidUntil()}
+	now := time.Now()
+	for _, r := range h.config().Resources {
+		keys, _ := h.pipeline.CacheKeys(nil, r.Name, "", "")
+		n := 0
+		for _, k := range keys {
+			if ns, name, err := cache.SplitMetaNamespaceKey(k); err == nil && a.Owns(ns, name, now) {
+				n++
+			}
+		}
+		st.Owned[r.Name] = n
+	}
+	return st
+}
+
+var (
+	descShardMember = prometheus.NewDesc("informer_host_shard_member_info",
+		"1, labelled with this replica's sharding member id; active is 1 while it owns objects (joined, not fenced).",
+		[]string{"member", "active"}, nil)
+	descShardLive = prometheus.NewDesc("informer_host_shard_live_member",
+		"1 for every member this replica counts live (its Lease renewed within its leaseDuration), itself included while active.",
+		[]string{"member"}, nil)
+	descShardOwned = prometheus.NewDesc("informer_host_shard_owned_objects",
+		"Cached objects of the resource this member owns and delivers to its plugins.", []string{"resource"}, nil)
+)
+
+// collectShard adds the sharding metrics, none without sharding.
+func (h *Host) collectShard(ch chan<- prometheus.Metric) {
+	st := h.ShardStatus()
+	if st == nil {
+		return
+	}
+	active := "0"
+	if st.Active {
+		active = "1"
+	}
+	ch <- prometheus.MustNewConstMetric(descShardMember, prometheus.GaugeValue, 1, st.Member, active)
+	for _, m := range st.Members {
+		ch <- prometheus.MustNewConstMetric(descShardLive, prometheus.GaugeValue, 1, m)
+	}
+	for r, n := range st.Owned {
+		ch <- prometheus.MustNewConstMetric(descShardOwned, prometheus.GaugeValue, float64(n), r)
+	}
+}
+
+func describeShard(ch chan<- *prometheus.Desc) {
+	ch <- descShardMember
+	ch <- descShardLive
+	ch <- descShardOwned
+}

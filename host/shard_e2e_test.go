@@ -1,0 +1,486 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/testenv"
+	"github.com/informer-host/informer-host/shard"
+)
+
+// Short lease timings: the tests wait on conditions, and these only make
+// the waits short.
+const (
+	testLease   = 2 * time.Second
+	testRenew   = time.Second
+	testRetry   = 150 * time.Millisecond
+	shardPlugin = "counter.wasm"
+)
+
+// shardMember is one in-process replica of a sharding group: its own
+// pipeline, host, and membership, and the records a test checks.
+type shardMember struct {
+	id     string
+	p      *informer.Pipeline
+	h      *Host
+	m      *shard.Member
+	rec    *recorder
+	logs   *logs
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu sync.Mutex
+	// timeline is every Assignment the member published, in order.
+	timeline []*shard.Assignment
+	// delivered are the adds and updates handed to the plugin, with the
+	// Assignment each was decided under; handed counts handed-over
+	// deletes.
+	delivered []shardDelivery
+	handed    int
+	// haltedAt is when the test killed the member (zero: alive).
+	haltedAt time.Time
+}
+
+type shardDelivery struct {
+	key string
+	a   *shard.Assignment
+}
+
+// startShardMember starts member id of group on namespace ns. rc is the
+// client config of its membership (the informers use the control plane's
+// directly).
+func startShardMember(t *testing.T, ns, group, id string, rc *rest.Config, abandon bool) *shardMember {
+	t.Helper()
+	sm := &shardMember{id: id, rec: &recorder{by: map[string][]observed{}, gates: map[string]chan struct{}{}, blocked: map[string]chan struct{}{}},
+		logs: &logs{}, done: make(chan struct{})}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, shardPlugin), testPlugin(t, "counter"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(filepath.Join(dir, "config.yaml"), []byte(fmt.Sprintf(`
+apiVersion: informer-host/v1
+resources:
+  - {name: cms, version: v1, resource: configmaps, namespaces: [%s]}
+plugins:
+  directory: %s
+  default:
+    bindings: [{resource: cms}]
+`, ns, dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(sm.logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("member", id)
+	if sm.p, err = informer.New(informer.Options{RESTConfig: env.Config, Logger: log}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sm.p.Stop)
+	if err := sm.p.Apply(context.Background(), cfg.Resources); err != nil {
+		t.Fatal(err)
+	}
+	if sm.h, err = New(context.Background(), Options{Pipeline: sm.p, Config: cfg, Logger: log, observe: sm.rec.observe, CacheDir: "-"}); err != nil {
+		t.Fatal(err)
+	}
+	sm.h.shard.onDeliver = func(_ string, ev *informer.Event, a *shard.Assignment, _ time.Time) {
+		sm.mu.Lock()
+		defer sm.mu.Unlock()
+		switch {
+		case ev.HandedOver:
+			sm.handed++
+		case ev.Type != informer.EventDelete:
+			sm.delivered = append(sm.delivered, shardDelivery{key: ev.Key(), a: a})
+		}
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm.m, err = shard.New(shard.Options{Client: cs.CoordinationV1(), Namespace: ns, Group: group, Identity: id,
+		LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry, Abandon: abandon, Logger: log,
+		OnChange: func(a *shard.Assignment) {
+			sm.mu.Lock()
+			sm.timeline = append(sm.timeline, a)
+			sm.mu.Unlock()
+			sm.h.SetAssignment(a)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := sm.m.Assignment()
+	sm.timeline = []*shard.Assignment{first}
+	sm.h.SetAssignment(first) // before any plugin loads: nothing is delivered before the member joins
+	if err := sm.h.LoadDir(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sm.cancel = cancel
+	go func() {
+		defer close(sm.done)
+		sm.m.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		sm.kill()
+		if t.Failed() {
+			t.Logf("member %s log:\n%s", id, sm.logs.String())
+		}
+	})
+	return sm
+}
+
+// kill stops the member as a crash would: its plugins stop at once, and
+// its membership stops renewing (the Lease is kept if it abandons it).
+func (sm *shardMember) kill() {
+	sm.mu.Lock()
+	if !sm.haltedAt.IsZero() {
+		sm.mu.Unlock()
+		return
+	}
+	sm.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sm.h.Halt(ctx)
+	sm.mu.Lock()
+	sm.haltedAt = time.Now()
+	sm.mu.Unlock()
+	sm.cancel()
+	<-sm.done
+}
+
+// view is the plugin's view: key -> resourceVersion.
+func (sm *shardMember) view() map[string]string { return view(sm.rec.of(shardPlugin), "cms") }
+
+// active reports whether the member is active and counts n members.
+func (sm *shardMember) active(n int) bool {
+	a := sm.h.Assignment()
+	return a.Active && len(a.Members) == n && a.Valid(time.Now())
+}
+
+// interval is how long a published Assignment was in force: from its
+// publication to the next one's, or its validity's end, or the member's
+// death, whichever came first.
+type interval struct {
+	member   string
+	a        *shard.Assignment
+	from, to time.Time
+}
+
+func (sm *shardMember) intervals(end time.Time) []interval {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	var out []interval
+	for i, a := range sm.timeline {
+		if !a.Active {
+			continue
+		}
+		to := a.ValidUntil()
+		if i+1 < len(sm.timeline) && sm.timeline[i+1].Since.Before(to) {
+			to = sm.timeline[i+1].Since
+		}
+		if !sm.haltedAt.IsZero() && sm.haltedAt.Before(to) {
+			to = sm.haltedAt
+		}
+		if end.Before(to) {
+			to = end
+		}
+		if a.Since.Before(to) {
+			out = append(out, interval{member: sm.id, a: a, from: a.Since, to: to})
+		}
+	}
+	return out
+}
+
+// doubleOwnership returns, for every key owned by two members' views in
+// force at once, how long that lasted.
+func doubleOwnership(members []*shardMember, keys []string) []string {
+	end := time.Now()
+	var all [][]interval
+	for _, sm := range members {
+		all = append(all, sm.intervals(end))
+	}
+	var out []string
+	for i := range all {
+		for j := i + 1; j < len(all); j++ {
+			for _, x := range all[i] {
+				for _, y := range all[j] {
+					from, to := later(x.from, y.from), earlier(x.to, y.to)
+					if !from.Before(to) {
+						continue
+					}
+					for _, k := range keys {
+						ns, name, _ := strings.Cut(k, "/")
+						if x.a.OwnsKey(ns, name) && y.a.OwnsKey(ns, name) {
+							out = append(out, fmt.Sprintf("%s owned by %s (%v) and %s (%v) for %s", k, x.member, x.a.Members,
+								y.member, y.a.Members, to.Sub(from)))
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// churn updates, deletes and creates ConfigMaps of ns until stop is
+// closed, and records every name it created.
+func churn(t *testing.T, ns string, names *sync.Map, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		name := fmt.Sprintf("cm%d", rnd.IntN(1000))
+		var err error
+		switch i % 3 {
+		case 0:
+			_, err = cms.Update(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Data: map[string]string{"i": fmt.Sprint(i)}}, metav1.UpdateOptions{})
+		case 1:
+			err = cms.Delete(context.Background(), name, metav1.DeleteOptions{})
+		case 2:
+			name = fmt.Sprintf("new%d", i)
+			names.Store(ns+"/"+name, true)
+			_, err = cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		}
+		if err != nil && !strings.Contains(err.Error(), "not found") {
+			t.Errorf("churn: %v", err)
+			return
+		}
+	}
+}
+
+// checkPartition reports how the members' views differ from the
+// cluster's ConfigMaps: each object in exactly one view, at the cluster's
+// resourceVersion, and in the view of the member that owns it.
+func checkPartition(members []*shardMember, cluster map[string]string) string {
+	owner := map[string]string{}
+	for _, sm := range members {
+		for k, rv := range sm.view() {
+			if o, dup := owner[k]; dup {
+				return fmt.Sprintf("%s in the views of %s and %s", k, o, sm.id)
+			}
+			owner[k] = sm.id
+			if cluster[k] != rv {
+				return fmt.Sprintf("%s: %s has resourceVersion %s, the cluster %q", k, sm.id, rv, cluster[k])
+			}
+			ns, name, _ := strings.Cut(k, "/")
+			if !sm.h.Assignment().OwnsKey(ns, name) {
+				return fmt.Sprintf("%s in the view of %s, which does not own it", k, sm.id)
+			}
+		}
+	}
+	for k := range cluster {
+		if owner[k] == "" {
+			return fmt.Sprintf("%s in no member's view", k)
+		}
+	}
+	return ""
+}
+
+// Issue 14: three members share 1,000 ConfigMaps under churn; each object
+// reaches exactly one member's plugin; a member killed without giving its
+// Lease up has its objects taken over once the Lease expires; and no two
+// members' views in force at once ever owned one object.
+func TestShardingThreeMembersUnderChurnAndAKill(t *testing.T) {
+	cp := controlPlane(t)
+	hs := &harness{t: t, ns: cp.Namespace(t)}
+	ns := hs.ns
+	hs.createMany("cm", 1000)
+	var names sync.Map
+	for i := range 1000 {
+		names.Store(fmt.Sprintf("%s/cm%d", ns, i), true)
+	}
+
+	stop, churned := make(chan struct{}), make(chan struct{})
+	go churn(t, ns, &names, stop, churned)
+	// Members join one at a time under churn, so objects move twice.
+	var members []*shardMember
+	for i := range 3 {
+		members = append(members, startShardMember(t, ns, "g", fmt.Sprintf("m%d", i), env.Config, true))
+		n := i + 1
+		eventually(t, fmt.Sprintf("%d members active", n), func() bool {
+			for _, sm := range members {
+				if !sm.active(n) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	close(stop)
+	<-churned
+
+	cluster := hs.clusterCMs()
+	var why string
+	eventually(t, "every object in exactly one member's view", func() bool {
+		why = checkPartition(members, cluster)
+		return why == ""
+	})
+	for _, sm := range members {
+		if n := len(sm.view()); n == 0 || n == len(cluster) {
+			t.Errorf("member %s holds %d of %d objects: the objects are not shared", sm.id, n, len(cluster))
+		}
+	}
+
+	// Kill m1 as a crash would: its Lease stays until it expires.
+	victim := members[1]
+	victim.kill()
+	if _, err := env.Client.CoordinationV1().Leases(ns).Get(context.Background(), "g-"+victim.id, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the killed member's Lease: %v; a crash leaves it to expire", err)
+	}
+	rest := []*shardMember{members[0], members[2]}
+	eventually(t, "the survivors to count two members", func() bool { return rest[0].active(2) && rest[1].active(2) })
+	for i := range 50 {
+		_, err := env.Client.CoreV1().ConfigMaps(ns).Update(context.Background(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%d", i*7)}, Data: map[string]string{"after": "kill"}}, metav1.UpdateOptions{})
+		if err != nil && !strings.Contains(err.Error(), "not found") {
+			t.Fatal(err)
+		}
+	}
+	cluster = hs.clusterCMs()
+	eventually(t, "the survivors' views to equal the cluster", func() bool {
+		why = checkPartition(rest, cluster)
+		return why == ""
+	})
+
+	var keys []string
+	names.Range(func(k, _ any) bool {
+		keys = append(keys, k.(string))
+		return true
+	})
+	sort.Strings(keys)
+	if d := doubleOwnership(members, keys); len(d) > 0 {
+		t.Errorf("%d objects were owned by two members at once, e.g.:\n%s", len(d), strings.Join(d[:min(5, len(d))], "\n"))
+	}
+	handed := 0
+	for _, sm := range members {
+		sm.mu.Lock()
+		for _, d := range sm.delivered {
+			ns, name, _ := strings.Cut(d.key, "/")
+			if !d.a.OwnsKey(ns, name) {
+				t.Errorf("member %s delivered %s, which its view (%v) gives another member", sm.id, d.key, d.a.Members)
+				break
+			}
+		}
+		handed += sm.handed
+		sm.mu.Unlock()
+	}
+	if handed == 0 {
+		t.Error("no handed-over delete: the joins moved no object a member had")
+	}
+	// The members that joined later got the objects that existed before
+	// (cm*) only by ownership moves: each as an add with the initial-list
+	// flag.
+	for _, sm := range members[1:] {
+		for _, d := range sm.rec.of(shardPlugin) {
+			if d.Type == informer.EventAdd && strings.HasPrefix(d.Key, ns+"/cm") && !d.Initial {
+				t.Errorf("member %s got %s as an add without the initial-list flag", sm.id, d.Key)
+				break
+			}
+		}
+	}
+	if why != "" {
+		t.Log(why)
+	}
+}
+
+// Issue 14: a member that loses contact with the apiserver (a partition:
+// its connections stay open and nothing gets through) stops delivering
+// before its Lease can expire, hands its objects' views back (deletes
+// flagged handed over), and the other member takes them over only after.
+func TestShardingMemberCutOffStopsDeliveringBeforeItsLeaseExpires(t *testing.T) {
+	cp := controlPlane(t)
+	hs := &harness{t: t, ns: cp.Namespace(t)}
+	ns := hs.ns
+	hs.createMany("cm", 200)
+	proxy, cut := testenv.NewOutageProxy(t, env.Config)
+	a := startShardMember(t, ns, "g", "a", env.Config, true)
+	b := startShardMember(t, ns, "g", "b", cut, true)
+	eventually(t, "both members active", func() bool { return a.active(2) && b.active(2) })
+	cluster := hs.clusterCMs()
+	eventually(t, "the objects shared by both", func() bool { return checkPartition([]*shardMember{a, b}, cluster) == "" })
+	if len(b.view()) == 0 {
+		t.Fatal("member b owns nothing; the test needs it to own objects")
+	}
+
+	proxy.Partition()
+	eventually(t, "member b fenced", func() bool { return !b.h.Assignment().Active })
+	eventually(t, "member b's plugin to hold nothing", func() bool { return len(b.view()) == 0 })
+	eventually(t, "member a alone to hold every object", func() bool { return checkPartition([]*shardMember{a}, cluster) == "" })
+
+	// When b stopped owning and when a started owning b's objects, from
+	// their own records: b's last active view was valid until its last
+	// successful renewal was renewDeadline old; a counted b gone once it
+	// had not seen b's Lease change for leaseDuration.
+	b.mu.Lock()
+	var lastActive *shard.Assignment
+	for _, x := range b.timeline {
+		if x.Active {
+			lastActive = x
+		}
+	}
+	handed := b.handed
+	b.mu.Unlock()
+	a.mu.Lock()
+	var takeover *shard.Assignment
+	for _, x := range a.timeline {
+		if x.Active && len(x.Members) == 1 && x.Since.After(lastActive.Since) {
+			takeover = x
+			break
+		}
+	}
+	a.mu.Unlock()
+	if takeover == nil {
+		t.Fatal("member a never published a view without b")
+	}
+	if !lastActive.ValidUntil().Before(takeover.Since) {
+		t.Errorf("member b owned objects until %s, member a took them over at %s: both owned them at once",
+			lastActive.ValidUntil().Format(time.StampMicro), takeover.Since.Format(time.StampMicro))
+	}
+	if handed == 0 {
+		t.Error("member b's plugin got no handed-over delete")
+	}
+	if d := doubleOwnership([]*shardMember{a, b}, keysOf2(cluster)); len(d) > 0 {
+		t.Errorf("objects owned by both members at once: %s", strings.Join(d[:min(5, len(d))], "\n"))
+	}
+}
+
+func keysOf2(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

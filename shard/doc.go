@@ -1,0 +1,14 @@
+// Package shard makes replicas of informer-host members of one sharding
+// group: each member holds a coordination.k8s.io/v1 Lease of its own,
+// labelled with the group, renews it, lists the group's Leases, and
+// computes which objects it owns by rendezvous hashing of an object key
+// over the members whose Leases are live.
+//
+// A Member publishes an Assignment each time its view changes; the host
+// delivers to its plugins only the objects the current Assignment owns.
+// An Assignment is valid only until its member's last successful renewal
+// and list are renewDeadline old: past that it owns nothing, whatever
+// goroutine looks at it and however late the member's own loop runs
+// (fencing). RATIONALE.md ("Sharding: why two members never own one
+// object") gives the argument and the bound.
+package shard
