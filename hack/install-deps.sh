@@ -21,6 +21,7 @@ deps=(
 	"wasi-libc | path /usr/lib/wasm32-wasi | libc for wasm32-wasi"
 	"libclang-rt-14-dev-wasm32 | path /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a | the wasm32 compiler runtime"
 	"wabt | cmd wat2wasm | WAT plugins and fixtures"
+	"jq | cmd jq | the shell-operator hook of make bench and bench-smoke (case 8)"
 )
 
 check_only=false

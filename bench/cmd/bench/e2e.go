@@ -514,14 +514,7 @@ func (n *native) records(path string) ([]record, error) {
 	if line, err := n.read(); err != nil || line != "dumped" {
 		return nil, fmt.Errorf("native child: dump: %q %v", line, err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []record
-	err = readRecords(f, func(r record) { out = append(out, r) })
-	return out, err
+	return readRecordFile(path)
 }
 
 func (n *native) stop() {

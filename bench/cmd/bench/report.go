@@ -19,6 +19,7 @@ type results struct {
 	Memory        []memoryRun     `json:"memory"`
 	Isolation     []isolationRun  `json:"isolation"`
 	Failover      []failoverRun   `json:"failover"`
+	Peers         []throughputRun `json:"peers"`
 	Params        map[string]any  `json:"params"`
 	Errors        []string        `json:"errors,omitempty"`
 	Began         time.Time       `json:"began"`
@@ -278,6 +279,8 @@ func (r *results) buildRows() {
 			r.add(row{"3 e2e", "latency records missing (median per run)", fmt.Sprintf("%.0f", miss), "", "", "", "—"})
 		}
 	}
+
+	r.peerRows() // case 8, peers_report.go
 
 	// Case 4: reload and start.
 	if len(r.Reload) > 0 {
