@@ -389,6 +389,39 @@ func (h *e2e) startControllers(ns string, n, run int) (sideUnderTest, error) {
 	}, nil
 }
 
+// controllersMemory runs n native children, each a plain informer with
+// managedFields stripped (case 5's fair baseline), until each has seen
+// objects objects; mem sums their resident sets and peaks.
+func (h *e2e) controllersMemory(ns string, n, objects int) (mem func() (int64, int64, error), stop func(), err error) {
+	var cs []*native
+	stop = func() {
+		for _, c := range cs {
+			c.stop()
+		}
+	}
+	// Started one after the other, as their lists would otherwise share
+	// the two cores and take each other's time, not memory.
+	for i := 0; i < n; i++ {
+		c, err := h.startNative(ns, "noop", 1, "-strip-managed-fields")
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("controller %d: %w", i, err)
+		}
+		cs = append(cs, c)
+		if err := c.waitCount(uint64(objects), 10*time.Minute); err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("controller %d: %w", i, err)
+		}
+	}
+	return func() (rss, peak int64, err error) {
+		for _, c := range cs {
+			r, p, e := procMemory(c.cmd.Process.Pid)
+			rss, peak, err = rss+r, peak+p, errors.Join(err, e)
+		}
+		return rss, peak, err
+	}, stop, nil
+}
+
 // watches returns the ConfigMap watches open on the apiserver, from its
 // apiserver_longrunning_requests gauge.
 func (h *e2e) watches() (int, error) {

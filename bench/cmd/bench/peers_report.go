@@ -77,13 +77,17 @@ func (r *results) peerRows() {
 			h, _ := pick(c.host, func(t throughputRun) float64 { return t.RSS })
 			p, _ := pick(c.peer, func(t throughputRun) float64 { return t.RSS })
 			if p > 0 {
-				saved := fmt.Sprintf("%.0f%% less", 100*(1-h/p))
-				if h > p {
-					saved = fmt.Sprintf("%.0f%% more", 100*(h/p-1))
-				}
 				r.add(row{label, "peak RSS of one daemon against one controller per handler (Wasm-operator, arXiv 2209.01077: 64% less memory than container-based controllers)",
-					saved, "", "", "", "—"})
+					lessOrMore(h, p), "", "", "", "—"})
 			}
 		}
 	}
+}
+
+// lessOrMore says how much less (or more) h is than base, in percent.
+func lessOrMore(h, base float64) string {
+	if h > base {
+		return fmt.Sprintf("%.0f%% more", 100*(h/base-1))
+	}
+	return fmt.Sprintf("%.0f%% less", 100*(1-h/base))
 }

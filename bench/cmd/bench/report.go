@@ -371,7 +371,7 @@ func (r *results) buildRows() {
 		pick := func(side string, plugins int) (rss, peak float64) {
 			var a, b []float64
 			for _, m := range r.Memory {
-				if m.Side == side && (side == "native" || m.Plugins == plugins) {
+				if m.Side == side && (m.Side != "host" || m.Plugins == plugins) {
 					a, b = append(a, m.RSS), append(b, m.Peak)
 				}
 			}
@@ -381,9 +381,22 @@ func (r *results) buildRows() {
 		nr, np := pick("native", 0)
 		hr, hp := pick("host", p)
 		h1, _ := pick("host", p+1)
-		r.add(row{"5 memory", fmt.Sprintf("RSS with %v cached ConfigMaps, %d Go plugins (peak)", r.Params["memoryN"], p),
-			fmt.Sprintf("%.0f MiB (%.0f)", hr, hp), fmt.Sprintf("plain informer: %.0f MiB (%.0f)", nr, np), ratio(hr, nr), "≤ 1.3x", yes(hr/nr <= 1.3)})
+		// The fair baseline holds the same objects as the daemon, which
+		// strips managedFields; the old one, kept for comparison, holds
+		// them as client-go does by default.
+		if sr, sp := pick("native-stripped", 0); sr > 0 {
+			r.add(row{"5 memory", fmt.Sprintf("RSS with %v cached ConfigMaps, %d Go plugins (peak)", r.Params["memoryN"], p),
+				fmt.Sprintf("%.0f MiB (%.0f)", hr, hp), fmt.Sprintf("plain informer, managedFields stripped like the daemon: %.0f MiB (%.0f)", sr, sp),
+				ratio(hr, sr), "≤ 1.3x", yes(hr/sr <= 1.3)})
+		}
+		r.add(row{"5 memory", fmt.Sprintf("RSS with %v cached ConfigMaps, %d Go plugins (peak); old baseline", r.Params["memoryN"], p),
+			fmt.Sprintf("%.0f MiB (%.0f)", hr, hp), fmt.Sprintf("plain informer, managedFields kept (client-go's default): %.0f MiB (%.0f)", nr, np), ratio(hr, nr), "≤ 1.3x", yes(hr/nr <= 1.3)})
 		r.add(row{"5 memory", "one more plugin", fmt.Sprintf("%+.1f MiB", h1-hr), "", "", "", "—"})
+		if cr, cp := pick("controllers", p); cr > 0 {
+			r.add(row{"5 memory", fmt.Sprintf("RSS, %d Go plugins in one daemon vs %d separate native processes, each a plain informer, managedFields stripped (peak): %s (Wasm-operator, arXiv 2209.01077: 64%% less than container-based controllers)",
+				p, p, lessOrMore(hr, cr)),
+				fmt.Sprintf("%.0f MiB (%.0f)", hr, hp), fmt.Sprintf("one controller per handler: %.0f MiB (%.0f)", cr, cp), ratio(hr, cr), "", "—"})
+		}
 	}
 
 	// Case 6: isolation.
