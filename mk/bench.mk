@@ -13,7 +13,8 @@
 #
 # Both need the control plane (`make controlplane`), clang for wasm32-wasi
 # and wat2wasm (the benchmark plugins in bench/plugins are built on demand
-# into build/bench/plugins). No benchmark asserts a time.
+# into build/bench/plugins), and, for case 8, shell-operator (built once
+# into the cache, below) with jq. No benchmark asserts a time.
 GO ?= go
 BENCH_FLAGS ?=
 

@@ -209,13 +209,16 @@ func (r *results) buildRows() {
 		}
 	}
 	if noop, ok := ns("BenchmarkMetricAdd/noop-host-call-x1000", "ns/op"); ok {
-		n, okn := ns("BenchmarkMetricAdd/prometheus-counter-x1000", "ns/op")
-		for _, c := range []struct{ sub, what string }{{"add", "no label"}, {"add-label", "one label"}} {
+		for _, c := range []struct{ sub, what, native, nativeWhat string }{
+			{"add", "no label", "prometheus-counter", "Prometheus Counter.Add"},
+			{"add-label", "one label", "prometheus-countervec", "Prometheus CounterVec.WithLabelValues + Add"},
+		} {
 			v, ok := ns("BenchmarkMetricAdd/"+c.sub+"-x1000", "ns/op")
+			n, okn := ns("BenchmarkMetricAdd/"+c.native+"-x1000", "ns/op")
 			if ok && okn {
 				over := (v - noop) / 1000
 				r.add(row{"metrics", "metric_add to a counter, " + c.what + ", per host call (over a no-op host call)",
-					fmt.Sprintf("%s (%s)", fmtNs(v/1000), fmtNs(over)), "Prometheus counter Add: " + fmtNs(n/1000),
+					fmt.Sprintf("%s (%s)", fmtNs(v/1000), fmtNs(over)), c.nativeWhat + ": " + fmtNs(n/1000),
 					ratio(over, n/1000), "≤ 100 ns over a no-op call", yes(over <= 100)})
 			}
 		}
