@@ -24,7 +24,9 @@ import (
 //   - "shell-operator": shell-operator (the release hack/shell-operator
 //     builds) running one bash + jq hook (hooks/twofields.sh) that reads
 //     the same two fields as the Go plugin and writes a latency record per
-//     event; next to it "host-1", the daemon with one such Go plugin.
+//     event; next to it "host-1", the daemon with one such Go plugin. And
+//     "shell-operator-n", N copies of the hook in one shell-operator, next
+//     to "host", the daemon with N Go plugins.
 //   - "controllers": N separate native client-go processes, each its own
 //     dynamic informer and one handler reading the two fields (as N teams
 //     each running their own small controller); next to it "host", the
@@ -40,10 +42,12 @@ import (
 //go:embed hooks/twofields.sh
 var shellHook []byte
 
-// peerSides are the sides of case 8, in the order of even rounds.
-var peerSides = []string{"host-1", "shell-operator", "host", "controllers"}
+// peerSides are the sides of case 8, in the order of even rounds: the
+// default of the parameter peersSides ('+' between sides, as -set takes
+// ',' between parameters).
+const peerSides = "host-1+shell-operator+host+controllers+shell-operator-n"
 
-func (h *e2e) peers(n, runs, plugins int) ([]throughputRun, error) {
+func (h *e2e) peers(n, runs, plugins int, sideList string) ([]throughputRun, error) {
 	if _, err := shellOperatorBin(); err != nil {
 		// The controllers still run; the report says why shell-operator
 		// did not.
@@ -58,7 +62,7 @@ func (h *e2e) peers(n, runs, plugins int) ([]throughputRun, error) {
 	var out []throughputRun
 	var errs []error
 	for r := 0; r < runs; r++ {
-		sides := append([]string(nil), peerSides...)
+		sides := strings.Split(sideList, "+")
 		if r%2 == 1 {
 			for i, j := 0, len(sides)-1; i < j; i, j = i+1, j-1 {
 				sides[i], sides[j] = sides[j], sides[i]
@@ -69,7 +73,7 @@ func (h *e2e) peers(n, runs, plugins int) ([]throughputRun, error) {
 			res, err := h.peerRun(side, n, plugins, r)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s run %d: %w", side, r+1, err))
-				if side == "shell-operator" {
+				if strings.HasPrefix(side, "shell-operator") {
 					continue // the others still measure
 				}
 				return out, errors.Join(errs...)
@@ -126,7 +130,9 @@ func (h *e2e) peerRun(side string, n, plugins, r int) (throughputRun, error) {
 func (h *e2e) peerSide(side, ns string, plugins, run int) (sideUnderTest, error) {
 	switch side {
 	case "shell-operator":
-		return h.startShellOperator(ns, run)
+		return h.startShellOperator(ns, 1, run)
+	case "shell-operator-n":
+		return h.startShellOperator(ns, plugins, 100+run)
 	case "controllers":
 		return h.startControllers(ns, plugins, run)
 	}
@@ -159,9 +165,11 @@ func shellOperatorBin() (string, error) {
 	return p, nil
 }
 
-// startShellOperator runs shell-operator with the one hook, bound to ns,
-// and waits for the hook's Synchronization run.
-func (h *e2e) startShellOperator(ns string, run int) (sideUnderTest, error) {
+// startShellOperator runs shell-operator with n copies of the hook, bound
+// to ns, and waits for every hook's Synchronization run. The hooks share
+// one records file: shell-operator runs the hooks of a queue one at a
+// time.
+func (h *e2e) startShellOperator(ns string, n, run int) (sideUnderTest, error) {
 	bin, err := shellOperatorBin()
 	if err != nil {
 		return sideUnderTest{}, err
@@ -174,8 +182,10 @@ func (h *e2e) startShellOperator(ns string, run int) (sideUnderTest, error) {
 	if err := os.MkdirAll(hooks, 0o755); err != nil {
 		return sideUnderTest{}, err
 	}
-	if err := os.WriteFile(filepath.Join(hooks, "twofields.sh"), shellHook, 0o755); err != nil {
-		return sideUnderTest{}, err
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(hooks, fmt.Sprintf("twofields-%d.sh", i)), shellHook, 0o755); err != nil {
+			return sideUnderTest{}, err
+		}
 	}
 	addr, err := freeAddr()
 	if err != nil {
@@ -226,7 +236,7 @@ func (h *e2e) startShellOperator(ns string, run int) (sideUnderTest, error) {
 	}
 	recs := &lineCounter{path: recPath}
 	deadline := time.Now().Add(2 * time.Minute)
-	for !recs.synced() {
+	for recs.synced() < n {
 		select {
 		case <-exited:
 			stop()
@@ -240,12 +250,12 @@ func (h *e2e) startShellOperator(ns string, run int) (sideUnderTest, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	pid := cmd.Process.Pid
-	return sideUnderTest{pid: pid, handlers: 1,
+	return sideUnderTest{pid: pid, handlers: n,
 		wait: func(k uint64) error {
 			deadline := time.Now().Add(10 * time.Minute)
 			for {
 				got, err := recs.count()
-				if err == nil && got >= k {
+				if err == nil && got >= k*uint64(n) {
 					return nil
 				}
 				select {
@@ -254,7 +264,7 @@ func (h *e2e) startShellOperator(ns string, run int) (sideUnderTest, error) {
 				default:
 				}
 				if time.Now().After(deadline) {
-					return fmt.Errorf("shell-operator's hook recorded %d events, want %d (%v): %s", got, k, err, tail())
+					return fmt.Errorf("shell-operator's %d hooks recorded %d events, want %d each (%v): %s", n, got, k, err, tail())
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -288,7 +298,7 @@ type lineCounter struct {
 	mu     sync.Mutex
 	off    int64
 	n      uint64
-	sync   bool
+	syncs  int
 	buffer []byte // an incomplete last line
 }
 
@@ -318,7 +328,7 @@ func (c *lineCounter) read() error {
 	c.buffer = append([]byte(nil), b[i+1:]...)
 	for _, line := range bytes.Split(b[:i], []byte{'\n'}) {
 		if string(line) == "sync" {
-			c.sync = true
+			c.syncs++
 		} else if len(line) > 0 {
 			c.n++
 		}
@@ -333,11 +343,12 @@ func (c *lineCounter) count() (uint64, error) {
 	return c.n, err
 }
 
-func (c *lineCounter) synced() bool {
+// synced returns how many hooks have run their Synchronization.
+func (c *lineCounter) synced() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_ = c.read()
-	return c.sync
+	return c.syncs
 }
 
 // startControllers runs n native children, each its own informer and one

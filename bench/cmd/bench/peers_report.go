@@ -39,6 +39,8 @@ func (r *results) peerRows() {
 			"shell-operator " + shellOperatorVersion + ", 1 hook: bash + jq reading the same two fields (its queue hands a hook every waiting event at once)"},
 		{"host", "controllers", fmt.Sprintf("%d Go plugins", plugins),
 			fmt.Sprintf("%d separate native client-go processes, each a dynamic informer + 1 handler reading the two fields", plugins)},
+		{"host", "shell-operator-n", fmt.Sprintf("%d Go plugins", plugins),
+			fmt.Sprintf("shell-operator %s, %d copies of the hook", shellOperatorVersion, plugins)},
 	} {
 		if _, ok := pick(c.peer, func(throughputRun) float64 { return 0 }); !ok {
 			continue
@@ -67,7 +69,7 @@ func (r *results) peerRows() {
 			h, _ := pick(c.host, m.f)
 			p, _ := pick(c.peer, m.f)
 			base := m.fmt(p)
-			if c.peer == "shell-operator" && m.what[:3] == "CPU" {
+			if c.peer != "controllers" && m.what[:3] == "CPU" {
 				ch, _ := pick(c.peer, func(t throughputRun) float64 { return t.CPUChild })
 				base += fmt.Sprintf(" (hooks %s)", fmtMs(ch))
 			}

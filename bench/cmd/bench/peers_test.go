@@ -35,8 +35,8 @@ apiserver_request_total{resource="configmaps",verb="WATCH"} 99
 func TestLineCounter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "records.txt")
 	c := &lineCounter{path: path}
-	if n, err := c.count(); n != 0 || err != nil || c.synced() {
-		t.Fatalf("no file yet: %d, %v, synced %v", n, err, c.synced())
+	if n, err := c.count(); n != 0 || err != nil || c.synced() != 0 {
+		t.Fatalf("no file yet: %d, %v, synced %d", n, err, c.synced())
 	}
 	appendFile := func(s string) {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -49,11 +49,11 @@ func TestLineCounter(t *testing.T) {
 		f.Close()
 	}
 	appendFile("sync\na:cm-1:c:1")
-	if n, _ := c.count(); n != 0 || !c.synced() {
-		t.Fatalf("after sync and half a record: %d, synced %v", n, c.synced())
+	if n, _ := c.count(); n != 0 || c.synced() != 1 {
+		t.Fatalf("after sync and half a record: %d, synced %d", n, c.synced())
 	}
-	appendFile("00\nu:cm-1:u:200\n")
-	if n, _ := c.count(); n != 2 {
+	appendFile("00\nsync\nu:cm-1:u:200\n")
+	if n, _ := c.count(); n != 2 || c.synced() != 2 {
 		t.Fatalf("after two records: %d", n)
 	}
 	recs, err := readRecordFile(path)

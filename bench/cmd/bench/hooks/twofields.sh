@@ -7,7 +7,10 @@
 # queued since its last run at once (its queue compaction), so one run
 # records several events, all entered when the run began. The first run,
 # Synchronization, appends "sync": the harness's sign that the hook is
-# bound.
+# bound. Each copy of the hook has a queue of its own, named after its
+# file: shell-operator combines only consecutive tasks of one hook, so
+# copies sharing the main queue would interleave and run once per event
+# each.
 set -euo pipefail
 if [[ ${1:-} == --config ]]; then
 	cat <<CONFIG
@@ -17,6 +20,7 @@ kubernetes:
   apiVersion: v1
   kind: ConfigMap
   executeHookOnEvent: [Added, Modified, Deleted]
+  queue: $(basename "$0" .sh)
   namespace:
     nameSelector:
       matchNames: [$BENCH_NAMESPACE]
