@@ -160,7 +160,7 @@ func run(args []string) int {
 			}
 		}
 		if !skipped["8"] {
-			if res.Peers, err = h.peers(p["peersN"].(int), p["peersRuns"].(int), p["peersPlugins"].(int), p["peersSides"].(string)); err != nil {
+			if res.Peers, err = h.peers(p["peersN"].(int), p["peersRuns"].(int), p["peersPlugins"].(int), p["peersSides"].(string), p["peersSlowRuns"].(int)); err != nil {
 				fail(fmt.Errorf("case 8: %w", err))
 			}
 		}
@@ -201,7 +201,7 @@ func params(smoke bool) map[string]any {
 			"reloadRuns": 1, "k8sapi": false, "reloadControl": time.Second, "startRuns": 1, "startPlugins": 2,
 			"memoryN": 200, "memoryRuns": 1, "memorySettle": 500 * time.Millisecond, "memoryPlugins": 1,
 			"failoverRuns": 1, "failoverPlugins": 2,
-			"peersN": 30, "peersRuns": 1, "peersPlugins": 2, "peersSides": peerSides,
+			"peersN": 30, "peersRuns": 1, "peersPlugins": 2, "peersSides": peerSides, "peersSlowRuns": 1,
 		}
 	}
 	return map[string]any{
@@ -211,7 +211,7 @@ func params(smoke bool) map[string]any {
 		"reloadRuns": 3, "k8sapi": true, "reloadControl": 5 * time.Second, "startRuns": 3, "startPlugins": 10,
 		"memoryN": 50000, "memoryRuns": 3, "memorySettle": 5 * time.Second, "memoryPlugins": 10,
 		"failoverRuns": 3, "failoverPlugins": 10,
-		"peersN": 5000, "peersRuns": 3, "peersPlugins": 10, "peersSides": peerSides,
+		"peersN": 5000, "peersRuns": 3, "peersPlugins": 10, "peersSides": peerSides, "peersSlowRuns": 1,
 	}
 }
 
