@@ -4,10 +4,11 @@
 #   make bench         every benchmark: in-process (go test -bench) and end
 #                      to end against a real kube-apiserver; prints one table
 #                      and writes it to BENCHMARKS.md (about 20 minutes on 2
-#                      cores; the first run also builds the plugins and
-#                      compiles them, a few minutes more)
+#                      cores, and about 20 more for case 8, the peers; the
+#                      first run also builds the plugins and compiles them,
+#                      and shell-operator, a few minutes more)
 #   make bench-smoke   every benchmark once, with tiny sizes, to keep them
-#                      working (about 2 minutes; `make test` runs it). Its
+#                      working (about 3 minutes; `make test` runs it). Its
 #                      table goes to build/bench/BENCHMARKS.smoke.md and
 #                      means nothing.
 #
