@@ -31,6 +31,7 @@ deps=(
 	# brings npm) is needed instead.
 	"nodejs | cmd node | runs asc, the AssemblyScript compiler (fetched by npm, pinned)"
 	"npm | cmd npm | installs the pinned AssemblyScript compiler"
+	"jq | cmd jq | the shell-operator hook of make bench and bench-smoke (case 8)"
 )
 
 check_only=false

@@ -23,7 +23,7 @@ type fakeMachine struct {
 	aptFails bool
 }
 
-var allTools = []string{"clang", "wasm-ld", "wat2wasm", "node", "npm"}
+var allTools = []string{"clang", "wasm-ld", "wat2wasm", "node", "npm", "jq"}
 var allFiles = []string{
 	"/usr/lib/wasm32-wasi/libc.a",
 	"/usr/lib/llvm-14/lib/clang/14.0.6/lib/wasi/libclang_rt.builtins-wasm32.a",

@@ -440,10 +440,11 @@ type native struct {
 	stderr bytes.Buffer
 }
 
-func (h *e2e) startNative(ns, mode string, handlers int) (*native, error) {
+// startNative runs the native child; flags are more of its flags.
+func (h *e2e) startNative(ns, mode string, handlers int, flags ...string) (*native, error) {
 	n := &native{}
-	n.cmd = exec.Command(h.self, "native", "-kubeconfig", h.kubeconfig, "-namespace", ns, "-mode", mode,
-		"-handlers", strconv.Itoa(handlers))
+	n.cmd = exec.Command(h.self, append([]string{"native", "-kubeconfig", h.kubeconfig, "-namespace", ns, "-mode", mode,
+		"-handlers", strconv.Itoa(handlers)}, flags...)...)
 	n.cmd.Stderr = &n.stderr
 	var err error
 	if n.in, err = n.cmd.StdinPipe(); err != nil {
@@ -514,14 +515,7 @@ func (n *native) records(path string) ([]record, error) {
 	if line, err := n.read(); err != nil || line != "dumped" {
 		return nil, fmt.Errorf("native child: dump: %q %v", line, err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []record
-	err = readRecords(f, func(r record) { out = append(out, r) })
-	return out, err
+	return readRecordFile(path)
 }
 
 func (n *native) stop() {

@@ -12,9 +12,10 @@
 //   - the end-to-end cases against a real kube-apiserver and etcd (the
 //     envtest binaries that `make controlplane` builds), with the daemon
 //     and the native client-go baseline as child processes: throughput,
-//     latency and CPU (case 3), isolation (case 6), reload and start (case
-//     4), failover with leader election (case 7), memory (case 5, last:
-//     it leaves 50,000 objects behind);
+//     latency and CPU (case 3), the peers on the same workload (case 8:
+//     shell-operator, one native controller per handler), isolation (case
+//     6), reload and start (case 4), failover with leader election (case
+//     7), memory (case 5, last: it leaves 50,000 objects behind);
 //
 // and prints one table, which it also writes, with the machine, the date
 // and the command, to the output file. Nothing here judges a time as a
@@ -59,7 +60,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	smoke := fs.Bool("smoke", false, "run every benchmark once, with tiny sizes: checks that they work, measures nothing")
 	out := fs.String("out", "", "report file (default BENCHMARKS.md at the repository root; build/bench/BENCHMARKS.smoke.md with -smoke)")
-	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 6, 7")
+	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 6, 7, 8")
 	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
 	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
 	render := fs.String("render", "", "measure nothing: write the report from a results file (build/bench/results.json)")
@@ -146,7 +147,7 @@ func run(args []string) int {
 		}
 	}
 
-	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["6"] && skipped["7"]) {
+	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["6"] && skipped["7"] && skipped["8"]) {
 		h, err := newE2E(root, work, *smoke, *daemonBin, logf)
 		if err != nil {
 			fail(err)
@@ -156,6 +157,11 @@ func run(args []string) int {
 		if !skipped["3"] {
 			if res.Throughput, err = h.throughput(p["throughputN"].(int), p["throughputRuns"].(int), p["throughputPlugins"].(int)); err != nil {
 				fail(fmt.Errorf("case 3: %w", err))
+			}
+		}
+		if !skipped["8"] {
+			if res.Peers, err = h.peers(p["peersN"].(int), p["peersRuns"].(int), p["peersPlugins"].(int), p["peersSides"].(string), p["peersSlowRuns"].(int)); err != nil {
+				fail(fmt.Errorf("case 8: %w", err))
 			}
 		}
 		if !skipped["6"] {
@@ -195,6 +201,7 @@ func params(smoke bool) map[string]any {
 			"reloadRuns": 1, "k8sapi": false, "reloadControl": time.Second, "startRuns": 1, "startPlugins": 2,
 			"memoryN": 200, "memoryRuns": 1, "memorySettle": 500 * time.Millisecond, "memoryPlugins": 1,
 			"failoverRuns": 1, "failoverPlugins": 2,
+			"peersN": 30, "peersRuns": 1, "peersPlugins": 2, "peersSides": peerSides, "peersSlowRuns": 1,
 		}
 	}
 	return map[string]any{
@@ -204,6 +211,7 @@ func params(smoke bool) map[string]any {
 		"reloadRuns": 3, "k8sapi": true, "reloadControl": 5 * time.Second, "startRuns": 3, "startPlugins": 10,
 		"memoryN": 50000, "memoryRuns": 3, "memorySettle": 5 * time.Second, "memoryPlugins": 10,
 		"failoverRuns": 3, "failoverPlugins": 10,
+		"peersN": 5000, "peersRuns": 3, "peersPlugins": 10, "peersSides": peerSides, "peersSlowRuns": 1,
 	}
 }
 

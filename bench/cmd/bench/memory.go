@@ -15,10 +15,12 @@ import (
 // process lists and watches them, and its resident set size (VmRSS, and
 // the peak VmHWM) is read once every handler has seen every object and the
 // process has idled for settle. Children: the native baseline (a plain
-// dynamic informer with a no-op handler, managedFields kept, as client-go
-// does by default), the daemon with 10 small Go plugins, and with 11 (the
-// difference is what one more plugin costs). The daemon strips
-// managedFields (its default).
+// dynamic informer with a no-op handler), once with managedFields kept, as
+// client-go does by default, and once stripped by the same transform as
+// the daemon's (its default: the fair baseline), the daemon with 10 small
+// Go plugins, and with 11 (the difference is what one more plugin costs),
+// and 10 separate native processes, each a stripped plain informer (one
+// controller per handler; their RSS summed, peers.go).
 
 type memoryRun struct {
 	Side    string  `json:"side"`
@@ -48,16 +50,26 @@ func (h *e2e) memory(n, runs int, settle time.Duration, plugins int) ([]memoryRu
 	configs := []struct {
 		side    string
 		plugins int
-	}{{"native", 0}, {"host", plugins}, {"host", plugins + 1}}
+	}{{"native", 0}, {"native-stripped", 0}, {"host", plugins}, {"host", plugins + 1}, {"controllers", plugins}}
 	for r := 0; r < runs; r++ {
 		for j := range configs {
 			c := configs[(j+r)%len(configs)]
 			h.logf("case 5: run %d/%d: %s with %d plugins", r+1, runs, c.side, c.plugins)
 			var pid int
 			var stop func()
+			mem := func() (int64, int64, error) { return procMemory(pid) }
 			switch c.side {
-			case "native":
-				nc, err := h.startNative(ns, "noop", 1)
+			case "controllers":
+				var err error
+				if mem, stop, err = h.controllersMemory(ns, c.plugins, n); err != nil {
+					return out, err
+				}
+			case "native", "native-stripped":
+				var flags []string
+				if c.side == "native-stripped" {
+					flags = []string{"-strip-managed-fields"}
+				}
+				nc, err := h.startNative(ns, "noop", 1, flags...)
 				if err != nil {
 					return out, err
 				}
@@ -100,7 +112,7 @@ func (h *e2e) memory(n, runs int, settle time.Duration, plugins int) ([]memoryRu
 				pid = d.cmd.Process.Pid
 			}
 			time.Sleep(settle)
-			rss, peak, err := procMemory(pid)
+			rss, peak, err := mem()
 			stop()
 			if err != nil {
 				return out, err

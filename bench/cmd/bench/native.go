@@ -26,7 +26,8 @@ import (
 // one handler, in a process of its own (so its CPU and memory are its own).
 // With -mode record the handler does what the benchmark plugins do: it
 // notes when it was entered and reads two fields. With -mode noop it
-// does nothing (the memory benchmark's plain informer).
+// does nothing (the memory benchmark's plain informer). It keeps
+// managedFields, as client-go does, unless -strip-managed-fields.
 //
 // It talks to the harness over stdin and stdout, one line each way:
 //
@@ -41,6 +42,7 @@ func nativeMain(args []string) int {
 	mode := fs.String("mode", "record", "record or noop")
 	fields := fs.String("fields", "metadata.labels.app,data.seq", "the two fields record mode reads (dotted, no brackets)")
 	handlers := fs.Int("handlers", 1, "handlers to register (record mode: the first records, the others only read the two fields)")
+	strip := fs.Bool("strip-managed-fields", false, "drop metadata.managedFields before objects enter the cache, as the daemon does by default")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -106,6 +108,19 @@ func nativeMain(args []string) int {
 	}
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, *ns, nil)
 	inf := factory.ForResource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Informer()
+	if *strip {
+		// The daemon's transform (informer/watch.go), so that a memory
+		// comparison holds the same objects on both sides.
+		if err := inf.SetTransform(func(obj any) (any, error) {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				u.SetManagedFields(nil)
+			}
+			return obj, nil
+		}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	if _, err := inf.AddEventHandler(h); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,6 +38,10 @@ type throughputRun struct {
 	P99Phase map[string]float64 `json:"p99ByPhaseMs"`
 	CPU      float64            `json:"cpuMsPerEvent"`
 	Missing  int                `json:"missingRecords"`
+	// The peers' cases (peers.go) also read these; case 3 records them too.
+	RSS      float64 `json:"rssMiB,omitempty"`             // peak resident set of the side's processes during the workload (sampled)
+	CPUChild float64 `json:"cpuChildMsPerEvent,omitempty"` // of CPU, the part of the side's child processes (hooks)
+	Watches  int     `json:"watches,omitempty"`            // ConfigMap watches the side holds open on the apiserver
 }
 
 var phases = []string{"create", "update", "delete"}
@@ -69,24 +74,39 @@ func (h *e2e) throughput(n, runs, plugins int) ([]throughputRun, error) {
 // sideUnderTest is the daemon or the native child, as the workload sees
 // it.
 type sideUnderTest struct {
-	pid     int
-	wait    func(perHandler uint64) error // every handler has seen so many events
-	records func() ([]record, error)
-	stop    func()
+	pid      int
+	handlers int                           // records per event
+	wait     func(perHandler uint64) error // every handler has seen so many events
+	records  func() ([]record, error)
+	stop     func()
+	// usage is the CPU the side has used, its children's included (and
+	// that part apart), and its resident set now; nil: pid's own.
+	usage func() (cpu, children time.Duration, rss int64, err error)
 }
 
 func (h *e2e) throughputRun(side string, n, plugins, run int) (throughputRun, error) {
-	res := throughputRun{Side: side, Rate: map[string]float64{}, P99Phase: map[string]float64{}}
 	ns, err := h.namespace("tput")
 	if err != nil {
-		return res, err
+		return throughputRun{Side: side}, err
 	}
+	watches0, _ := h.watches()
+	s, err := h.throughputSide(side, ns, plugins, run)
+	if err != nil {
+		return throughputRun{Side: side}, err
+	}
+	defer s.stop()
+	return h.drive(side, ns, n, s, watches0)
+}
+
+// throughputSide starts the side that watches ns and waits until it is
+// ready.
+func (h *e2e) throughputSide(side, ns string, plugins, run int) (sideUnderTest, error) {
 	var s sideUnderTest
 	switch side {
 	case "host":
 		dir := filepath.Join(h.work, fmt.Sprintf("tput-plugins-%d", run))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return res, err
+			return s, err
 		}
 		wasm := mustWasm("twofields")
 		var names []string
@@ -95,7 +115,7 @@ func (h *e2e) throughputRun(side string, n, plugins, run int) (throughputRun, er
 			name := fmt.Sprintf("twofields-%d.wasm", i)
 			names = append(names, name)
 			if _, err := writeWasm(dir, name, wasm); err != nil {
-				return res, err
+				return s, err
 			}
 			fmt.Fprintf(&modules, "    - {file: %s}\n", name)
 		}
@@ -104,13 +124,13 @@ func (h *e2e) throughputRun(side string, n, plugins, run int) (throughputRun, er
 				`    config: {fields: [metadata.labels.app, data.seq], record: true}`, modules.String())
 		})
 		if err != nil {
-			return res, err
+			return s, err
 		}
 		if _, err := d.waitReady(plugins, 5*time.Minute); err != nil {
 			_ = d.stop()
-			return res, err
+			return s, err
 		}
-		s = sideUnderTest{pid: d.cmd.Process.Pid,
+		s = sideUnderTest{pid: d.cmd.Process.Pid, handlers: plugins,
 			wait: func(k uint64) error { return d.waitDelivered(names, k, 10*time.Minute) },
 			records: func() ([]record, error) {
 				if err := d.stop(); err != nil {
@@ -137,22 +157,37 @@ func (h *e2e) throughputRun(side string, n, plugins, run int) (throughputRun, er
 		}
 		c, err := h.startNative(ns, "record", handlers)
 		if err != nil {
-			return res, err
+			return s, err
 		}
-		s = sideUnderTest{pid: c.cmd.Process.Pid,
+		s = sideUnderTest{pid: c.cmd.Process.Pid, handlers: 1,
 			wait: func(k uint64) error { return c.waitCount(k, 10*time.Minute) },
 			records: func() ([]record, error) {
 				return c.records(filepath.Join(h.work, fmt.Sprintf("native-records-%d.txt", run)))
 			},
 			stop: c.stop}
-		plugins = 1
+	default:
+		return h.peerSide(side, ns, plugins, run)
 	}
-	defer s.stop()
+	return s, nil
+}
 
-	cpu0, err := procCPU(s.pid)
+// drive runs the workload against the side, which holds watches (less
+// watches0, from before it started) on the apiserver, and measures it.
+func (h *e2e) drive(side, ns string, n int, s sideUnderTest, watches0 int) (throughputRun, error) {
+	res := throughputRun{Side: side, Rate: map[string]float64{}, P99Phase: map[string]float64{}}
+	plugins := s.handlers
+	if s.usage == nil {
+		s.usage = func() (time.Duration, time.Duration, int64, error) {
+			cpu, err := procCPU(s.pid)
+			rss, _, err2 := procMemory(s.pid)
+			return cpu, 0, rss, errors.Join(err, err2)
+		}
+	}
+	cpu0, child0, _, err := s.usage()
 	if err != nil {
 		return res, err
 	}
+	peak := sampleRSS(s.usage)
 	var sent sentTimes
 	ctx := context.Background()
 	cms := h.client.CoreV1().ConfigMaps(ns)
@@ -184,11 +219,17 @@ func (h *e2e) throughputRun(side string, n, plugins, run int) (throughputRun, er
 			return res, fmt.Errorf("%s: %w", phase, err)
 		}
 	}
-	cpu1, err := procCPU(s.pid)
+	cpu1, child1, _, err := s.usage()
+	res.RSS = float64(peak()) / (1 << 20)
+	// Counted while the side still runs: its watches are open.
+	if w, werr := h.watches(); werr == nil {
+		res.Watches = w - watches0
+	}
 	if err != nil {
 		return res, err
 	}
 	res.CPU = float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(3*n)
+	res.CPUChild = float64((child1 - child0).Microseconds()) / 1000 / float64(3*n)
 
 	recs, err := s.records()
 	if err != nil {
@@ -199,7 +240,7 @@ func (h *e2e) throughputRun(side string, n, plugins, run int) (throughputRun, er
 	var lat []float64
 	byPhase := map[byte][]float64{}
 	// The samples, for a closer look: type key sent entered.
-	samples, _ := os.Create(filepath.Join(h.work, fmt.Sprintf("tput-%s-%d.latency", side, run)))
+	samples, _ := os.Create(filepath.Join(h.work, fmt.Sprintf("%s-%s.latency", ns, side)))
 	for _, r := range recs {
 		t0, ok := sent.m[r.key()]
 		if !ok {
