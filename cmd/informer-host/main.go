@@ -44,6 +44,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCommand(ctx, args[1:], stdout, stderr, runOptions{stopping: stop, reload: hup})
 	case "validate":
 		return validateCommand(ctx, args[1:], stdout, stderr)
+	case "replay", "record", "inspect", "new":
+		return toolkitCommand(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "informer-host", versionString())
 		return 0
@@ -63,6 +65,10 @@ func usage(w io.Writer) {
 commands:
   run       --config FILE   run the informers and plugins until SIGINT or SIGTERM
   validate  --config FILE   check the config file; exit 1 and say what is wrong if it is not valid
+  replay    --plugin X.wasm --events FILE   run one plugin offline on recorded events
+  record    --config FILE --out FILE        record the events each plugin receives
+  inspect   X.wasm                          ABI version, imports, exports, and whether it loads
+  new       --lang go|c|wat NAME            scaffold a plugin project
   version                   print the version
 
 Run "informer-host <command> -h" for a command's flags.
