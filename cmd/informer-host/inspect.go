@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/informer-host/informer-host/host/inspect"
 )
@@ -17,6 +18,7 @@ import (
 func inspectCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	startTimeout := fs.Duration("start-timeout", 10*time.Second, "how long the start functions, _initialize and ih_init may take, as in run")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -31,7 +33,7 @@ func inspectCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "informer-host inspect: %v\n", err)
 		return 1
 	}
-	r, err := inspect.Module(ctx, path, wasm)
+	r, err := inspect.Module(ctx, path, wasm, inspect.Options{StartTimeout: *startTimeout})
 	if err != nil {
 		fmt.Fprintf(stderr, "informer-host inspect: %v\n", err)
 		return 1

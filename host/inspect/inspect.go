@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/host/internal/engine"
@@ -28,9 +29,16 @@ type Report struct {
 	Hints []string `json:"hints,omitempty"`
 }
 
+// Options configure an inspection.
+type Options struct {
+	// StartTimeout bounds the start functions, _initialize and ih_init,
+	// as the daemon's --start-timeout does; zero selects its default.
+	StartTimeout time.Duration
+}
+
 // Module inspects wasm, named name in messages.
-func Module(ctx context.Context, name string, wasm []byte) (*Report, error) {
-	eng, err := engine.New(ctx, engine.Options{Logger: slog.New(slog.DiscardHandler)})
+func Module(ctx context.Context, name string, wasm []byte, o Options) (*Report, error) {
+	eng, err := engine.New(ctx, engine.Options{Logger: slog.New(slog.DiscardHandler), StartTimeout: o.StartTimeout})
 	if err != nil {
 		return nil, err
 	}
