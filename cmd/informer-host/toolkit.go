@@ -11,6 +11,8 @@ func toolkitCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	switch args[0] {
 	case "replay":
 		return replayCommand(ctx, args[1:], stdout, stderr)
+	case "record":
+		return recordCommand(ctx, args[1:], stdout, stderr)
 	case "inspect":
 		return inspectCommand(ctx, args[1:], stdout, stderr)
 	}

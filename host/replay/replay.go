@@ -178,7 +178,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		v, _, _ := bucket.Get([]byte(k))
 		r.rep.State[k] = printable(v)
 	}
-	r.rep.Metrics = gather(metrics)
+	r.rep.Metrics = MetricsText(metrics)
 	return r.rep, nil
 }
 
@@ -315,7 +315,9 @@ func printable(v []byte) string {
 	return "base64:" + b64(v)
 }
 
-func gather(reg prometheus.Collector) string {
+// MetricsText is the text exposition of the metrics reg collects (the
+// form of Report.Metrics), for comparisons with a live host's.
+func MetricsText(reg prometheus.Collector) string {
 	pr := prometheus.NewPedanticRegistry()
 	if err := pr.Register(reg); err != nil {
 		return "# " + err.Error()
