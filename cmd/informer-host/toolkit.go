@@ -13,6 +13,8 @@ func toolkitCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		return replayCommand(ctx, args[1:], stdout, stderr)
 	case "record":
 		return recordCommand(ctx, args[1:], stdout, stderr)
+	case "new":
+		return newCommand(ctx, args[1:], stdout, stderr)
 	case "inspect":
 		return inspectCommand(ctx, args[1:], stdout, stderr)
 	}

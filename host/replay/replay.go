@@ -178,7 +178,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		v, _, _ := bucket.Get([]byte(k))
 		r.rep.State[k] = printable(v)
 	}
-	r.rep.Metrics = MetricsText(metrics)
+	if mset.Series() > 0 {
+		r.rep.Metrics = MetricsText(metrics)
+	}
 	return r.rep, nil
 }
 
