@@ -3,11 +3,13 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/host/replay"
@@ -22,25 +24,28 @@ import (
 // order they happened. A delivery repeated because the plugin said retry
 // is written once (the replay retries it itself).
 //
-// Cache lines are written as the informer hands the change to its
-// listeners, event lines as the plugin's call returns: a cache change
-// that lands while a call runs is written before that call's event, so
-// a plugin whose reads race the informer may read in the replay a cache
-// a little newer than it read live.
+// Event lines are written as the plugin's call returns, each after the
+// cache lines that bring the recording's cache to the informer's then
+// (syncCache): a cache change that lands while a call runs is written
+// before that call's event, so a plugin whose reads race the informer may
+// read in the replay a cache a little newer than it read live.
 type Recorder struct {
 	// Resource, when set, records the events of that resource only
 	// (cache lines are kept: the plugin's reads need them).
 	Resource string
 
+	p       *informer.Pipeline // set by NewRecording
 	mu      sync.Mutex
 	streams map[string]*recStream // by plugin file name
-	regs    []*informer.Registration
 }
 
 type recStream struct {
 	head    replay.Head
 	lines   []replay.Line
 	pending map[string]bool // events answered retry, not yet answered otherwise
+	// known holds, per cached resource, the resourceVersion of each
+	// object as the recording's cache lines have it.
+	known map[string]map[string]string
 }
 
 func (r *Recorder) stream(plugin string) *recStream {
@@ -49,7 +54,7 @@ func (r *Recorder) stream(plugin string) *recStream {
 	}
 	s := r.streams[plugin]
 	if s == nil {
-		s = &recStream{head: replay.Head{Plugin: plugin, Resources: map[string]replay.Resource{}}, pending: map[string]bool{}}
+		s = &recStream{head: replay.Head{Plugin: plugin, Resources: map[string]replay.Resource{}}, pending: map[string]bool{}, known: map[string]map[string]string{}}
 		r.streams[plugin] = s
 	}
 	return s
@@ -70,6 +75,7 @@ func (r *Recorder) observe(plugin string, ev *informer.Event, res engine.Result,
 	defer r.mu.Unlock()
 	s := r.stream(plugin)
 	s.ref(ev.Resource)
+	r.syncCache(s)
 	if ev.Object == nil {
 		s.lines = append(s.lines, replay.Line{Type: replay.LineSynced, Resource: ev.Resource.Name})
 		return
@@ -95,31 +101,53 @@ func (r *Recorder) observe(plugin string, ev *informer.Event, res engine.Result,
 	s.lines = append(s.lines, replay.EventLine(ev, result))
 }
 
-// recCache records the changes of one cached resource into one plugin's
-// stream.
-type recCache struct {
-	r      *Recorder
-	plugin string
+// syncCache appends to s the changes of the caches it may read since the
+// last event: each granted resource's store is compared with what the
+// recording's cache lines hold. It runs as each call is observed, so the
+// cache lines before an event line are the cache when the call returned
+// (which is the cache during the call unless it changed meanwhile). It
+// walks every granted store once per event: a recording tool's cost.
+func (r *Recorder) syncCache(s *recStream) {
+	for _, res := range s.head.Cache {
+		known := s.known[res]
+		if known == nil {
+			known = map[string]string{}
+			s.known[res] = known
+		}
+		seen := map[string]bool{}
+		r.p.CacheList(res, "", labels.Everything(), func(u *unstructured.Unstructured) {
+			k := storeKey(u)
+			seen[k] = true
+			if rv := u.GetResourceVersion(); known[k] != rv || rv == "" {
+				known[k] = rv
+				s.lines = append(s.lines, replay.Line{Type: replay.LineCache, Resource: res, Object: u.Object})
+			}
+		})
+		if ref, ok := r.p.Ref(res); ok {
+			s.ref(ref)
+		} else if _, ok := s.head.Resources[res]; !ok {
+			s.head.Resources[res] = replay.Resource{}
+		}
+		var gone []string
+		for k := range known {
+			if !seen[k] {
+				gone = append(gone, k)
+			}
+		}
+		sort.Strings(gone)
+		for _, k := range gone {
+			delete(known, k)
+			ns, name := splitKey(k)
+			s.lines = append(s.lines, replay.Line{Type: replay.LineCacheDelete, Resource: res, Namespace: ns, Name: name})
+		}
+	}
 }
 
-func (c recCache) put(res *informer.ResourceRef, l replay.Line) {
-	c.r.mu.Lock()
-	defer c.r.mu.Unlock()
-	s := c.r.stream(c.plugin)
-	s.ref(res)
-	s.lines = append(s.lines, l)
-}
-
-func (c recCache) OnAdd(res *informer.ResourceRef, obj *unstructured.Unstructured, _ bool) {
-	c.put(res, replay.Line{Type: replay.LineCache, Resource: res.Name, Object: obj.Object})
-}
-
-func (c recCache) OnUpdate(res *informer.ResourceRef, _, obj *unstructured.Unstructured) {
-	c.put(res, replay.Line{Type: replay.LineCache, Resource: res.Name, Object: obj.Object})
-}
-
-func (c recCache) OnDelete(res *informer.ResourceRef, obj *unstructured.Unstructured, _ bool) {
-	c.put(res, replay.Line{Type: replay.LineCacheDelete, Resource: res.Name, Namespace: obj.GetNamespace(), Name: obj.GetName()})
+func splitKey(k string) (ns, name string) {
+	if i := strings.IndexByte(k, '/'); i >= 0 {
+		return k[:i], k[i+1:]
+	}
+	return "", k
 }
 
 // NewRecording returns a host whose plugins' event streams r records.
@@ -127,27 +155,20 @@ func (c recCache) OnDelete(res *informer.ResourceRef, obj *unstructured.Unstruct
 // caches it may read are recorded from their first object.
 func NewRecording(ctx context.Context, opts Options, r *Recorder) (*Host, error) {
 	opts.observe = r.observe
+	r.p = opts.Pipeline
 	return New(ctx, opts)
 }
 
 // Watch starts recording, for plugin (a file name in the plugin
-// directory), the caches its settings grant it.
+// directory), the caches its settings grant it. Call it before the plugin
+// loads.
 func (r *Recorder) Watch(h *Host, plugin string) error {
 	s := h.config().SettingsFor(plugin)
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	st := r.stream(plugin)
 	for _, g := range s.Grants.Cache {
 		st.head.Cache = append(st.head.Cache, g.Resource)
-	}
-	r.mu.Unlock()
-	for _, g := range s.Grants.Cache {
-		reg, err := h.pipeline.AddListener(g.Resource, recCache{r: r, plugin: plugin})
-		if err != nil {
-			return fmt.Errorf("record the cache of %q for %s: %w", g.Resource, plugin, err)
-		}
-		r.mu.Lock()
-		r.regs = append(r.regs, reg)
-		r.mu.Unlock()
 	}
 	return nil
 }
@@ -163,16 +184,8 @@ func (r *Recorder) Plugins() []string {
 	return out
 }
 
-// Stop ends the cache recording; call it after the host stopped.
-func (r *Recorder) Stop() {
-	r.mu.Lock()
-	regs := r.regs
-	r.regs = nil
-	r.mu.Unlock()
-	for _, reg := range regs {
-		reg.Remove()
-	}
-}
+// Stop is kept for symmetry with Watch: the recording needs no cleanup.
+func (r *Recorder) Stop() {}
 
 // Write writes plugin's stream as an events file.
 func (r *Recorder) Write(plugin string, w io.Writer) error {
