@@ -14,8 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/informer-host/informer-host/config"
 )
 
 // For each language: `new` scaffolds a project whose `make` builds and
@@ -62,12 +60,7 @@ func TestNewBuildReplayRun(t *testing.T) {
 	}
 
 	ns := env.Namespace(t)
-	if err := env.WriteKubeconfig(filepath.Join(work, "kubeconfig")); err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(work, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(`apiVersion: informer-host/v1
-kubeconfig: kubeconfig
+	cfg := testConfig(t, work, ns, `
 resources:
   - {name: configmaps, version: v1, resource: configmaps, namespaces: [NS]}
 plugins:
@@ -76,13 +69,7 @@ plugins:
     bindings: [{resource: configmaps}]
 server:
   address: off
-`, "NS", ns)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	daemons := make(chan *daemon, 1)

@@ -64,9 +64,6 @@ func TestReplayExitCodes(t *testing.T) {
 func TestRecordCommand(t *testing.T) {
 	ns := env.Namespace(t)
 	dir := t.TempDir()
-	if err := env.WriteKubeconfig(filepath.Join(dir, "kubeconfig")); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.Mkdir(filepath.Join(dir, "plugins"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -74,22 +71,14 @@ func TestRecordCommand(t *testing.T) {
 	if err := os.WriteFile(counter, wat(t, "../../host/testdata/plugins/counter.wat"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(`apiVersion: informer-host/v1
-kubeconfig: kubeconfig
+	cfg := testConfig(t, dir, ns, `
 resources:
   - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
 plugins:
   directory: plugins
   default:
     bindings: [{resource: cms}]
-`, "NS", ns)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	cms := env.Client.CoreV1().ConfigMaps(ns)
 	if _, err := cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -125,4 +114,24 @@ plugins:
 		!strings.Contains(rout.String(), "count=2") {
 		t.Errorf("replay of the recording: exit %d\n%s%s", code, rout.String(), rerr.String())
 	}
+}
+
+// testConfig writes dir/kubeconfig for the control plane and
+// dir/config.yaml (body with NS replaced by ns, after the apiVersion and
+// kubeconfig lines), and loads it.
+func testConfig(t *testing.T, dir, ns, body string) *config.Config {
+	t.Helper()
+	if err := env.WriteKubeconfig(filepath.Join(dir, "kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "config.yaml")
+	text := "apiVersion: informer-host/v1\nkubeconfig: kubeconfig\n" + strings.ReplaceAll(strings.TrimPrefix(body, "\n"), "NS", ns)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
