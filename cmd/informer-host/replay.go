@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	seed := fs.Uint64("seed", 0, "seed of the plugin's random source")
 	start := fs.String("clock", "", "the plugin's wall clock at its first reading (RFC 3339; default 2026-01-01T00:00:00Z)")
 	quiet := fs.Bool("quiet", false, "text output: only failures and the summary")
+	cacheDir := fs.String("cache-dir", defaultCacheDir(), "keep compiled plugins here across replays, as run does (\"\": compile every time)")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -40,7 +42,7 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "informer-host replay: --plugin and --events are required")
 		return 2
 	}
-	o := replay.Options{Plugin: *plugin, MaxRetries: *retries, CallTimeout: *timeout, RealClock: *realClock, Seed: *seed}
+	o := replay.Options{Plugin: *plugin, MaxRetries: *retries, CallTimeout: *timeout, RealClock: *realClock, Seed: *seed, CacheDir: *cacheDir}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "informer-host replay: %v\n", err)
 		return 1
@@ -112,6 +114,16 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return 1
 	}
 	return 0
+}
+
+// defaultCacheDir is run's default compilation cache, "" without a user
+// cache directory.
+func defaultCacheDir() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(base, "informer-host", "wazero")
 }
 
 // verdict lists what fails the replay.

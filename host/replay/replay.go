@@ -49,6 +49,10 @@ type Options struct {
 	Start time.Time
 	// Seed seeds random_get.
 	Seed uint64
+	// CacheDir keeps compiled machine code across replays, as the
+	// daemon's plugins.compilationCache does ("": in memory only). It
+	// changes nothing but the time a replay takes.
+	CacheDir string
 }
 
 // Step is one call into the plugin and what came of it.
@@ -123,7 +127,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r := &runner{o: o, name: name, rep: &Report{Plugin: name, State: map[string]string{}}, calls: &Calls{stubs: o.Stubs}}
 	r.logger = slog.New(&captureHandler{r: r})
-	eng, err := engine.New(ctx, engine.Options{Logger: slog.New(slog.DiscardHandler)})
+	eng, err := engine.New(ctx, engine.Options{Logger: slog.New(slog.DiscardHandler), CacheDir: o.CacheDir})
 	if err != nil {
 		return nil, err
 	}
