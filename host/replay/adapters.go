@@ -2,6 +2,7 @@ package replay
 
 import (
 	"encoding/base64"
+	"strings"
 
 	"github.com/informer-host/informer-host/host/internal/engine"
 )
@@ -79,20 +80,29 @@ func (r recordedMetrics) Declare(kind int32, decl []byte) int32 {
 
 func (r recordedMetrics) Add(id int32, v float64, labels []byte) int32 {
 	code := r.MetricSet.Add(id, v, labels)
-	r.calls.Record("metric_add", map[string]any{"id": id, "value": v, "labels": string(labels)}, nil, code)
+	r.calls.Record("metric_add", map[string]any{"id": id, "value": v, "labels": labelValues(labels)}, nil, code)
 	return code
 }
 
 func (r recordedMetrics) Set(id int32, v float64, labels []byte) int32 {
 	code := r.MetricSet.Set(id, v, labels)
-	r.calls.Record("metric_set", map[string]any{"id": id, "value": v, "labels": string(labels)}, nil, code)
+	r.calls.Record("metric_set", map[string]any{"id": id, "value": v, "labels": labelValues(labels)}, nil, code)
 	return code
 }
 
 func (r recordedMetrics) Observe(id int32, v float64, labels []byte) int32 {
 	code := r.MetricSet.Observe(id, v, labels)
-	r.calls.Record("metric_observe", map[string]any{"id": id, "value": v, "labels": string(labels)}, nil, code)
+	r.calls.Record("metric_observe", map[string]any{"id": id, "value": v, "labels": labelValues(labels)}, nil, code)
 	return code
+}
+
+// labelValues splits the host's zero-separated label values for the
+// output.
+func labelValues(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	return strings.Split(string(b), "\x00")
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
