@@ -36,6 +36,7 @@ $(KUBEBUILDER_ASSETS)/kube-apiserver $(KUBEBUILDER_ASSETS)/etcd:
 -include mk/plugins.mk
 -include mk/kits.mk
 -include mk/bench.mk
+-include mk/toolkit.mk
 
 # Every test, the e2e ones against the real apiserver included, then every
 # benchmark once with tiny sizes so they keep working (no time is asserted).

@@ -43,6 +43,9 @@ type plugin struct {
 	valBuf []byte // reused buffer for fields and objects
 
 	lastYield time.Duration // clock reading at the last yield
+	// hosts counts the hosts swapped in by UseNative (native tests), so
+	// that metrics are declared again with each.
+	hosts int
 }
 
 // epoch is the origin of the kit's monotonic clock.

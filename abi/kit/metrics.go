@@ -37,6 +37,9 @@ type Metric struct {
 	n    int   // label keys
 	id   int32 // -1 until declared; a negative code once declaring failed
 	buf  []byte
+	// hosts is the plugin's hosts count when id was declared: a metric is
+	// declared again with a host swapped in later (kit.UseNative).
+	hosts int
 }
 
 // ErrDropped is returned by an update the host dropped: it would have
@@ -125,8 +128,8 @@ func (m *Metric) update(op func(metricsAPI, int32, float64, []byte) int32, v flo
 	if !ok {
 		return HostError(abi.ErrDenied)
 	}
-	if m.id == -1<<16 {
-		m.id = api.metricDeclare(m.kind, m.decl)
+	if m.id == -1<<16 || m.hosts != the.hosts {
+		m.id, m.hosts = api.metricDeclare(m.kind, m.decl), the.hosts
 	}
 	if m.id < 0 {
 		return HostError(m.id)

@@ -47,6 +47,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return validateCommand(ctx, args[1:], stdout, stderr)
 	case "rbac":
 		return rbacCommand(ctx, args[1:], stdout, stderr)
+	case "replay", "record", "inspect", "new":
+		return toolkitCommand(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "informer-host", versionString())
 		return 0
@@ -64,10 +66,14 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: informer-host <command> [flags]
 
 commands:
-  run       --config FILE   run the informers and plugins until SIGINT or SIGTERM
-  validate  --config FILE   check the config file; exit 1 and say what is wrong if it is not valid
-  rbac      --config FILE   print the least-privilege RBAC (ClusterRole, Roles, bindings) the config needs
-  version                   print the version
+  run       --config FILE                   run the informers and plugins until SIGINT or SIGTERM
+  validate  --config FILE                   check the config file; exit 1 and say what is wrong if it is not valid
+  rbac      --config FILE                   print the least-privilege RBAC (ClusterRole, Roles, bindings) the config needs
+  replay    --plugin X.wasm --events FILE   run one plugin offline on recorded events
+  record    --config FILE --out FILE        record the events each plugin receives
+  inspect   X.wasm                          ABI version, imports, exports, and whether it loads
+  new       --lang go|c|wat|assemblyscript|rust NAME   scaffold a plugin project
+  version                                   print the version
 
 Run "informer-host <command> -h" for a command's flags.
 `)

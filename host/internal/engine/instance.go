@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -45,6 +46,10 @@ type InstanceOptions struct {
 	// instance's goroutine during the call; it must be cheap (the host
 	// rate-limits its log line and counts). nil: nothing is reported.
 	OnDenied func(capability, function string)
+
+	// Determinism, when set, replaces the system clocks and crypto/rand
+	// with reproducible ones (replay; see Determinism).
+	Determinism *Determinism
 }
 
 // Code is the outcome of a successful ih_handle call.
@@ -212,9 +217,13 @@ func abortCall() {
 	panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
 }
 
-// guestRand is an instance's random_get source: crypto/rand, read
-// hostChunk bytes at a time, ending the call once it is being killed.
-type guestRand struct{ st *callState }
+// guestRand is an instance's random_get source: crypto/rand (or src when
+// set), read hostChunk bytes at a time, ending the call once it is being
+// killed.
+type guestRand struct {
+	st  *callState
+	src io.Reader
+}
 
 func (g guestRand) Read(p []byte) (int, error) {
 	n := 0
@@ -222,7 +231,14 @@ func (g guestRand) Read(p []byte) (int, error) {
 		if g.st.aborted() {
 			abortCall()
 		}
-		m, err := rand.Read(p[n : n+min(len(p)-n, hostChunk)])
+		chunk := p[n : n+min(len(p)-n, hostChunk)]
+		var m int
+		var err error
+		if g.src != nil {
+			m, err = io.ReadFull(g.src, chunk)
+		} else {
+			m, err = rand.Read(chunk)
+		}
 		n += m
 		if err != nil {
 			return n, err
@@ -395,12 +411,9 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		WithName("").         // anonymous: any number of instances, whatever the name section says
 		WithStartFunctions(). // _initialize is called below, where its failure is classified
 		WithArgs(name).       // argv[0]; Go packages such as klog read os.Args[0] at init
-		WithSysWalltime().
-		WithSysNanotime().
-		WithNanosleep(i.sleep).
-		WithRandSource(guestRand{st}).
 		WithStdout(i.stdout).
 		WithStderr(i.stderr)
+	cfg = clocks(cfg, o.Determinism, i.sleep, st)
 
 	initCtx := context.Context(&stateCtx{Context: ctx, st: st})
 	if c.key.class.deadline && !c.injected {

@@ -1,0 +1,478 @@
+//go:build !wasip1
+
+// Package kittest runs a Go plugin's handlers natively, in `go test`,
+// against a host written in Go: events, the plugin's configuration, its
+// logs, state (ABI.md §16.2), cache reads (§16.1) and metrics (§16.3),
+// with the ABI's codes and size protocol. Put the handler in a file
+// without the wasip1 build tag (register it in init as usual) and test it:
+//
+//	func TestHandler(t *testing.T) {
+//		h := kittest.New(t)
+//		h.Cache("pods", `{"metadata":{"name":"web-0","namespace":"shop"}}`)
+//		if r := h.Add("pods", `{"metadata":{"name":"web-0","namespace":"shop"},"status":{"phase":"Running"}}`); r.Code != kittest.OK {
+//			t.Fatal(r)
+//		}
+//		if v := h.Metric("pods", "shop", "Running"); v != 1 { ... }
+//	}
+//
+// It is a unit-test fake: informer-host replay runs the built .wasm
+// through the real engine, and is the proof that the module works.
+package kittest
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/informer-host/informer-host/abi"
+	"github.com/informer-host/informer-host/abi/kit"
+)
+
+// Result codes of ih_handle.
+const (
+	OK    = abi.ResultOK
+	Retry = abi.ResultRetry
+	Drop  = abi.ResultDrop
+	Error = abi.ResultError
+)
+
+// Result is what a handler returned: its code and set_error message.
+type Result struct {
+	Code    int32
+	Message string
+}
+
+func (r Result) String() string { return fmt.Sprintf("result %d %q", r.Code, r.Message) }
+
+// Host is the fake host. It is not safe for concurrent use (neither is a
+// plugin).
+type Host struct {
+	t testing.TB
+	// Config is what config_read returns (OnInit's configuration).
+	Config []byte
+	// Resources gives a resource name its API coordinates in the event
+	// header; a name not here is version v1, resource = the name.
+	Resources map[string]abi.Header
+
+	header   []byte
+	obj, old []byte
+	inEvent  bool
+	errMsg   string
+	logs     []string
+	handles  [][]byte
+	state    map[string]stateEntry
+	version  int64
+	cache    map[string]map[string][]byte // resource -> key -> JSON
+	metrics  []metric
+	values   map[string]float64 // name + \x00 + labels
+}
+
+type stateEntry struct {
+	v   []byte
+	ver int64
+}
+
+type metric struct {
+	name string
+	kind int32
+}
+
+// New installs a fake host for the test's duration.
+func New(t testing.TB) *Host {
+	h := &Host{t: t, state: map[string]stateEntry{}, cache: map[string]map[string][]byte{}, values: map[string]float64{}}
+	t.Cleanup(kit.UseNative(h))
+	return h
+}
+
+// Init calls the plugin's OnInit with h.Config; the error is its refusal.
+func (h *Host) Init() error {
+	h.errMsg = ""
+	if rc := kit.NativeInit(int32(len(h.Config))); rc != abi.InitOK {
+		return fmt.Errorf("ih_init returned %d: %s", rc, h.errMsg)
+	}
+	return nil
+}
+
+// Add, Update and Delete deliver an event; objects are JSON.
+func (h *Host) Add(resource, obj string) Result {
+	return h.deliver(abi.Header{Type: uint8(kit.Add)}, resource, obj, "")
+}
+
+// AddInitial delivers an add of the initial list.
+func (h *Host) AddInitial(resource, obj string) Result {
+	return h.deliver(abi.Header{Type: uint8(kit.Add), Flags: abi.FlagInitialList}, resource, obj, "")
+}
+
+func (h *Host) Update(resource, old, obj string) Result {
+	return h.deliver(abi.Header{Type: uint8(kit.Update), Flags: abi.FlagHasOldObject}, resource, obj, old)
+}
+
+func (h *Host) Delete(resource, obj string) Result {
+	return h.deliver(abi.Header{Type: uint8(kit.Delete)}, resource, obj, "")
+}
+
+// Synced calls OnSynced for resource.
+func (h *Host) Synced(resource string) {
+	hd := h.resourceHeader(abi.Header{}, resource)
+	h.header = abi.AppendHeader(nil, &hd)
+	h.obj, h.old = nil, nil
+	h.inEvent = true
+	defer h.end()
+	kit.NativeSynced(int32(len(h.header)))
+}
+
+// Shutdown calls OnShutdown.
+func (h *Host) Shutdown() { kit.NativeShutdown() }
+
+func (h *Host) resourceHeader(hd abi.Header, resource string) abi.Header {
+	if r, ok := h.Resources[resource]; ok {
+		hd.Fields = r.Fields
+	} else {
+		hd.Fields[abi.FieldVersion], hd.Fields[abi.FieldResource] = "v1", resource
+	}
+	hd.Fields[abi.FieldResourceName] = resource
+	return hd
+}
+
+func (h *Host) deliver(hd abi.Header, resource, obj, old string) Result {
+	var o struct {
+		Metadata struct{ Namespace, Name, UID, ResourceVersion string }
+	}
+	if err := json.Unmarshal([]byte(obj), &o); err != nil {
+		h.t.Fatalf("kittest: object: %v", err)
+	}
+	hd = h.resourceHeader(hd, resource)
+	hd.Fields[abi.FieldNamespace], hd.Fields[abi.FieldName] = o.Metadata.Namespace, o.Metadata.Name
+	hd.Fields[abi.FieldUID], hd.Fields[abi.FieldResourceVersion] = o.Metadata.UID, o.Metadata.ResourceVersion
+	h.header = abi.AppendHeader(nil, &hd)
+	h.obj, h.old = []byte(obj), nil
+	if old != "" {
+		h.old = []byte(old)
+	}
+	h.errMsg = ""
+	h.inEvent = true
+	defer h.end()
+	rc := kit.NativeHandle(int32(len(h.header)))
+	return Result{Code: rc, Message: h.errMsg}
+}
+
+func (h *Host) end() { h.inEvent, h.handles = false, nil }
+
+// Logs returns the lines logged so far, each "LEVEL message".
+func (h *Host) Logs() []string { return h.logs }
+
+// State returns key's value and whether it exists; SetState seeds it.
+func (h *Host) State(key string) (string, bool) {
+	e, ok := h.state[key]
+	return string(e.v), ok
+}
+
+func (h *Host) SetState(key, value string) {
+	h.version++
+	h.state[key] = stateEntry{v: []byte(value), ver: h.version}
+}
+
+// Cache puts an object (JSON) into resource's cache; the resource is
+// granted by its first object.
+func (h *Host) Cache(resource, obj string) {
+	var o struct {
+		Metadata struct{ Namespace, Name string }
+	}
+	if err := json.Unmarshal([]byte(obj), &o); err != nil {
+		h.t.Fatalf("kittest: cached object: %v", err)
+	}
+	if h.cache[resource] == nil {
+		h.cache[resource] = map[string][]byte{}
+	}
+	h.cache[resource][key(o.Metadata.Namespace, o.Metadata.Name)] = []byte(obj)
+}
+
+// Metric returns the value of the metric name with the label values
+// given (a counter's or gauge's value; a histogram's sum).
+func (h *Host) Metric(name string, labelValues ...string) float64 {
+	return h.values[name+"\x00"+strings.Join(labelValues, "\x00")]
+}
+
+func key(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+func copySized(buf, data []byte) int32 {
+	if len(data) <= len(buf) {
+		copy(buf, data)
+	}
+	return int32(len(data))
+}
+
+func (h *Host) HeaderRead(buf []byte) int32 {
+	if !h.inEvent {
+		return abi.ErrNoEvent
+	}
+	return copySized(buf, h.header)
+}
+
+func (h *Host) pick(which int32) ([]byte, int32) {
+	switch {
+	case !h.inEvent && which < abi.FirstHandle:
+		return nil, abi.ErrNoEvent
+	case which == abi.ObjectNew && h.obj != nil:
+		return h.obj, 0
+	case which == abi.ObjectOld && h.old != nil:
+		return h.old, 0
+	case which >= abi.FirstHandle && int(which-abi.FirstHandle) < len(h.handles):
+		return h.handles[which-abi.FirstHandle], 0
+	}
+	return nil, abi.ErrAbsent
+}
+
+func (h *Host) ObjectRead(which int32, buf []byte) int32 {
+	o, code := h.pick(which)
+	if code != 0 {
+		return code
+	}
+	return copySized(buf, o)
+}
+
+func (h *Host) FieldRead(which int32, path string, buf []byte) int64 {
+	o, code := h.pick(which)
+	if code != 0 {
+		return int64(code)
+	}
+	segs, err := abi.ParsePath(path)
+	if err != nil {
+		return int64(abi.ErrBadPath)
+	}
+	var cur any
+	if err := json.Unmarshal(o, &cur); err != nil {
+		return int64(abi.ErrInternal)
+	}
+	for _, s := range segs {
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[s.Key]
+			if !ok || s.IsIndex {
+				return int64(abi.ErrNotFound)
+			}
+			cur = v
+		case []any:
+			if !s.IsIndex || s.Index >= len(c) {
+				return int64(abi.ErrNotFound)
+			}
+			cur = c[s.Index]
+		default:
+			return int64(abi.ErrNotFound)
+		}
+	}
+	if s, ok := cur.(string); ok {
+		return abi.PackField(abi.KindString, uint32(copySized(buf, []byte(s))))
+	}
+	b, _ := json.Marshal(cur)
+	kind := abi.KindNumber
+	switch b[0] {
+	case '{':
+		kind = abi.KindObject
+	case '[':
+		kind = abi.KindArray
+	case 't', 'f':
+		kind = abi.KindBool
+	case 'n':
+		kind = abi.KindNull
+	}
+	return abi.PackField(kind, uint32(copySized(buf, b)))
+}
+
+func (h *Host) ConfigRead(buf []byte) int32 { return copySized(buf, h.Config) }
+func (h *Host) SetError(msg string) int32   { h.errMsg = msg; return 0 }
+
+func (h *Host) Log(level int32, msg string) int32 {
+	h.logs = append(h.logs, levelName(level)+" "+msg)
+	h.t.Logf("plugin: %s %s", levelName(level), msg)
+	return 0
+}
+
+func levelName(l int32) string {
+	switch l {
+	case abi.LogDebug:
+		return "DEBUG"
+	case abi.LogInfo:
+		return "INFO"
+	case abi.LogWarn:
+		return "WARN"
+	}
+	return "ERROR"
+}
+
+func (h *Host) StateGet(k string, buf []byte, version *int64) int32 {
+	e, ok := h.state[k]
+	if !ok {
+		return abi.ErrAbsent
+	}
+	*version = e.ver
+	return copySized(buf, e.v)
+}
+
+func (h *Host) StateSet(k string, v []byte, ifVersion int64) int64 {
+	e, ok := h.state[k]
+	switch {
+	case ifVersion == 0 && ok, ifVersion > 0 && (!ok || e.ver != ifVersion):
+		return int64(abi.ErrConflict)
+	}
+	h.version++
+	h.state[k] = stateEntry{v: append([]byte(nil), v...), ver: h.version}
+	return h.version
+}
+
+func (h *Host) StateDelete(k string, ifVersion int64) int32 {
+	e, ok := h.state[k]
+	switch {
+	case !ok:
+		return abi.ErrAbsent
+	case ifVersion > 0 && e.ver != ifVersion:
+		return abi.ErrConflict
+	}
+	delete(h.state, k)
+	return 0
+}
+
+func (h *Host) StateList(prefix, after string, max int32, buf []byte) int64 {
+	var keys []string
+	for k := range h.state {
+		if strings.HasPrefix(k, prefix) && k > after {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if len(keys) > int(max) {
+		keys = keys[:max]
+	}
+	var b []byte
+	for _, k := range keys {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(k)))
+		b = append(b, k...)
+	}
+	return abi.PackList(uint32(len(keys)), uint32(copySized(buf, b)))
+}
+
+func (h *Host) CacheGet(res, ns, name string) int32 {
+	objs, ok := h.cache[res]
+	if !ok {
+		return abi.ErrDenied
+	}
+	o, ok := objs[key(ns, name)]
+	if !ok {
+		return abi.ErrAbsent
+	}
+	h.handles = append(h.handles, o)
+	return abi.FirstHandle + int32(len(h.handles)-1)
+}
+
+func (h *Host) keys(res string, start int32, buf []byte, match func(obj []byte) bool) int64 {
+	objs, ok := h.cache[res]
+	if !ok {
+		return int64(abi.ErrDenied)
+	}
+	var keys []string
+	for k, o := range objs {
+		if match(o) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if int(start) < len(keys) {
+		keys = keys[start:]
+	} else {
+		keys = nil
+	}
+	b := []byte(strings.Join(keys, "\n"))
+	return abi.PackList(uint32(int(start)+len(keys)), uint32(copySized(buf, b)))
+}
+
+type meta struct {
+	Metadata struct {
+		Namespace       string
+		Labels          map[string]string
+		OwnerReferences []struct{ UID string }
+	}
+}
+
+func decode(obj []byte) meta {
+	var m meta
+	_ = json.Unmarshal(obj, &m)
+	return m
+}
+
+func (h *Host) CacheList(res, ns, selector string, start int32, buf []byte) int64 {
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return int64(abi.ErrInvalid)
+	}
+	return h.keys(res, start, buf, func(o []byte) bool {
+		m := decode(o)
+		return (ns == "" || m.Metadata.Namespace == ns) && sel.Matches(labels.Set(m.Metadata.Labels))
+	})
+}
+
+func (h *Host) CacheIndex(res, index, value string, start int32, buf []byte) int64 {
+	switch index {
+	case "namespace":
+		return h.keys(res, start, buf, func(o []byte) bool { return decode(o).Metadata.Namespace == value })
+	case "owner":
+		return h.keys(res, start, buf, func(o []byte) bool {
+			for _, r := range decode(o).Metadata.OwnerReferences {
+				if r.UID == value {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	return int64(abi.ErrInvalid)
+}
+
+func (h *Host) MetricDeclare(kind int32, decl []byte) int32 {
+	var d struct{ Name string }
+	if err := json.Unmarshal(decl, &d); err != nil || d.Name == "" {
+		return abi.ErrInvalid
+	}
+	h.metrics = append(h.metrics, metric{name: d.Name, kind: kind})
+	return int32(len(h.metrics) - 1)
+}
+
+func (h *Host) series(id int32, labels []byte) (string, bool) {
+	if id < 0 || int(id) >= len(h.metrics) {
+		return "", false
+	}
+	return h.metrics[id].name + "\x00" + string(labels), true
+}
+
+func (h *Host) MetricAdd(id int32, v float64, labels []byte) int32 {
+	k, ok := h.series(id, labels)
+	if !ok || v < 0 {
+		return abi.ErrInvalid
+	}
+	h.values[k] += v
+	return 0
+}
+
+func (h *Host) MetricSet(id int32, v float64, labels []byte) int32 {
+	k, ok := h.series(id, labels)
+	if !ok {
+		return abi.ErrInvalid
+	}
+	h.values[k] = v
+	return 0
+}
+
+func (h *Host) MetricObserve(id int32, v float64, labels []byte) int32 {
+	return h.MetricAdd(id, v, labels)
+}
+
+var _ kit.Native = (*Host)(nil)

@@ -1,0 +1,78 @@
+//go:build !wasip1
+
+package kit
+
+// Native is the host's side of the ABI as Go methods, one per import
+// (abi/ABI.md §6, §16), with the imports' codes and size protocol. Package
+// kittest implements it so that `go test` runs a plugin's handlers
+// natively; plugins do not use it. Off wasip1 only.
+type Native interface {
+	HeaderRead(buf []byte) int32
+	ObjectRead(which int32, buf []byte) int32
+	FieldRead(which int32, path string, buf []byte) int64
+	ConfigRead(buf []byte) int32
+	SetError(msg string) int32
+	Log(level int32, msg string) int32
+
+	StateGet(key string, buf []byte, version *int64) int32
+	StateSet(key string, value []byte, ifVersion int64) int64
+	StateDelete(key string, ifVersion int64) int32
+	StateList(prefix, after string, max int32, buf []byte) int64
+
+	CacheGet(res, ns, name string) int32
+	CacheList(res, ns, selector string, start int32, buf []byte) int64
+	CacheIndex(res, index, value string, start int32, buf []byte) int64
+
+	MetricDeclare(kind int32, decl []byte) int32
+	MetricAdd(id int32, v float64, labels []byte) int32
+	MetricSet(id int32, v float64, labels []byte) int32
+	MetricObserve(id int32, v float64, labels []byte) int32
+}
+
+// nativeHost adapts a Native to the kit's import interfaces.
+type nativeHost struct{ n Native }
+
+func (h nativeHost) headerRead(buf []byte) int32                 { return h.n.HeaderRead(buf) }
+func (h nativeHost) objectRead(w int32, buf []byte) int32        { return h.n.ObjectRead(w, buf) }
+func (h nativeHost) fieldRead(w int32, p string, b []byte) int64 { return h.n.FieldRead(w, p, b) }
+func (h nativeHost) configRead(buf []byte) int32                 { return h.n.ConfigRead(buf) }
+func (h nativeHost) setError(msg string) int32                   { return h.n.SetError(msg) }
+func (h nativeHost) log(level int32, msg string) int32           { return h.n.Log(level, msg) }
+func (h nativeHost) get(k string, b []byte, v *int64) int32      { return h.n.StateGet(k, b, v) }
+func (h nativeHost) set(k string, v []byte, iv int64) int64      { return h.n.StateSet(k, v, iv) }
+func (h nativeHost) del(k string, iv int64) int32                { return h.n.StateDelete(k, iv) }
+func (h nativeHost) list(p, a string, m int32, b []byte) int64 {
+	return h.n.StateList(p, a, m, b)
+}
+func (h nativeHost) cacheGet(r, ns, name string) int32 { return h.n.CacheGet(r, ns, name) }
+func (h nativeHost) cacheList(r, ns, s string, st int32, b []byte) int64 {
+	return h.n.CacheList(r, ns, s, st, b)
+}
+func (h nativeHost) cacheIndex(r, i, v string, st int32, b []byte) int64 {
+	return h.n.CacheIndex(r, i, v, st, b)
+}
+func (h nativeHost) metricDeclare(k int32, d []byte) int32         { return h.n.MetricDeclare(k, d) }
+func (h nativeHost) metricAdd(id int32, v float64, l []byte) int32 { return h.n.MetricAdd(id, v, l) }
+func (h nativeHost) metricSet(id int32, v float64, l []byte) int32 { return h.n.MetricSet(id, v, l) }
+func (h nativeHost) metricObserve(id int32, v float64, l []byte) int32 {
+	return h.n.MetricObserve(id, v, l)
+}
+
+// UseNative makes n the host of the plugin's handlers (kittest) and
+// returns the function that puts the previous host back. Metrics declared
+// before are declared again with n on their next use.
+func UseNative(n Native) (restore func()) {
+	prevHost, prevState := the.host, stateHost
+	the.host = nativeHost{n}
+	stateHost = nativeHost{n}
+	the.hosts++
+	return func() { the.host, stateHost = prevHost, prevState; the.hosts++ }
+}
+
+// NativeInit, NativeHandle, NativeSynced and NativeShutdown call the
+// kit's exports (ih_init, ih_handle, ih_synced, ih_shutdown) as the host
+// would, with the lengths the host would pass.
+func NativeInit(configLen int32) int32   { return the.init(configLen) }
+func NativeHandle(headerLen int32) int32 { return the.handle(headerLen) }
+func NativeSynced(headerLen int32)       { the.synced(headerLen) }
+func NativeShutdown()                    { the.shutdown() }

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/informer-host/informer-host/scaffold"
+)
+
+// newCommand scaffolds a plugin project (package scaffold).
+func newCommand(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("new", flag.ContinueOnError)
+	lang := fs.String("lang", "go", "the plugin's language: "+strings.Join(scaffold.Languages(), ", "))
+	dir := fs.String("dir", "", "where to create the project (default: ./NAME)")
+	repo := fs.String("repo", "", "the informer-host source `directory` (the Go kit, the C header); default: the current directory if it is one")
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: informer-host new [--lang LANG] [--dir DIR] [--repo DIR] NAME")
+		return 2
+	}
+	name := fs.Arg(0)
+	if *dir == "" {
+		*dir = name
+	}
+	if *repo == "" {
+		if b, err := os.ReadFile("go.mod"); err == nil && strings.HasPrefix(string(b), "module github.com/informer-host/informer-host\n") {
+			*repo = "."
+		}
+	}
+	if *repo != "" {
+		abs, err := filepath.Abs(*repo)
+		if err != nil {
+			fmt.Fprintln(stderr, "informer-host new:", err)
+			return 1
+		}
+		*repo = abs
+	} else if *lang == "go" || *lang == "c" {
+		fmt.Fprintln(stderr, "informer-host new: --repo: give the informer-host source directory (the kit and header the project builds with)")
+		return 2
+	}
+	if err := scaffold.Write(*dir, *lang, scaffold.Data{Name: name, Repo: *repo}); err != nil {
+		fmt.Fprintln(stderr, "informer-host new:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "created %s (%s): cd %s && make && make test\n", *dir, *lang, *dir)
+	return 0
+}

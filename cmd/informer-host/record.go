@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/host"
+	"github.com/informer-host/informer-host/informer"
+)
+
+// recordCommand runs the informers and the plugins of a config as run
+// does (the plugins act: what they write is written), for --duration or
+// until SIGINT/SIGTERM, and writes each plugin's event stream as an
+// events file for informer-host replay.
+func recordCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("record", flag.ContinueOnError)
+	path := fs.String("config", "config.yaml", "config file")
+	out := fs.String("out", "events.jsonl", "the events `file`; with several plugins, one file each: NAME.<plugin>.jsonl")
+	resource := fs.String("resource", "", "record the events of this resource only")
+	plugin := fs.String("plugin", "", "record this plugin file only (e.g. pod-logger.wasm)")
+	duration := fs.Duration("duration", 0, "stop after this long (0: at SIGINT or SIGTERM)")
+	var lo logOptions
+	lo.register(fs)
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	log, err := lo.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "informer-host record:", err)
+		return 2
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	files, err := record(ctx, cfg, log, &host.Recorder{Resource: *resource}, *plugin, *out)
+	if err != nil {
+		fmt.Fprintln(stderr, "informer-host record:", err)
+		return 1
+	}
+	for _, f := range files {
+		fmt.Fprintln(stdout, "recorded", f)
+	}
+	return 0
+}
+
+// record runs the pipeline and the plugins until ctx ends and writes the
+// recordings; it returns the files written.
+func record(ctx context.Context, cfg *config.Config, log *slog.Logger, rec *host.Recorder, only, out string) ([]string, error) {
+	klog.SetSlogLogger(log)
+	restCfg, _, err := restConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := informer.New(informer.Options{RESTConfig: restCfg, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	defer p.Stop()
+	if err := p.Apply(ctx, cfg.Resources); err != nil {
+		return nil, err
+	}
+	h, err := host.NewRecording(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, CacheDir: "-"}, rec)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(cfg.PluginDir())
+	if err != nil {
+		return nil, err
+	}
+	var plugins []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".wasm") && (only == "" || e.Name() == only) {
+			plugins = append(plugins, e.Name())
+		}
+	}
+	if len(plugins) == 0 {
+		return nil, fmt.Errorf("no plugin to record in %s", cfg.PluginDir())
+	}
+	for _, name := range plugins {
+		if err := rec.Watch(h, name); err != nil {
+			return nil, err
+		}
+		if err := h.Load(ctx, filepath.Join(cfg.PluginDir(), name)); err != nil {
+			log.Error("plugin not loaded; its recording stays empty", "plugin", name, "err", err)
+		}
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h.Stop(stopCtx)
+	rec.Stop()
+	sort.Strings(plugins)
+	var written []string
+	for _, name := range plugins {
+		file := out
+		if len(plugins) > 1 {
+			file = strings.TrimSuffix(out, ".jsonl") + "." + strings.TrimSuffix(name, ".wasm") + ".jsonl"
+		}
+		f, err := os.Create(file)
+		if err != nil {
+			return written, err
+		}
+		err = rec.Write(name, f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return written, fmt.Errorf("%s: %w", file, err)
+		}
+		written = append(written, file)
+	}
+	return written, nil
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/informer-host/informer-host/host/replay"
+)
+
+// replayCommand runs one plugin offline on a recorded event stream
+// (abi/REPLAY.md) and exits 1 when the plugin failed in a way --allow does
+// not accept, so it works as a test in a plugin's own CI.
+func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	plugin := fs.String("plugin", "", "the plugin `file` (.wasm)")
+	events := fs.String("events", "", "the recorded events `file` (events.jsonl, see abi/REPLAY.md)")
+	cfgFile := fs.String("config", "", "the plugin's configuration `file` (JSON, handed to ih_init)")
+	stateFile := fs.String("state", "", "seed the plugin's state from a JSON `file` {\"key\": \"value\", ...}")
+	stubsFile := fs.String("stubs", "", "answer writes, events and HTTP calls from a stub `file` (abi/REPLAY.md)")
+	asJSON := fs.Bool("json", false, "print one JSON report instead of text")
+	allow := fs.String("allow", "", "comma-separated outcomes that do not fail the replay: drop, error, retry-exhausted, failure (traps, exits, timeouts)")
+	compare := fs.Bool("compare", false, "fail when a result differs from the one the recording holds")
+	retries := fs.Int("max-retries", 3, "deliveries again of an event answered retry")
+	timeout := fs.Duration("call-timeout", 10*time.Second, "deadline of each call into the plugin")
+	realClock := fs.Bool("real-clock", false, "give the plugin the system clocks and random source (not reproducible)")
+	seed := fs.Uint64("seed", 0, "seed of the plugin's random source")
+	start := fs.String("clock", "", "the plugin's wall clock at its first reading (RFC 3339; default 2026-01-01T00:00:00Z)")
+	quiet := fs.Bool("quiet", false, "text output: only failures and the summary")
+	cacheDir := fs.String("cache-dir", defaultCacheDir(), "keep compiled plugins here across replays, as run does (\"\": compile every time)")
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	if *plugin == "" || *events == "" {
+		fmt.Fprintln(stderr, "informer-host replay: --plugin and --events are required")
+		return 2
+	}
+	o := replay.Options{Plugin: *plugin, MaxRetries: *retries, CallTimeout: *timeout, RealClock: *realClock, Seed: *seed, CacheDir: *cacheDir}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "informer-host replay: %v\n", err)
+		return 1
+	}
+	var err error
+	if o.Events, err = replay.ReadFile(*events); err != nil {
+		return fail(err)
+	}
+	if *cfgFile != "" {
+		if o.Config, err = os.ReadFile(*cfgFile); err != nil {
+			return fail(err)
+		}
+	}
+	if *stateFile != "" {
+		b, err := os.ReadFile(*stateFile)
+		if err != nil {
+			return fail(err)
+		}
+		if err := json.Unmarshal(b, &o.State); err != nil {
+			return fail(fmt.Errorf("%s: want a JSON object of strings: %v", *stateFile, err))
+		}
+	}
+	if *stubsFile != "" {
+		if o.Stubs, err = replay.ReadStubs(*stubsFile); err != nil {
+			return fail(err)
+		}
+	}
+	if *start != "" {
+		if o.Start, err = time.Parse(time.RFC3339Nano, *start); err != nil {
+			return fail(fmt.Errorf("--clock: %v", err))
+		}
+	}
+	allowed := map[string]bool{}
+	for _, a := range strings.Split(*allow, ",") {
+		switch a = strings.TrimSpace(a); a {
+		case "":
+		case "drop", "error", "retry-exhausted", "failure":
+			allowed[a] = true
+		default:
+			fmt.Fprintf(stderr, "informer-host replay: --allow: unknown outcome %q (want drop, error, retry-exhausted or failure)\n", a)
+			return 2
+		}
+	}
+	rep, runErr := replay.Run(ctx, o)
+	if rep == nil {
+		return fail(runErr)
+	}
+	problems := verdict(rep, allowed, *compare)
+	if runErr != nil {
+		problems = append(problems, runErr.Error())
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(struct {
+			*replay.Report
+			Problems []string `json:"problems"`
+		}{rep, problems})
+	} else {
+		printReport(stdout, rep, *quiet)
+		for _, p := range problems {
+			fmt.Fprintln(stdout, "FAIL:", p)
+		}
+		if len(problems) == 0 {
+			fmt.Fprintln(stdout, "PASS")
+		}
+	}
+	if len(problems) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// defaultCacheDir is run's default compilation cache, "" without a user
+// cache directory.
+func defaultCacheDir() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(base, "informer-host", "wazero")
+}
+
+// verdict lists what fails the replay.
+func verdict(rep *replay.Report, allowed map[string]bool, compare bool) []string {
+	var out []string
+	for _, s := range rep.Steps {
+		what := fmt.Sprintf("step %d (%s", s.Seq, s.Call)
+		if s.Line > 0 {
+			what += fmt.Sprintf(", events line %d, %s", s.Line, s.Event)
+		}
+		what += ")"
+		switch {
+		case s.Failure != nil && !allowed["failure"]:
+			out = append(out, fmt.Sprintf("%s: %s: %s (--allow failure to accept)", what, s.Failure.Kind, s.Failure.Error))
+		case (s.Result == "drop" || s.Result == "error" || s.Result == "retry-exhausted") && !allowed[s.Result]:
+			out = append(out, fmt.Sprintf("%s: the plugin answered %s %q (--allow %s to accept)", what, s.Result, s.Message, s.Result))
+		}
+		if compare && s.Recorded != "" && s.Recorded != s.Result {
+			out = append(out, fmt.Sprintf("%s: result %s, recorded %s", what, s.Result, s.Recorded))
+		}
+	}
+	return out
+}
+
+func printReport(w io.Writer, rep *replay.Report, quiet bool) {
+	for _, s := range rep.Steps {
+		if quiet && s.Failure == nil && s.Result == "ok" {
+			continue
+		}
+		head := fmt.Sprintf("[%d] %s", s.Seq, s.Call)
+		if s.Event != "" {
+			head += " " + s.Event
+		}
+		if s.Attempt > 1 {
+			head += fmt.Sprintf(" (attempt %d)", s.Attempt)
+		}
+		head += ": " + s.Result
+		if s.Message != "" {
+			head += fmt.Sprintf(" %q", s.Message)
+		}
+		fmt.Fprintln(w, head)
+		if !quiet {
+			for _, l := range s.Logs {
+				fmt.Fprintf(w, "    log %s %s", l.Level, l.Message)
+				if l.Attrs != "" {
+					fmt.Fprintf(w, " %s", l.Attrs)
+				}
+				fmt.Fprintln(w)
+			}
+			for _, c := range s.Calls {
+				fmt.Fprintf(w, "    call %s %s -> %d", c.Function, c.Request, c.Code)
+				if len(c.Response) > 0 {
+					fmt.Fprintf(w, " %s", c.Response)
+				}
+				if c.Message != "" {
+					fmt.Fprintf(w, " %q", c.Message)
+				}
+				fmt.Fprintln(w)
+			}
+		}
+		if f := s.Failure; f != nil {
+			fmt.Fprintf(w, "    %s in %s: %s\n", f.Kind, f.Phase, f.Error)
+			if f.Stack != "" {
+				fmt.Fprintf(w, "    wasm stack:\n      %s\n", strings.ReplaceAll(f.Stack, "\n", "\n      "))
+			}
+			if f.Output != "" {
+				fmt.Fprintf(w, "    output:\n      %s\n", strings.ReplaceAll(strings.TrimRight(f.Output, "\n"), "\n", "\n      "))
+			}
+		}
+	}
+	if len(rep.State) > 0 && !quiet {
+		fmt.Fprintln(w, "state:")
+		keys := make([]string, 0, len(rep.State))
+		for k := range rep.State {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "  %s = %s\n", k, rep.State[k])
+		}
+	}
+	if rep.Metrics != "" && !quiet {
+		fmt.Fprintln(w, "metrics:")
+		for _, l := range strings.Split(strings.TrimRight(rep.Metrics, "\n"), "\n") {
+			if !strings.HasPrefix(l, "#") {
+				fmt.Fprintln(w, "  "+l)
+			}
+		}
+	}
+	c := rep.Counts
+	fmt.Fprintf(w, "%s: %d events: %d ok, %d retries, %d retry-exhausted, %d dropped, %d errors, %d failures\n",
+		rep.Plugin, c.Events, c.OK, c.Retries, c.RetryExhausted, c.Dropped, c.Errors, c.Failures)
+}

@@ -1,0 +1,205 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/host/replay"
+	"github.com/informer-host/informer-host/informer"
+)
+
+// Recorder writes, for each plugin, the event stream it receives in a
+// host, after its filters and the host's delivery rules, as an events file
+// (abi/REPLAY.md) that informer-host replay feeds to the plugin again:
+// every ih_handle call's event with the result the plugin gave, every
+// ih_synced, and the changes of the caches the plugin may read, in the
+// order they happened. A delivery repeated because the plugin said retry
+// is written once (the replay retries it itself).
+//
+// Event lines are written as the plugin's call returns, each after the
+// cache lines that bring the recording's cache to the informer's then
+// (syncCache): a cache change that lands while a call runs is written
+// before that call's event, so a plugin whose reads race the informer may
+// read in the replay a cache a little newer than it read live.
+type Recorder struct {
+	// Resource, when set, records the events of that resource only
+	// (cache lines are kept: the plugin's reads need them).
+	Resource string
+
+	p       *informer.Pipeline // set by NewRecording
+	mu      sync.Mutex
+	streams map[string]*recStream // by plugin file name
+}
+
+type recStream struct {
+	head    replay.Head
+	lines   []replay.Line
+	pending map[string]bool // events answered retry, not yet answered otherwise
+	// known holds, per cached resource, the resourceVersion of each
+	// object as the recording's cache lines have it.
+	known map[string]map[string]string
+}
+
+func (r *Recorder) stream(plugin string) *recStream {
+	if r.streams == nil {
+		r.streams = map[string]*recStream{}
+	}
+	s := r.streams[plugin]
+	if s == nil {
+		s = &recStream{head: replay.Head{Plugin: plugin, Resources: map[string]replay.Resource{}}, pending: map[string]bool{}, known: map[string]map[string]string{}}
+		r.streams[plugin] = s
+	}
+	return s
+}
+
+func (s *recStream) ref(ref *informer.ResourceRef) {
+	if ref != nil {
+		s.head.Resources[ref.Name] = replay.ResourceOf(ref)
+	}
+}
+
+// observe is the host's observe hook.
+func (r *Recorder) observe(plugin string, ev *informer.Event, res engine.Result, err error) {
+	if r.Resource != "" && ev.Resource != nil && ev.Resource.Name != r.Resource {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stream(plugin)
+	s.ref(ev.Resource)
+	r.syncCache(s)
+	if ev.Object == nil {
+		s.lines = append(s.lines, replay.Line{Type: replay.LineSynced, Resource: ev.Resource.Name})
+		return
+	}
+	result := res.Code.String()
+	if err != nil {
+		result = "error"
+		var f *engine.Failure
+		if errors.As(err, &f) {
+			result = f.Kind.String()
+		}
+	}
+	k := ev.Type.String() + " " + ev.Resource.Name + " " + ev.Key() + " " + ev.Object.GetResourceVersion()
+	if s.pending[k] {
+		if err != nil || res.Code != engine.CodeRetry {
+			delete(s.pending, k)
+		}
+		return
+	}
+	if err == nil && res.Code == engine.CodeRetry {
+		s.pending[k] = true
+	}
+	s.lines = append(s.lines, replay.EventLine(ev, result))
+}
+
+// syncCache appends to s the changes of the caches it may read since the
+// last event: each granted resource's store is compared with what the
+// recording's cache lines hold. It runs as each call is observed, so the
+// cache lines before an event line are the cache when the call returned
+// (which is the cache during the call unless it changed meanwhile). It
+// walks every granted store once per event: a recording tool's cost.
+func (r *Recorder) syncCache(s *recStream) {
+	for _, res := range s.head.Cache {
+		known := s.known[res]
+		if known == nil {
+			known = map[string]string{}
+			s.known[res] = known
+		}
+		seen := map[string]bool{}
+		r.p.CacheList(res, "", labels.Everything(), func(u *unstructured.Unstructured) {
+			k := storeKey(u)
+			seen[k] = true
+			if rv := u.GetResourceVersion(); known[k] != rv || rv == "" {
+				known[k] = rv
+				s.lines = append(s.lines, replay.Line{Type: replay.LineCache, Resource: res, Object: u.Object})
+			}
+		})
+		if ref, ok := r.p.Ref(res); ok {
+			s.ref(ref)
+		} else if _, ok := s.head.Resources[res]; !ok {
+			s.head.Resources[res] = replay.Resource{}
+		}
+		var gone []string
+		for k := range known {
+			if !seen[k] {
+				gone = append(gone, k)
+			}
+		}
+		sort.Strings(gone)
+		for _, k := range gone {
+			delete(known, k)
+			ns, name := splitKey(k)
+			s.lines = append(s.lines, replay.Line{Type: replay.LineCacheDelete, Resource: res, Namespace: ns, Name: name})
+		}
+	}
+}
+
+func splitKey(k string) (ns, name string) {
+	if i := strings.IndexByte(k, '/'); i >= 0 {
+		return k[:i], k[i+1:]
+	}
+	return "", k
+}
+
+// NewRecording returns a host whose plugins' event streams r records.
+// Call Watch(plugin) for each plugin file before LoadDir, so that the
+// caches it may read are recorded from their first object.
+func NewRecording(ctx context.Context, opts Options, r *Recorder) (*Host, error) {
+	opts.observe = r.observe
+	r.p = opts.Pipeline
+	return New(ctx, opts)
+}
+
+// Watch starts recording, for plugin (a file name in the plugin
+// directory), the caches its settings grant it. Call it before the plugin
+// loads.
+func (r *Recorder) Watch(h *Host, plugin string) error {
+	s := h.config().SettingsFor(plugin)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.stream(plugin)
+	for _, g := range s.Grants.Cache {
+		st.head.Cache = append(st.head.Cache, g.Resource)
+	}
+	return nil
+}
+
+// Plugins returns the plugins with a stream.
+func (r *Recorder) Plugins() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for p := range r.streams {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Stop is kept for symmetry with Watch: the recording needs no cleanup.
+func (r *Recorder) Stop() {}
+
+// Write writes plugin's stream as an events file.
+func (r *Recorder) Write(plugin string, w io.Writer) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stream(plugin)
+	rw := replay.NewWriter(w)
+	if err := rw.Head(s.head); err != nil {
+		return err
+	}
+	for _, l := range s.lines {
+		if err := rw.Line(l); err != nil {
+			return err
+		}
+	}
+	return rw.Flush()
+}

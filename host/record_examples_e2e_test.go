@@ -1,0 +1,172 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/informer-host/informer-host/host/replay"
+)
+
+// examples are the example plugins (plugins/examples), by file.
+var examples = []string{"pod-logger", "pod-phases", "ns-counter", "owner-lookup", "counter-c", "minimal-wat"}
+
+// TestRecordExamples runs every example plugin on one workload against
+// the control plane (a Deployment, its ReplicaSet, pods created, moved
+// through phases and deleted), records each one's stream, and replays it
+// into the same plugin: every result and every log line the plugin wrote
+// live comes out of the replay the same, cache reads included
+// (owner-lookup). With INFORMER_HOST_WRITE_RECORDINGS=1 (make
+// example-recordings) it writes the recordings to
+// plugins/examples/<name>/testdata/events.jsonl, which
+// replay's TestExampleRecordings replays.
+func TestRecordExamples(t *testing.T) {
+	plugins := map[string][]byte{}
+	for _, name := range examples {
+		plugins[name+".wasm"] = example(t, name)
+	}
+	lr := startRecording(t, `
+apiVersion: informer-host/v1
+resources:
+- {name: pods, version: v1, resource: pods, namespaces: [NS]}
+- {name: replicasets, group: apps, version: v1, resource: replicasets, namespaces: [NS]}
+- {name: deployments, group: apps, version: v1, resource: deployments, namespaces: [NS]}
+plugins:
+  directory: DIR
+  default:
+    bindings: [{resource: pods}]
+  modules:
+  - file: ns-counter.wasm
+    bindings: [{resource: pods}]
+    grants: {metrics: {}, state: {}}
+  - file: owner-lookup.wasm
+    bindings: [{resource: pods}]
+    grants:
+      cache:
+      - {resource: pods, indexes: [owner]}
+      - {resource: replicasets, indexes: [owner]}
+      - {resource: deployments}
+`, plugins, nil)
+	ctx := context.Background()
+	ns := lr.ns
+	labels := map[string]string{"app": "web"}
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}
+	dep, err := env.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := func(kind, name string, uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: uid, Controller: new(bool)}}
+	}
+	rs, err := env.Client.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Labels: labels, OwnerReferences: owner("Deployment", dep.Name, dep.UID)},
+		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the replicaset and deployment in the caches", func() bool {
+		_, ok1 := lr.h.pipeline.CacheGet("replicasets", ns, rs.Name)
+		_, ok2 := lr.h.pipeline.CacheGet("deployments", ns, dep.Name)
+		return ok1 && ok2
+	})
+	// One change at a time, each waited for, so that what a cache read
+	// sees live is what the recording's cache holds at that event.
+	handled := func(what string) {
+		n := len(lr.rec.Plugins())
+		eventually(t, "every example to handle "+what, func() bool {
+			lr.rec.mu.Lock()
+			defer lr.rec.mu.Unlock()
+			done := 0
+			for _, s := range lr.rec.streams {
+				if len(s.lines) > 0 && strings.Contains(fmt.Sprint(s.lines[len(s.lines)-1].Object["metadata"]), what) {
+					done++
+				}
+			}
+			return done == n
+		})
+	}
+	var pods []*corev1.Pod
+	for _, name := range []string{"web-abc-1", "web-abc-2", "web-abc-3"} {
+		p, err := env.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels,
+			OwnerReferences: owner("ReplicaSet", rs.Name, rs.UID)}, Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handled(p.ResourceVersion)
+		pods = append(pods, p)
+	}
+	p := pods[0].DeepCopy()
+	p.Status.Phase = corev1.PodRunning
+	if p, err = env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	handled(p.ResourceVersion)
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, pods[1].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	handled("web-abc-2")
+
+	recs := lr.stop()
+	for _, name := range examples {
+		rec := recs[name+".wasm"]
+		if rec == nil || len(rec.Lines) == 0 {
+			t.Errorf("%s: nothing recorded", name)
+			continue
+		}
+		cfgJSON, _ := lr.cfg.ConfigJSON(name + ".wasm")
+		rep, err := replay.Run(ctx, replay.Options{Plugin: name + ".wasm", Wasm: plugins[name+".wasm"], Events: rec, Config: cfgJSON})
+		if err != nil {
+			t.Errorf("%s: replay: %v", name, err)
+			continue
+		}
+		if rep.Counts.Mismatches != 0 || rep.Counts.Failures != 0 || rep.Counts.Events < 5 {
+			t.Errorf("%s: replay counts %+v", name, rep.Counts)
+		}
+		if name == "owner-lookup" {
+			// Its counts come from cache reads: the replay's cache is the
+			// recording's.
+			var logs []string
+			for _, s := range rep.Steps {
+				for _, l := range s.Logs {
+					logs = append(logs, l.Message)
+				}
+			}
+			for i := 1; i <= 3; i++ {
+				want := fmt.Sprintf("deployment %s/web pods=%d (via replicaset web-abc, after add of web-abc-%d)", ns, i, i)
+				if !strings.Contains(strings.Join(logs, "\n"), want) || len(lr.logs.lines("plugin=owner-lookup.wasm", want)) == 0 {
+					t.Errorf("owner-lookup: %q not both live and in the replay; replay logs:\n%s", want, strings.Join(logs, "\n"))
+				}
+			}
+		}
+		if os.Getenv("INFORMER_HOST_WRITE_RECORDINGS") == "1" {
+			var buf bytes.Buffer
+			if err := lr.rec.Write(name+".wasm", &buf); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join("..", "plugins", "examples", name, "testdata")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "events.jsonl"), buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if len(cfgJSON) > 0 && string(cfgJSON) != "null" {
+				if err := os.WriteFile(filepath.Join(dir, "config.json"), cfgJSON, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}

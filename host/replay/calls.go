@@ -1,0 +1,184 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/informer-host/informer-host/abi"
+)
+
+// Call is one host capability call the plugin made while handling an
+// event, as the replay's output records it.
+type Call struct {
+	// Function is the host function ("state_set", "k8s_create", ...).
+	Function string `json:"function"`
+	// Request is the call's input, as JSON (each capability's adapter
+	// chooses the shape; REPLAY.md lists them).
+	Request json.RawMessage `json:"request,omitempty"`
+	// Response is what the plugin was given, if anything besides the code.
+	Response json.RawMessage `json:"response,omitempty"`
+	// Code is the function's return code (0 or an ERR_* code).
+	Code int32 `json:"code"`
+	// Message is what result_message returned after the call.
+	Message string `json:"message,omitempty"`
+	// Stubbed: the answer came from the stub file; false for capabilities
+	// the replay serves itself (cache, state, metrics) and for calls no
+	// stub answered.
+	Stubbed bool `json:"stubbed,omitempty"`
+}
+
+// StubFormatVersion is the version of the stub file format.
+const StubFormatVersion = 1
+
+// Stub is one answer of a stub file: the function and, optionally, the
+// request it answers (absent: every request of the function), and the
+// answer.
+type Stub struct {
+	Function string          `json:"function"`
+	Request  json.RawMessage `json:"request,omitempty"`
+	Response json.RawMessage `json:"response,omitempty"`
+	Code     int32           `json:"code"`
+	Message  string          `json:"message,omitempty"`
+}
+
+// stubFile is the stub file: {"informerHostStubs": 1, "stubs": [...]}.
+type stubFile struct {
+	Version int    `json:"informerHostStubs"`
+	Stubs   []Stub `json:"stubs"`
+}
+
+// Stubs answers the calls of the capabilities the replay cannot serve
+// itself (writes, events, HTTP: capabilities II), from a stub file, in the
+// spirit of kwctl's --replay-host-capabilities-interactions. A call is
+// answered by the first unused stub of its function whose request equals
+// its own (as JSON, whatever the key order), else by the last stub that
+// matched it (so one stub answers a repeated call every time), else by a
+// stub of its function without a request. A call no stub answers gets
+// ERR_UNAVAILABLE, with a message that says which stub to add.
+type Stubs struct {
+	stubs []Stub
+	used  []bool
+	last  map[string]int // function+request -> index of the last stub used
+}
+
+// ReadStubs reads a stub file.
+func ReadStubs(path string) (*Stubs, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f stubFile
+	if err := strictJSON(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if f.Version != StubFormatVersion {
+		return nil, fmt.Errorf("%s: want {\"informerHostStubs\": %d, \"stubs\": [...]}, got version %d", path, StubFormatVersion, f.Version)
+	}
+	s := NewStubs(f.Stubs)
+	for i, st := range s.stubs {
+		if st.Function == "" {
+			return nil, fmt.Errorf("%s: stubs[%d]: no function", path, i)
+		}
+	}
+	return s, nil
+}
+
+// NewStubs returns Stubs answering from stubs (nil: none).
+func NewStubs(stubs []Stub) *Stubs {
+	s := &Stubs{stubs: stubs, used: make([]bool, len(stubs)), last: map[string]int{}}
+	for i := range s.stubs {
+		s.stubs[i].Request = canonical(s.stubs[i].Request)
+	}
+	return s
+}
+
+// canonical re-encodes JSON with sorted keys, so equal requests compare
+// equal as bytes; invalid JSON is kept as it is.
+func canonical(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return b
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
+
+// answer finds the stub for function and request (canonical JSON).
+func (s *Stubs) answer(function string, request json.RawMessage) (Stub, bool) {
+	k := function + "\x00" + string(request)
+	for i, st := range s.stubs {
+		if !s.used[i] && st.Function == function && st.Request != nil && bytes.Equal(st.Request, request) {
+			s.used[i] = true
+			s.last[k] = i
+			return st, true
+		}
+	}
+	if i, ok := s.last[k]; ok {
+		return s.stubs[i], true
+	}
+	for _, st := range s.stubs {
+		if st.Function == function && st.Request == nil {
+			return st, true
+		}
+	}
+	return Stub{}, false
+}
+
+// Calls records one event's host calls and answers the stubbed ones. The
+// replay hands it to every capability adapter; only the replay's
+// goroutine uses it.
+type Calls struct {
+	stubs *Stubs
+	cur   []Call
+}
+
+// Record appends a call the replay served itself.
+func (c *Calls) Record(function string, request any, response any, code int32) {
+	c.cur = append(c.cur, Call{Function: function, Request: marshal(request), Response: marshal(response), Code: code})
+}
+
+// Serve answers a call of a capability the replay does not serve itself
+// from the stubs, records it, and returns the stub's response (nil for
+// none), code and result message. A capabilities II adapter is this call
+// and the decoding of the response into what its engine interface
+// returns.
+func (c *Calls) Serve(function string, request any) (response json.RawMessage, code int32, message string) {
+	req := canonical(marshal(request))
+	st, ok := Stub{}, false
+	if c.stubs != nil {
+		st, ok = c.stubs.answer(function, req)
+	}
+	if !ok {
+		st = Stub{Function: function, Code: abi.ErrUnavailable,
+			Message: fmt.Sprintf("replay: no stub answers %s %s; add {\"function\": %q, \"request\": %s, \"code\": 0, \"response\": ...} to the stub file (--stubs)",
+				function, req, function, req)}
+	}
+	c.cur = append(c.cur, Call{Function: function, Request: req, Response: st.Response, Code: st.Code, Message: st.Message, Stubbed: ok})
+	return st.Response, st.Code, st.Message
+}
+
+// take returns the calls recorded since the last take.
+func (c *Calls) take() []Call {
+	out := c.cur
+	c.cur = nil
+	return out
+}
+
+func marshal(v any) json.RawMessage {
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case json.RawMessage:
+		return v
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(fmt.Sprint(v))
+	}
+	return b
+}

@@ -1,0 +1,10 @@
+// Package replay runs one plugin offline, through the real engine, on a
+// recorded event stream (informer-host replay), and defines that stream's
+// file format (abi/REPLAY.md), which informer-host record writes.
+//
+// A replay is hermetic and reproducible: no cluster, the WASI clocks and
+// random source fixed (engine.Determinism), cache reads served from the
+// recording's cache lines, state in memory (optionally seeded), metrics
+// kept in a private registry, and every other host capability answered
+// from a stub file (Stubs) and recorded into the output (Call).
+package replay

@@ -1,0 +1,237 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/informer-host/informer-host/event"
+)
+
+// FormatVersion is the version of the events file format this package
+// reads and writes (the first line's "informerHostEvents").
+const FormatVersion = 1
+
+// Line types besides the event types add, update and delete.
+const (
+	LineSynced      = "synced"       // the binding's initial list is handled (ih_synced)
+	LineCache       = "cache"        // an object of a cached resource, as the cache then had it
+	LineCacheDelete = "cache-delete" // an object left a cached resource's cache
+)
+
+// Head is the first line of an events file.
+type Head struct {
+	// Version is FormatVersion.
+	Version int `json:"informerHostEvents"`
+	// Plugin is the file the stream was recorded for ("" if unknown).
+	Plugin string `json:"plugin,omitempty"`
+	// Resources names the resources the lines refer to by their config
+	// name: the API coordinates the plugin sees in its event headers.
+	Resources map[string]Resource `json:"resources"`
+	// Cache lists the resources whose cache the recording carries: the
+	// plugin's cache grants. cache_* on any other resource is denied.
+	Cache []string `json:"cache,omitempty"`
+}
+
+// Resource is a configured resource's API coordinates.
+type Resource struct {
+	Group    string `json:"group,omitempty"`
+	Version  string `json:"version"`
+	Resource string `json:"resource"`
+	Kind     string `json:"kind,omitempty"`
+}
+
+// Line is one line after the head: an event for the plugin (add, update,
+// delete), a synced marker, or a change of the cache.
+type Line struct {
+	Type     string `json:"type"`
+	Resource string `json:"resource"`
+	// Object: the event's object, or the cache's object.
+	Object map[string]any `json:"object,omitempty"`
+	// OldObject: an update's previous state.
+	OldObject map[string]any `json:"oldObject,omitempty"`
+	// InitialList and FinalStateUnknown are the header flags.
+	InitialList       bool `json:"initialList,omitempty"`
+	FinalStateUnknown bool `json:"finalStateUnknown,omitempty"`
+	// Namespace and Name identify a cache-delete's object.
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// Result is what the plugin answered in the recorded run (ok, retry,
+	// drop, error, or a failure kind such as trap), for --compare.
+	Result string `json:"result,omitempty"`
+
+	// line is the line number in the file, for errors.
+	line int
+}
+
+// Recording is a parsed events file.
+type Recording struct {
+	Head  Head
+	Lines []Line
+	refs  map[string]*event.ResourceRef
+	file  string
+}
+
+// ReadFile parses an events file.
+func ReadFile(path string) (*Recording, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Read(path, f)
+}
+
+// Read parses an events file; name is its name in errors
+// ("events.jsonl:3: ...").
+func Read(name string, r io.Reader) (*Recording, error) {
+	rec := &Recording{file: name, refs: map[string]*event.ResourceRef{}}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 || b[0] == '#' {
+			continue
+		}
+		if rec.Head.Version == 0 {
+			if err := strictJSON(b, &rec.Head); err != nil || rec.Head.Version == 0 {
+				return nil, fmt.Errorf("%s:%d: the first line must be the head, {\"informerHostEvents\": %d, \"resources\": {...}}: %v",
+					name, n, FormatVersion, err)
+			}
+			if rec.Head.Version != FormatVersion {
+				return nil, fmt.Errorf("%s:%d: events file format v%d; this informer-host reads v%d (record the stream again with this version)",
+					name, n, rec.Head.Version, FormatVersion)
+			}
+			for rn, res := range rec.Head.Resources {
+				rec.refs[rn] = &event.ResourceRef{Name: rn, Group: res.Group, Version: res.Version, Resource: res.Resource, Kind: res.Kind}
+			}
+			continue
+		}
+		var l Line
+		if err := strictJSON(b, &l); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
+		}
+		l.line = n
+		if err := rec.check(&l); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, n, err)
+		}
+		rec.Lines = append(rec.Lines, l)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", name, n+1, err)
+	}
+	if rec.Head.Version == 0 {
+		return nil, fmt.Errorf("%s: empty: no head line (record a stream with informer-host record)", name)
+	}
+	return rec, nil
+}
+
+func strictJSON(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
+
+func (rec *Recording) check(l *Line) error {
+	if _, ok := rec.refs[l.Resource]; !ok {
+		return fmt.Errorf("resource %q is not in the head's resources", l.Resource)
+	}
+	switch l.Type {
+	case "add", "update", "delete", LineCache:
+		if l.Object == nil {
+			return fmt.Errorf("a %s line needs an object", l.Type)
+		}
+		if l.Type == "update" && l.OldObject == nil {
+			return fmt.Errorf("an update line needs an oldObject")
+		}
+	case LineSynced:
+	case LineCacheDelete:
+		if l.Name == "" {
+			return fmt.Errorf("a cache-delete line needs a name")
+		}
+	default:
+		return fmt.Errorf("unknown line type %q (want add, update, delete, synced, cache or cache-delete)", l.Type)
+	}
+	return nil
+}
+
+// Event returns the informer event of an add, update or delete line.
+func (rec *Recording) Event(l *Line) *event.Event {
+	ev := &event.Event{Resource: rec.refs[l.Resource], IsInInitialList: l.InitialList, FinalStateUnknown: l.FinalStateUnknown,
+		Object: &unstructured.Unstructured{Object: l.Object}}
+	switch l.Type {
+	case "add":
+		ev.Type = event.EventAdd
+	case "update":
+		ev.Type = event.EventUpdate
+		ev.OldObject = &unstructured.Unstructured{Object: l.OldObject}
+	case "delete":
+		ev.Type = event.EventDelete
+	}
+	return ev
+}
+
+// Ref returns the resource a line names.
+func (rec *Recording) Ref(l *Line) *event.ResourceRef { return rec.refs[l.Resource] }
+
+// Writer writes an events file. It is not safe for concurrent use.
+type Writer struct {
+	w    *bufio.Writer
+	head bool
+}
+
+// NewWriter returns a Writer on w; call Head first.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: bufio.NewWriter(w)} }
+
+// Head writes the head line.
+func (w *Writer) Head(h Head) error {
+	h.Version = FormatVersion
+	w.head = true
+	return w.put(h)
+}
+
+// Line writes one line.
+func (w *Writer) Line(l Line) error {
+	if !w.head {
+		return fmt.Errorf("replay: Line before Head")
+	}
+	return w.put(l)
+}
+
+// EventLine is the line of ev, with the recorded result.
+func EventLine(ev *event.Event, result string) Line {
+	l := Line{Type: ev.Type.String(), Resource: ev.Resource.Name, InitialList: ev.IsInInitialList,
+		FinalStateUnknown: ev.FinalStateUnknown, Result: result}
+	if ev.Object != nil {
+		l.Object = ev.Object.Object
+	}
+	if ev.OldObject != nil {
+		l.OldObject = ev.OldObject.Object
+	}
+	return l
+}
+
+// ResourceOf is the head entry of ref.
+func ResourceOf(ref *event.ResourceRef) Resource {
+	return Resource{Group: ref.Group, Version: ref.Version, Resource: ref.Resource, Kind: ref.Kind}
+}
+
+func (w *Writer) put(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_, err = w.w.Write(b)
+	return err
+}
+
+// Flush writes what is buffered.
+func (w *Writer) Flush() error { return w.w.Flush() }

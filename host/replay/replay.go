@@ -1,0 +1,372 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/pluginmetrics"
+	"github.com/informer-host/informer-host/state"
+)
+
+// Options configure a replay.
+type Options struct {
+	// Plugin is the plugin's file name (in the output, and the state
+	// bucket's name); Wasm its bytes (read from Plugin when nil).
+	Plugin string
+	Wasm   []byte
+	// Events is the recording to replay.
+	Events *Recording
+	// Config is handed to ih_init (the plugin's configuration JSON).
+	Config []byte
+	// State seeds the plugin's state: key -> value.
+	State map[string]string
+	// Stubs answers capabilities II calls; nil answers none.
+	Stubs *Stubs
+	// MaxRetries is how often an event answered RETRY is delivered again
+	// (at once: the replay's clock does not wait). Negative: 0.
+	MaxRetries int
+	// CallTimeout bounds each call (zero: 10s). A timeout is a failure
+	// like a trap; it depends on the machine, so keep it generous.
+	CallTimeout time.Duration
+	// MemoryPages caps the plugin's memory (zero: the wasm32 maximum).
+	MemoryPages uint32
+	// RealClock gives the plugin the system's clocks and crypto/rand
+	// instead of the reproducible ones (Start, Seed).
+	RealClock bool
+	// Start is the plugin's wall clock at its first reading (zero:
+	// 2026-01-01T00:00:00Z); every clock reading advances it by 1ms.
+	Start time.Time
+	// Seed seeds random_get.
+	Seed uint64
+	// CacheDir keeps compiled machine code across replays, as the
+	// daemon's plugins.compilationCache does ("": in memory only). It
+	// changes nothing but the time a replay takes.
+	CacheDir string
+}
+
+// Step is one call into the plugin and what came of it.
+type Step struct {
+	Seq int `json:"seq"`
+	// Line is the events file line (0 for ih_init and ih_shutdown).
+	Line int `json:"line,omitempty"`
+	// Call: "ih_init", "ih_handle", "ih_synced", "ih_shutdown".
+	Call string `json:"call"`
+	// Event is "add pods demo/web-1"; for ih_synced the resource.
+	Event   string `json:"event,omitempty"`
+	Attempt int    `json:"attempt,omitempty"` // 1 for the first delivery
+	// Result: ok, retry, drop, error, retry-exhausted, or a failure kind
+	// (trap, timeout, out of memory, ABI violation), or refused (ih_init).
+	Result   string   `json:"result"`
+	Message  string   `json:"message,omitempty"`
+	Recorded string   `json:"recorded,omitempty"` // the recording's result
+	Logs     []Log    `json:"logs,omitempty"`
+	Calls    []Call   `json:"calls,omitempty"`
+	Failure  *Failure `json:"failure,omitempty"`
+}
+
+// Log is one line the plugin logged or wrote.
+type Log struct {
+	Level   string `json:"level"`
+	Message string `json:"message"`
+	Attrs   string `json:"attrs,omitempty"`
+}
+
+// Failure is a call that did not complete.
+type Failure struct {
+	Kind     string `json:"kind"`
+	Phase    string `json:"phase"`
+	Error    string `json:"error"`
+	Stack    string `json:"stack,omitempty"`
+	Output   string `json:"output,omitempty"`
+	ExitCode uint32 `json:"exitCode,omitempty"`
+}
+
+// Report is the outcome of a replay.
+type Report struct {
+	Plugin string `json:"plugin"`
+	Steps  []Step `json:"steps"`
+	// State is the plugin's state at the end (values that are not UTF-8
+	// are "base64:...").
+	State map[string]string `json:"state"`
+	// Metrics is the plugin's metrics at the end, in Prometheus' text
+	// format.
+	Metrics string `json:"metrics,omitempty"`
+	Counts  Counts `json:"counts"`
+}
+
+// Counts sum up the steps.
+type Counts struct {
+	Events, OK, Retries, RetryExhausted, Dropped, Errors, Failures, Mismatches int
+}
+
+// Run replays o.Events into the plugin. The error is for a replay that
+// could not run (a module that does not load, ih_init refusing); what the
+// plugin did is in the Report.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Wasm == nil {
+		b, err := os.ReadFile(o.Plugin)
+		if err != nil {
+			return nil, err
+		}
+		o.Wasm = b
+	}
+	name := filepath.Base(o.Plugin)
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 10 * time.Second
+	}
+	r := &runner{o: o, name: name, rep: &Report{Plugin: name, State: map[string]string{}}, calls: &Calls{stubs: o.Stubs}}
+	r.logger = slog.New(&captureHandler{r: r})
+	eng, err := engine.New(ctx, engine.Options{Logger: slog.New(slog.DiscardHandler), CacheDir: o.CacheDir})
+	if err != nil {
+		return nil, err
+	}
+	defer eng.Close(context.Background())
+	mod, err := eng.Load(ctx, name, o.Wasm, engine.Limits{MemoryPages: o.MemoryPages, CallTimeout: o.CallTimeout})
+	if err != nil {
+		return nil, err
+	}
+	defer mod.Close(context.Background())
+
+	store, err := state.Open(ctx, state.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close(context.Background())
+	bucket := store.Bucket(name, state.Quota{})
+	for k, v := range o.State {
+		if _, err := bucket.Set([]byte(k), []byte(v), -1); err != nil {
+			return nil, fmt.Errorf("seed state %q: %w", k, err)
+		}
+	}
+	metrics := pluginmetrics.New(pluginmetrics.Options{})
+	mset := metrics.Plugin(name, 0)
+	r.cache = newMemCache(o.Events.Head.Cache)
+	r.opts = engine.InstanceOptions{Config: o.Config, Logger: r.logger,
+		Cache:   recordedCache{r.cache, r.calls},
+		State:   recordedState{bucket, r.calls},
+		Metrics: recordedMetrics{mset.Instance(), r.calls},
+	}
+	if !o.RealClock {
+		r.opts.Determinism = &engine.Determinism{Start: o.Start, Seed: o.Seed}
+	}
+	stubbed(&r.opts, r.calls)
+	r.mod = mod
+	if err := r.start(ctx); err != nil {
+		return r.rep, err
+	}
+	for i := range o.Events.Lines {
+		r.line(ctx, &o.Events.Lines[i])
+	}
+	if r.inst != nil {
+		step := Step{Call: "ih_shutdown", Result: "ok"}
+		if err := r.inst.Shutdown(ctx); err != nil {
+			r.fail(&step, err)
+		}
+		r.finish(step)
+		_ = r.inst.Close(ctx)
+	}
+	var keys []string
+	bucket.List(nil, nil, 1<<30, func(k string) bool { keys = append(keys, k); return true })
+	for _, k := range keys {
+		v, _, _ := bucket.Get([]byte(k))
+		r.rep.State[k] = printable(v)
+	}
+	if mset.Series() > 0 {
+		r.rep.Metrics = MetricsText(metrics)
+	}
+	return r.rep, nil
+}
+
+type runner struct {
+	o      Options
+	name   string
+	rep    *Report
+	calls  *Calls
+	logger *slog.Logger
+	logs   []Log
+	cache  *memCache
+	opts   engine.InstanceOptions
+	mod    *engine.Module
+	inst   *engine.Instance
+}
+
+// start instantiates the plugin (again, after a failure: the state and
+// metrics carry over, as in the host).
+func (r *runner) start(ctx context.Context) error {
+	inst, err := r.mod.Instantiate(ctx, r.opts)
+	if err != nil {
+		step := Step{Call: "ih_init", Result: "refused", Message: err.Error()}
+		if !errors.Is(err, engine.ErrRefused) {
+			r.fail(&step, err)
+		}
+		r.finish(step)
+		return err
+	}
+	r.inst = inst
+	if logs, calls := r.take(); len(logs)+len(calls) > 0 {
+		r.rep.Steps = append(r.rep.Steps, Step{Seq: len(r.rep.Steps) + 1, Call: "ih_init", Result: "ok", Logs: logs, Calls: calls})
+	}
+	return nil
+}
+
+func (r *runner) take() ([]Log, []Call) {
+	logs := r.logs
+	r.logs = nil
+	return logs, r.calls.take()
+}
+
+func (r *runner) finish(s Step) {
+	s.Seq = len(r.rep.Steps) + 1
+	s.Logs, s.Calls = r.take()
+	if s.Recorded != "" && s.Recorded != s.Result {
+		r.rep.Counts.Mismatches++
+	}
+	r.rep.Steps = append(r.rep.Steps, s)
+}
+
+func (r *runner) fail(s *Step, err error) {
+	var f *engine.Failure
+	if !errors.As(err, &f) {
+		s.Result, s.Message = "error", err.Error()
+		return
+	}
+	s.Result = f.Kind.String()
+	s.Failure = &Failure{Kind: f.Kind.String(), Phase: f.Phase, Error: f.Err.Error(), Stack: f.Stack, Output: f.Output, ExitCode: f.ExitCode}
+	r.rep.Counts.Failures++
+}
+
+// line replays one line of the recording.
+func (r *runner) line(ctx context.Context, l *Line) {
+	rec := r.o.Events
+	switch l.Type {
+	case LineCache, LineCacheDelete:
+		r.cache.apply(l)
+		return
+	}
+	if r.inst == nil && r.start(ctx) != nil {
+		return
+	}
+	if l.Type == LineSynced {
+		step := Step{Line: l.line, Call: "ih_synced", Event: l.Resource, Result: "ok", Recorded: l.Result}
+		called, err := r.inst.Synced(ctx, rec.Ref(l))
+		if !called {
+			return
+		}
+		if err != nil {
+			r.fail(&step, err)
+			r.dead()
+		}
+		r.finish(step)
+		return
+	}
+	ev := rec.Event(l)
+	env := engine.NewEnvelope(ev)
+	desc := ev.Type.String() + " " + l.Resource + " " + ev.Key()
+	r.rep.Counts.Events++
+	for attempt := 1; ; attempt++ {
+		step := Step{Line: l.line, Call: "ih_handle", Event: desc, Attempt: attempt}
+		if attempt == 1 {
+			step.Recorded = l.Result
+		}
+		res, err := r.inst.Handle(ctx, env)
+		if err != nil {
+			r.fail(&step, err)
+			r.finish(step)
+			r.dead()
+			return
+		}
+		step.Result, step.Message = res.Code.String(), res.Message
+		switch res.Code {
+		case engine.CodeOK:
+			r.rep.Counts.OK++
+		case engine.CodeDrop:
+			r.rep.Counts.Dropped++
+		case engine.CodeError:
+			r.rep.Counts.Errors++
+		case engine.CodeRetry:
+			if attempt <= max(r.o.MaxRetries, 0) {
+				r.rep.Counts.Retries++
+				r.finish(step)
+				continue
+			}
+			step.Result = "retry-exhausted"
+			r.rep.Counts.RetryExhausted++
+		}
+		r.finish(step)
+		return
+	}
+}
+
+// dead discards a failed instance; the next line starts a fresh one.
+func (r *runner) dead() {
+	_ = r.inst.Close(context.Background())
+	r.inst = nil
+}
+
+func printable(v []byte) string {
+	if utf8.Valid(v) {
+		return string(v)
+	}
+	return "base64:" + b64(v)
+}
+
+// MetricsText is the text exposition of the metrics reg collects (the
+// form of Report.Metrics), for comparisons with a live host's.
+func MetricsText(reg prometheus.Collector) string {
+	pr := prometheus.NewPedanticRegistry()
+	if err := pr.Register(reg); err != nil {
+		return "# " + err.Error()
+	}
+	mfs, err := pr.Gather()
+	if err != nil {
+		return "# " + err.Error()
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		_, _ = expfmt.MetricFamilyToText(&b, mf)
+	}
+	return b.String()
+}
+
+// captureHandler collects the plugin's log lines for the current step,
+// without timestamps, so output is reproducible.
+type captureHandler struct {
+	r     *runner
+	attrs []slog.Attr
+}
+
+func (h *captureHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *captureHandler) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	add := func(a slog.Attr) bool {
+		if a.Key == "stream" {
+			return true
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(a.Key + "=" + a.Value.String())
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	rec.Attrs(add)
+	h.r.logs = append(h.r.logs, Log{Level: rec.Level.String(), Message: rec.Message, Attrs: b.String()})
+	return nil
+}
+func (h *captureHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &captureHandler{r: h.r, attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
+}
+func (h *captureHandler) WithGroup(string) slog.Handler { return h }

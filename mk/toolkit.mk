@@ -1,0 +1,9 @@
+# Plugin author toolkit (issue 13).
+
+# Record every example plugin's event stream against the test control plane
+# into plugins/examples/<name>/testdata/events.jsonl (checked in; replayed by
+# host/replay's TestExampleRecordings in make test).
+example-recordings: controlplane plugins
+	INFORMER_HOST_WRITE_RECORDINGS=1 $(GO) test -count=1 -run TestRecordExamples ./host
+
+.PHONY: example-recordings

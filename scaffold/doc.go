@@ -1,0 +1,7 @@
+// Package scaffold writes a new plugin project (informer-host new) from
+// the templates embedded from templates/<lang>/: adding a language is
+// adding a directory. Files ending in .tmpl are text/template files
+// (the suffix is dropped), given Data; "_name_" in a path is the
+// project's name. Every template builds with `make` and passes its own
+// replay test with `make test` (testdata/events.jsonl).
+package scaffold
