@@ -14,7 +14,7 @@ const (
 	EventDelete uint8 = 3
 )
 
-// Header flags, the header's byte 2. Bits 3-7 are reserved and zero in v1.
+// Header flags, the header's byte 2. Bits 4-7 are reserved and zero in v1.
 const (
 	// FlagInitialList is set on an add that comes from the informer's
 	// initial list, or from the cache replay a plugin receives after it
@@ -26,6 +26,11 @@ const (
 	// FlagHasOldObject is set when object_read(ObjectOld, ...) has an
 	// object to return (updates).
 	FlagHasOldObject uint8 = 1 << 2
+	// FlagSelfWrite is set on an event whose object is the result of one
+	// of this plugin's own successful k8s_write calls: its
+	// resourceVersion is one such a write returned for that object
+	// (ABI.md §17.1). Since v1.2; zero before.
+	FlagSelfWrite uint8 = 1 << 3
 )
 
 // Header layout. All integers are little-endian.
