@@ -403,5 +403,4 @@ func opName(op int32) string {
 	return abi.WriteVerb(op)
 }
 
-
 func containsFold(s, sub string) bool { return strings.Contains(strings.ToLower(s), sub) }
