@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -296,14 +295,16 @@ func (w *Writer) patchBody(r *Request) ([]byte, types.PatchType, string) {
 		if err := json.Unmarshal(r.Body, &ops); err != nil {
 			return nil, pt, "a JSON patch's body must be a JSON array of operations"
 		}
-		// "test" fails the whole patch when the object differs: the
-		// preconditions go first, so nothing is applied on a mismatch.
+		// The same fields a merge patch sets, set by "add" (which
+		// replaces a member that exists): the apiserver then checks them
+		// as it does for a merge patch. ("test" ops would fail with a
+		// bare 422 that says nothing of a precondition.)
 		var pre []any
 		if r.UID != "" {
-			pre = append(pre, map[string]any{"op": "test", "path": "/metadata/uid", "value": r.UID})
+			pre = append(pre, map[string]any{"op": "add", "path": "/metadata/uid", "value": r.UID})
 		}
 		if r.ResourceVersion != "" {
-			pre = append(pre, map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": r.ResourceVersion})
+			pre = append(pre, map[string]any{"op": "add", "path": "/metadata/resourceVersion", "value": r.ResourceVersion})
 		}
 		b, _ := json.Marshal(append(pre, ops...))
 		return b, pt, ""
@@ -371,10 +372,11 @@ func (w *Writer) codeOf(parent context.Context, err error, r *Request) (int32, s
 }
 
 // preconditionFailed reports whether err is the apiserver refusing a
-// patch or apply for the preconditions patchBody folded in: a changed
-// metadata.uid (422, the uid is immutable) or a failed JSON patch test.
+// patch or apply for the uid patchBody folded in: a changed metadata.uid
+// is a 422 naming that field (the uid is immutable), where a delete's
+// precondition is a 409.
 func preconditionFailed(err error, r *Request) bool {
-	if r.UID == "" && r.ResourceVersion == "" {
+	if r.UID == "" {
 		return false
 	}
 	var se *apierrors.StatusError
@@ -389,8 +391,7 @@ func preconditionFailed(err error, r *Request) bool {
 			}
 		}
 	}
-	return r.Op == abi.WriteJSONPatch && (s.Code == http.StatusUnprocessableEntity || s.Code == http.StatusBadRequest) &&
-		containsFold(s.Message, "test operation")
+	return false
 }
 
 func opName(op int32) string {
@@ -402,5 +403,3 @@ func opName(op int32) string {
 	}
 	return abi.WriteVerb(op)
 }
-
-func containsFold(s, sub string) bool { return strings.Contains(strings.ToLower(s), sub) }
