@@ -1,17 +1,10 @@
 package kubewrite
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,57 +228,12 @@ func TestWriterDryRun(t *testing.T) {
 	}
 }
 
-// slowProxy forwards to the apiserver, holding every write (not GETs) for
-// delay first, and counts the writes it forwards.
-type slowProxy struct {
-	srv    *httptest.Server
-	delay  atomic.Int64
-	writes atomic.Int64
-	closed chan struct{} // closed at the test's end: held writes give up
-}
-
-func newSlowProxy(t *testing.T, cfg *rest.Config) (*slowProxy, *rest.Config) {
-	t.Helper()
-	target, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := rest.TransportFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &slowProxy{closed: make(chan struct{})}
-	rp := &httputil.ReverseProxy{Transport: rt, Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host }}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet {
-			// Read the body first: only then does the server notice the
-			// client hanging up (r.Context ends).
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			p.writes.Add(1)
-			select {
-			case <-time.After(time.Duration(p.delay.Load())):
-			case <-r.Context().Done():
-				return
-			case <-p.closed:
-				return
-			}
-		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() { close(p.closed); p.srv.Close() })
-	return p, &rest.Config{Host: p.srv.URL, QPS: cfg.QPS, Burst: cfg.Burst}
-}
-
 // The I/O timeout ends a write the apiserver does not answer in time
 // (ERR_TIMEOUT); the caller's cancel ends it too (ERR_CANCELED).
 func TestWriterTimeoutAndCancel(t *testing.T) {
 	ns := env.Namespace(t)
-	proxy, cfg := newSlowProxy(t, env.Config)
-	proxy.delay.Store(int64(time.Hour))
+	proxy, cfg := testenv.NewSlowProxy(t, env.Config)
+	proxy.Delay.Store(int64(time.Hour))
 	g := allVerbs("configmaps")
 	g.Timeout = config.NewDuration(50 * time.Millisecond)
 	w := writer(t, cfg, PluginOptions{Grant: g})
@@ -296,9 +244,9 @@ func TestWriterTimeoutAndCancel(t *testing.T) {
 	g.Timeout = config.NewDuration(time.Hour)
 	w = writer(t, cfg, PluginOptions{Grant: g})
 	ctx, cancel := context.WithCancel(context.Background())
-	before := proxy.writes.Load()
+	before := proxy.Writes.Load()
 	go func() {
-		testenv.Eventually(t, "the write reaches the proxy", func() bool { return proxy.writes.Load() > before })
+		testenv.Eventually(t, "the write reaches the proxy", func() bool { return proxy.Writes.Load() > before })
 		cancel()
 	}()
 	if _, code, _ := w.Do(ctx, &r); code != abi.ErrCanceled {
@@ -310,7 +258,7 @@ func TestWriterTimeoutAndCancel(t *testing.T) {
 // and no request is sent.
 func TestWriterRateLimit(t *testing.T) {
 	ns := env.Namespace(t)
-	proxy, cfg := newSlowProxy(t, env.Config)
+	proxy, cfg := testenv.NewSlowProxy(t, env.Config)
 	g := allVerbs("configmaps")
 	g.QPS, g.Burst = 0.001, 2
 	w := writer(t, cfg, PluginOptions{Grant: g})
@@ -323,7 +271,7 @@ func TestWriterRateLimit(t *testing.T) {
 	if strings.Join(codes, ",") != ",,ERR_RATE_LIMITED,ERR_RATE_LIMITED" {
 		t.Fatalf("codes %q", codes)
 	}
-	if n := proxy.writes.Load(); n != 2 {
+	if n := proxy.Writes.Load(); n != 2 {
 		t.Fatalf("%d requests sent, want 2", n)
 	}
 }
