@@ -33,17 +33,8 @@ type SlowProxy struct {
 // the proxy authenticates upstream with cfg's credentials).
 func NewSlowProxy(t testing.TB, cfg *rest.Config) (*SlowProxy, *rest.Config) {
 	t.Helper()
-	target, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := rest.TransportFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := &SlowProxy{closed: make(chan struct{})}
-	rp := &httputil.ReverseProxy{Transport: rt, FlushInterval: -1,
-		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host }}
+	rp := reverseProxy(t, cfg)
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			// Read the body first: only then does the server notice the
@@ -74,4 +65,20 @@ func NewSlowProxy(t testing.TB, cfg *rest.Config) (*SlowProxy, *rest.Config) {
 		p.srv.Close()
 	})
 	return p, &rest.Config{Host: p.srv.URL, QPS: cfg.QPS, Burst: cfg.Burst}
+}
+
+// reverseProxy forwards to the apiserver cfg reaches, authenticating
+// with cfg's credentials; responses stream (watches).
+func reverseProxy(t testing.TB, cfg *rest.Config) *httputil.ReverseProxy {
+	t.Helper()
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &httputil.ReverseProxy{Transport: rt, FlushInterval: -1,
+		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host }}
 }
