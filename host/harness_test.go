@@ -193,6 +193,9 @@ type harness struct {
 	// writesRest, when a setup function sets it, is the plugins' writes
 	// client config (k8s_write) instead of the pipeline's.
 	writesRest *rest.Config
+	// logRate, when a setup function sets it, is the plugins' log rate
+	// (a test counting log lines).
+	logRate engine.LogRate
 }
 
 // newHarness parses cfgYAML (with NS and DIR replaced by the test's
@@ -235,7 +238,7 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 		t.Fatal(err)
 	}
 	hs.h, err = New(context.Background(), Options{Pipeline: hs.p, Config: cfg, Logger: log, observe: hs.rec.observe,
-		StartTimeout: time.Second, Standby: hs.standby, Writes: writes})
+		StartTimeout: time.Second, Standby: hs.standby, Writes: writes, logRate: hs.logRate})
 	if err != nil {
 		t.Fatal(err)
 	}
