@@ -2,9 +2,11 @@ package host
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/informer-host/informer-host/internal/testenv"
@@ -67,5 +69,54 @@ func TestWriteSlowerThanCallTimeout(t *testing.T) {
 	}
 	if labelled("b") {
 		t.Fatal("b was written though its write was canceled")
+	}
+}
+
+// dropSelfNoop: the plugin's merge patch sets only managedFields (a
+// manager "x" owning the label), so its update, flagged as the plugin's
+// own, differs from the old object in nothing the plugin sees (the cache
+// strips managedFields): it is dropped (counted as unchanged), and the
+// plugin is called once. Without dropSelfNoop it is delivered.
+func TestDropSelfNoop(t *testing.T) {
+	for _, drop := range []bool{true, false} {
+		t.Run(map[bool]string{true: "dropped", false: "delivered"}[drop], func(t *testing.T) {
+			cfg := strings.Replace(writerConfig, "events: [add]}]", "events: [add, update], dropSelfNoop: "+map[bool]string{true: "true", false: "false"}[drop]+"}]", 1)
+			cfg = strings.Replace(cfg, "limits: {callTimeout: 50ms}", "", 1)
+			cfg = strings.Replace(cfg, `config: {metadata: {labels: {written: "yes"}}}`, `config: {metadata: {managedFields: [{manager: x, operation: Apply, apiVersion: v1, fieldsType: FieldsV1, fieldsV1: {"f:metadata": {"f:labels": {"f:written": {}}}}}]}}`, 1)
+			hs, err := newHarness(t, cfg, map[string][]byte{"writer.wasm": fixture(t, "writer")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := env.Client.CoreV1().ConfigMaps(hs.ns).Create(context.Background(),
+				&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"written": "yes"}}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			// The plugin's patch lands: manager x appears.
+			eventually(t, "the plugin's managedFields on the object", func() bool {
+				cm, err := env.Client.CoreV1().ConfigMaps(hs.ns).Get(context.Background(), "a", metav1.GetOptions{})
+				if err != nil {
+					return false
+				}
+				for _, m := range cm.ManagedFields {
+					if m.Manager == "x" {
+						return true
+					}
+				}
+				return false
+			})
+			if drop {
+				eventually(t, "the self no-op update dropped", func() bool {
+					return hs.status("writer.wasm").Filtered["configmaps"].Unchanged == 1
+				})
+				if got := hs.rec.strings("writer.wasm"); len(got) != 1 || got[0] != "add "+hs.ns+"/a ok" {
+					t.Fatalf("calls %q, want the add only", got)
+				}
+				return
+			}
+			eventually(t, "the self update delivered", func() bool { return len(hs.rec.strings("writer.wasm")) == 2 })
+			if got := hs.rec.strings("writer.wasm"); got[1] != "update "+hs.ns+"/a ok" {
+				t.Fatalf("calls %q", got)
+			}
+		})
 	}
 }
