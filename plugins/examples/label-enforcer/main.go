@@ -19,7 +19,7 @@
 //
 // Configuration (JSON):
 //
-//	{"key": "team", "value": "unowned"}   the label; key is required
+//	{"key": "team", "value": "unowned"}   the label (these are the defaults)
 //
 // Build (or `make plugins`):
 //
@@ -39,6 +39,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,11 +58,14 @@ var cfg struct {
 
 func init() {
 	kit.OnInit(func(raw []byte) error {
-		if err := json.Unmarshal(raw, &cfg); err != nil {
-			return fmt.Errorf("config: %w", err)
+		cfg.Key, cfg.Value = "team", "unowned"
+		if len(bytes.TrimSpace(raw)) > 0 {
+			if err := json.Unmarshal(raw, &cfg); err != nil {
+				return fmt.Errorf("config: %w", err)
+			}
 		}
 		if cfg.Key == "" {
-			return errors.New(`config: "key", the required label, is missing`)
+			return errors.New(`config: "key", the required label, is empty`)
 		}
 		if cfg.Resource == "" {
 			cfg.Resource = "pods"
