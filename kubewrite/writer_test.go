@@ -3,8 +3,11 @@ package kubewrite
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -333,5 +336,44 @@ func TestSelfWritesBounded(t *testing.T) {
 	nilSelf.Record("k", "1")
 	if nilSelf.Match("k", "1") {
 		t.Fatal("nil SelfWrites matched")
+	}
+}
+
+// A 429 with Retry-After is retried by the host after the wait the
+// apiserver asked for, within the I/O timeout: the plugin sees one
+// successful write. When the wait would outlast the timeout, the plugin
+// gets a code at the timeout, not after the wait. (A stand-in apiserver:
+// the real one does not throttle on demand.)
+func TestWriterHonoursRetryAfter(t *testing.T) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if requests.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429,"message":"slow down"}`)
+			return
+		}
+		fmt.Fprint(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ns","resourceVersion":"9"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := &rest.Config{Host: srv.URL}
+	r := Request{Op: abi.WriteMergePatch, Resource: "v1/configmaps", Namespace: "ns", Name: "c", Body: []byte(`{}`)}
+
+	w := writer(t, cfg, PluginOptions{Grant: allVerbs("v1/configmaps")})
+	obj, code, msg := w.Do(context.Background(), &r)
+	if code != 0 || meta(obj, "resourceVersion") != "9" || requests.Load() != 2 {
+		t.Fatalf("after a 429: %s %q, %d requests; want success on the second", abi.ErrorName(code), msg, requests.Load())
+	}
+
+	requests.Store(0)
+	g := allVerbs("v1/configmaps")
+	g.Timeout = config.NewDuration(100 * time.Millisecond)
+	w = writer(t, cfg, PluginOptions{Grant: g})
+	if _, code, _ := w.Do(context.Background(), &r); code != abi.ErrTimeout && code != abi.ErrRateLimited {
+		t.Fatalf("a Retry-After past the timeout: %s, want ERR_TIMEOUT or ERR_RATE_LIMITED", abi.ErrorName(code))
+	}
+	if n := requests.Load(); n != 1 {
+		t.Fatalf("%d requests; the retry should not have been sent past the timeout", n)
 	}
 }
