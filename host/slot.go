@@ -529,7 +529,8 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 			all = false
 			continue
 		}
-		called, err := inst.Synced(context.Background(), ref)
+		// The generation's stop cancels a write waiting in ih_synced too.
+		called, err := inst.Synced(stopContext{g.stopCh}, ref)
 		if called && g.slot.h.observe != nil {
 			g.slot.h.observe(g.slot.name, &informer.Event{Resource: ref}, engine.Result{}, err)
 		}
