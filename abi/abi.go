@@ -105,7 +105,50 @@ const (
 	// in the current export call, with the size protocol; 0 when that call
 	// succeeded or none was made. Every plugin may call it.
 	ImportResultMessage = "result_message"
+
+	// Kubernetes writes (capability "writes", ABI.md §17.1), since v1.2.
+
+	// ImportK8sWrite is k8s_write(op, res_ptr, res_len, ns_ptr, ns_len,
+	// name_ptr, name_len, sub_ptr, sub_len, body_ptr, body_len, uid_ptr,
+	// uid_len, rv_ptr, rv_len, flags i32) -> i32: a handle to the object
+	// the apiserver returned (>= FirstHandle), 0 for a delete, or an
+	// error code; result_message has the apiserver's message.
+	ImportK8sWrite = "k8s_write"
 )
+
+// Operations of k8s_write (its op argument), ABI.md §17.1. Each needs
+// its verb in the plugin's writes grant.
+const (
+	WriteCreate     int32 = 1 // POST the body; verb create
+	WriteMergePatch int32 = 2 // JSON merge patch (RFC 7386); verb patch
+	WriteJSONPatch  int32 = 3 // JSON patch (RFC 6902); verb patch
+	WriteApply      int32 = 4 // server-side apply; verb apply
+	WriteDelete     int32 = 5 // DELETE, body empty; verb delete
+)
+
+// Flags of k8s_write (its flags argument). Other bits are ERR_INVALID.
+const (
+	// WriteForce takes over conflicting fields on an apply (force=true).
+	WriteForce int32 = 1 << 0
+	// WriteFlagsKnown is every flag a v1.2 host knows.
+	WriteFlagsKnown = WriteForce
+)
+
+// WriteVerb returns the grant verb of a k8s_write op ("create", "patch",
+// "apply", "delete"), or "" for an unknown op.
+func WriteVerb(op int32) string {
+	switch op {
+	case WriteCreate:
+		return "create"
+	case WriteMergePatch, WriteJSONPatch:
+		return "patch"
+	case WriteApply:
+		return "apply"
+	case WriteDelete:
+		return "delete"
+	}
+	return ""
+}
 
 // State limits and conventions (ABI.md §16.2).
 const (
@@ -503,6 +546,7 @@ func Imports() []Func {
 		{Name: ImportMetricSet, Signature: sig([]ValType{I32, F64, I32, I32}, I32)},
 		{Name: ImportMetricObserve, Signature: sig([]ValType{I32, F64, I32, I32}, I32)},
 		{Name: ImportResultMessage, Signature: sig(i32s(2), I32)},
+		{Name: ImportK8sWrite, Signature: sig(i32s(16), I32)},
 	}
 }
 

@@ -26,9 +26,14 @@ const (
 	// FlagHasOldObject is set when object_read(ObjectOld, ...) has an
 	// object to return (updates).
 	FlagHasOldObject uint8 = 1 << 2
+	// FlagSelfWrite is set on an event whose object is the result of one
+	// of this plugin's own successful k8s_write calls: its
+	// resourceVersion is one such a write returned for that object
+	// (ABI.md §17.1). Since v1.2; zero before.
+	FlagSelfWrite uint8 = 1 << 3
 	// FlagHandedOver (since v1.2) is set on a delete that says the object
 	// moved to another member of a sharding group: it left this replica's
-	// share, not the cluster. Bit 3 is "self write" (v1.2).
+	// share, not the cluster.
 	FlagHandedOver uint8 = 1 << 4
 )
 

@@ -185,6 +185,11 @@ type Binding struct {
 	// OnFilterError is what a filter evaluation error means: "open"
 	// (deliver, the default) or "closed" (drop).
 	OnFilterError string `yaml:"onFilterError" json:"onFilterError,omitempty"`
+	// DropSelfNoop drops an update caused by the plugin's own write
+	// (header flag FlagSelfWrite) in which nothing the plugin would see
+	// changed but metadata.resourceVersion and metadata.managedFields
+	// (ABI.md §17.1). Default false: such updates arrive, flagged.
+	DropSelfNoop bool `yaml:"dropSelfNoop" json:"dropSelfNoop,omitempty"`
 }
 
 // FilterSpec returns the binding's host-side filter.

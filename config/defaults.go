@@ -11,7 +11,7 @@ import (
 // fieldSet records which plugin settings a mapping gives, so that merging
 // a module over plugins.default takes what the module says, including
 // zeros that mean something (maxRetries: 0, callTimeout: 0s).
-type fieldSet uint16
+type fieldSet uint32
 
 const (
 	setBindings fieldSet = 1 << iota
@@ -27,8 +27,11 @@ const (
 	setMaxRestartBackoff
 	setGrantState
 	setGrantMetrics
+	setGrantWrites
+	setGrantImpersonate
+	setGrantDryRun
 
-	allFields = setGrantMetrics<<1 - 1
+	allFields = setGrantDryRun<<1 - 1
 )
 
 // fieldsSet says which of s's fields the document sets under sp. Bindings
@@ -56,6 +59,9 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 		{setMaxRestartBackoff, l.key("maxRestartBackoff")},
 		{setGrantState, sp.key("grants").key("state")},
 		{setGrantMetrics, metricsGrantAt(sp)},
+		{setGrantWrites, sp.key("grants").key("writes")},
+		{setGrantImpersonate, sp.key("grants").key("impersonate")},
+		{setGrantDryRun, sp.key("grants").key("dryRun")},
 	} {
 		if p.present(x.at) {
 			f |= x.bit
@@ -92,6 +98,9 @@ func setByValue(s PluginSettings) fieldSet {
 	mark(setMaxRestartBackoff, isSet(s.Limits.MaxRestartBackoff))
 	mark(setGrantState, s.Grants.State != nil)
 	mark(setGrantMetrics, s.Grants.Metrics != nil)
+	mark(setGrantWrites, s.Grants.Writes != nil)
+	mark(setGrantImpersonate, s.Grants.Impersonate != nil)
+	mark(setGrantDryRun, s.Grants.DryRun != nil)
 	return f
 }
 
@@ -154,6 +163,17 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 	}
 	if s, ok := pick(setGrantMetrics); ok {
 		out.Grants.Metrics = s.Grants.Metrics.resolved()
+	}
+	// Capabilities II: writes, the identity and dry run are each taken
+	// whole from where they are written (grants_writes.go).
+	if s, ok := pick(setGrantWrites); ok {
+		out.Grants.Writes = s.Grants.Writes
+	}
+	if s, ok := pick(setGrantImpersonate); ok {
+		out.Grants.Impersonate = s.Grants.Impersonate
+	}
+	if s, ok := pick(setGrantDryRun); ok {
+		out.Grants.DryRun = s.Grants.DryRun
 	}
 	return out.clone()
 }

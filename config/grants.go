@@ -99,6 +99,7 @@ func (g Grants) clone() Grants {
 		m := *g.Metrics
 		g.Metrics = &m
 	}
+	g = g.cloneWrites()
 	return g
 }
 
@@ -123,6 +124,9 @@ func (g Grants) Granted() []string {
 	}
 	if g.Metrics != nil {
 		out = append(out, CapabilityMetrics)
+	}
+	if g.Writes != nil && len(g.Writes.Resources) > 0 {
+		out = append(out, CapabilityWrites)
 	}
 	sort.Strings(out)
 	return out

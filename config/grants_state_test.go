@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"testing"
 	"time"
 )
@@ -24,16 +23,7 @@ func TestStateGrantProblems(t *testing.T) {
 			`config.yaml:8: plugins.state.flushInterval: 0s is out of range; use a duration from 1ms to 1m0s (default 1s)`},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("config.yaml", []byte(tc.in))
-			var errs Errors
-			if !errors.As(err, &errs) {
-				t.Fatalf("Parse: %v, want Errors", err)
-			}
-			if !containsLinePrefix(err.Error(), tc.want) {
-				t.Fatalf("got\n%s\nwant a line starting with\n%s", indent(err.Error()), tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantProblem(t, tc.in, tc.want) })
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -232,6 +233,9 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 			}
 		}
 		validateFilter(p, bp, b)
+		if b.DropSelfNoop && len(b.Events) > 0 && !slices.Contains(b.Events, EventUpdate) {
+			p.add(bp.key("dropSelfNoop"), "drops update events, but this binding asks for none (events: %s); remove it or add update", strings.Join(b.Events, ", "))
+		}
 	}
 
 	dp := sp.key("delivery")
@@ -259,6 +263,8 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 	validateGrants(p, sp, &s.Grants, names, complete)
 	validateStateGrant(p, sp.key("grants").key("state"), s.Grants.State)
 	validateMetricsGrant(p, sp, s.Grants.Metrics)
+	validateWritesGrant(p, sp.key("grants"), s.Grants.Writes, names, complete)
+	validateImpersonation(p, sp.key("grants"), s.Grants.Impersonate)
 
 	if s.Config != nil {
 		if _, err := json.Marshal(jsonable(s.Config)); err != nil {

@@ -190,6 +190,12 @@ type harness struct {
 	// rest, when a setup function sets it, is the pipeline's client
 	// config instead of the control plane's (a test counting requests).
 	rest *rest.Config
+	// writesRest, when a setup function sets it, is the plugins' writes
+	// client config (k8s_write) instead of the pipeline's.
+	writesRest *rest.Config
+	// logRate, when a setup function sets it, is the plugins' log rate
+	// (a test counting log lines).
+	logRate engine.LogRate
 }
 
 // newHarness parses cfgYAML (with NS and DIR replaced by the test's
@@ -224,8 +230,15 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 	if err := hs.p.Apply(context.Background(), cfg.Resources); err != nil {
 		t.Fatal(err)
 	}
+	if hs.writesRest == nil {
+		hs.writesRest = restConfig
+	}
+	writes, err := NewWritesClient(hs.writesRest, hs.p, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	hs.h, err = New(context.Background(), Options{Pipeline: hs.p, Config: cfg, Logger: log, observe: hs.rec.observe,
-		StartTimeout: time.Second, Standby: hs.standby})
+		StartTimeout: time.Second, Standby: hs.standby, Writes: writes, logRate: hs.logRate})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/informer-host/informer-host/filter"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/kubewrite"
 	"github.com/informer-host/informer-host/pluginmetrics"
 	"github.com/informer-host/informer-host/state"
 )
@@ -48,6 +49,9 @@ type Options struct {
 	// read, validated and compiled, but none is instantiated and nothing
 	// is delivered until Activate (see standby.go).
 	Standby bool
+	// Writes performs plugins' Kubernetes writes (k8s_write, ABI.md
+	// §17.1). nil: a plugin granted writes gets ERR_DENIED.
+	Writes *kubewrite.Client
 
 	// observe, when set, is told of every call into a plugin's ih_handle
 	// and its outcome, and of every ih_synced call (an event with only a
@@ -68,6 +72,7 @@ type Host struct {
 	observe   func(plugin string, ev *informer.Event, res engine.Result, err error)
 	logRate   engine.LogRate
 	envelopes *envelopeCache
+	writes    *kubewrite.Client // nil: no writes
 
 	// pluginMetrics holds the metrics plugins declare (metric_*); a
 	// plugin's outlive its instances and go when its file is removed.
@@ -146,6 +151,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
 		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{},
 		pluginMetrics: pluginmetrics.New(pluginmetrics.Options{}),
+		writes:        opts.Writes,
 	}
 	if h.state, err = openState(ctx, opts.Config, h); err != nil {
 		_ = eng.Close(context.Background())

@@ -17,6 +17,7 @@ import (
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/shard"
+	"github.com/informer-host/informer-host/kubewrite"
 )
 
 // PluginState is where a plugin stands.
@@ -108,6 +109,11 @@ type PluginSlot struct {
 	refusedSHA string
 	failures   int       // consecutive failures of the current generation
 	loadedAt   time.Time // when the current generation was swapped in
+
+	// self records the plugin's successful writes (writes.go), made once
+	// by selfOnce; it is safe for concurrent use itself.
+	selfOnce sync.Once
+	self     *kubewrite.SelfWrites
 }
 
 // bindingCounts returns the filter counters of the binding to resource.
@@ -159,6 +165,9 @@ type generation struct {
 	// reported holds the bindings whose ih_synced the current instance
 	// has had since its initial list (or the last repair) began.
 	reported map[string]bool
+	// kw is the plugin's writes client (writes.go), built with the first
+	// instance and shared by its restarts.
+	kw *kubewrite.Writer
 	// failing is set when a call fails and cleared by the next successful
 	// call.
 	failing bool
@@ -320,6 +329,7 @@ func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) 
 		Cache:    newCacheReader(h.pipeline, g.settings.Grants),
 		State:    h.stateFor(g.slot.name, g.settings),
 		Metrics:  g.metricSet(),
+		Writes:   g.writer(),
 		OnDenied: h.onDenied(g.slot.name, g.log),
 	})
 }
@@ -532,7 +542,8 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 			all = false
 			continue
 		}
-		called, err := inst.Synced(context.Background(), ref)
+		// The generation's stop cancels a write waiting in ih_synced too.
+		called, err := inst.Synced(stopContext{g.stopCh}, ref)
 		if called && g.slot.h.observe != nil {
 			g.slot.h.observe(g.slot.name, &informer.Event{Resource: ref}, engine.Result{}, err)
 		}
@@ -719,7 +730,18 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 	if d.attempts == 0 {
 		s.obs.wait.Observe(start.Sub(d.enqueued).Seconds())
 	}
-	res, err := inst.Handle(context.Background(), env)
+	flags, drop := g.selfFlags(ev)
+	if drop {
+		// A no-op update the plugin's own write caused (dropSelfNoop):
+		// it has what it wrote; its view moves on without a call.
+		g.byResource[d.key.resource].counts.unchanged.Add(1)
+		g.record(d.key, ev, seen)
+		return inst, true
+	}
+	res, err := inst.HandleWith(stopContext{g.stopCh}, env, flags)
+	if err != nil && g.stopping() && !errors.As(err, new(*engine.Failure)) {
+		return inst, false // stopped just before the call: not the plugin's failure
+	}
 	s.obs.handle.Observe(since(start))
 	s.lastEvent.Store(time.Now().UnixNano())
 	if s.h.observe != nil {

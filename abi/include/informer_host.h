@@ -85,6 +85,7 @@
 #define IH_FLAG_INITIAL_LIST 0x01
 #define IH_FLAG_FINAL_STATE_UNKNOWN 0x02
 #define IH_FLAG_HAS_OLD_OBJECT 0x04
+#define IH_FLAG_SELF_WRITE 0x08 /* v1.2: the object is the result of this plugin's own k8s_write */
 #define IH_FLAG_HANDED_OVER 0x10 /* v1.2: a delete: the object moved to another replica (ABI.md 4.3) */
 
 /* header string indexes */
@@ -158,6 +159,24 @@ IH_IMPORT("metric_observe") int32_t ih_metric_observe(int32_t id, double value, 
 /* Since v1.2 (ABI.md section 17): the message of the last capabilities II
  * call of this export call (empty after a success), size protocol. */
 IH_IMPORT("result_message") int32_t ih_result_message(char *buf, int32_t len);
+
+/* Since v1.2 (ABI.md section 17.1), capability "writes": one Kubernetes
+ * write. res is a granted resource as the grant names it (a configured
+ * name, or "group/version/resource"); sub "" or "status"; uid and rv are
+ * optional preconditions (len 0 = none). Returns a handle (>= 2) to the
+ * object the apiserver answered with, readable with ih_object_read and
+ * ih_field_read until the export call returns; 0 after a delete; or an
+ * IH_ERR_* code, with the apiserver's message in ih_result_message. */
+#define IH_WRITE_CREATE 1
+#define IH_WRITE_MERGE_PATCH 2
+#define IH_WRITE_JSON_PATCH 3
+#define IH_WRITE_APPLY 4
+#define IH_WRITE_DELETE 5
+#define IH_WRITE_FORCE 0x1 /* apply: take over conflicting fields */
+IH_IMPORT("k8s_write") int32_t ih_k8s_write(int32_t op, const char *res, int32_t res_len, const char *ns, int32_t ns_len,
+                                             const char *name, int32_t name_len, const char *sub, int32_t sub_len,
+                                             const char *body, int32_t body_len, const char *uid, int32_t uid_len,
+                                             const char *rv, int32_t rv_len, int32_t flags);
 
 static inline uint32_t ih_u32le(const uint8_t *p) {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

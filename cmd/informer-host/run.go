@@ -209,8 +209,12 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 			}
 		}
 	}
+	writes, err := host.NewWritesClient(restCfg, p, log)
+	if err != nil {
+		return err
+	}
 	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, StartTimeout: o.startTimeout,
-		Standby: o.campaign != nil})
+		Standby: o.campaign != nil, Writes: writes})
 	if err != nil {
 		return err
 	}

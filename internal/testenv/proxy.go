@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
-	"net/url"
 	"sync"
 	"testing"
 
@@ -20,9 +19,8 @@ import (
 // resource version has been compacted, so the client must relist. That is
 // the path on which client-go emits DeletedFinalStateUnknown.
 type WatchProxy struct {
-	srv    *httptest.Server
-	target *url.URL
-	proxy  *httputil.ReverseProxy
+	srv   *httptest.Server
+	proxy *httputil.ReverseProxy
 
 	mu      sync.Mutex
 	held    chan struct{} // non-nil while watches are held; closed on Resume
@@ -35,23 +33,8 @@ type WatchProxy struct {
 // proxy authenticates upstream with cfg's credentials).
 func NewWatchProxy(t testing.TB, cfg *rest.Config) (*WatchProxy, *rest.Config) {
 	t.Helper()
-	target, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := rest.TransportFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &WatchProxy{target: target, cancels: map[*http.Request]context.CancelFunc{}}
-	p.proxy = &httputil.ReverseProxy{
-		Transport:     rt,
-		FlushInterval: -1, // watches stream
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(target)
-			r.Out.Host = target.Host
-		},
-	}
+	p := &WatchProxy{cancels: map[*http.Request]context.CancelFunc{}}
+	p.proxy = reverseProxy(t, cfg)
 	p.srv = httptest.NewServer(p)
 	t.Cleanup(func() {
 		p.Resume(false)

@@ -224,6 +224,15 @@ func (r *results) buildRows() {
 		}
 	}
 
+	// Issue 12: a Kubernetes write through the host against the same
+	// write from native client-go, in the same run.
+	if v, ok := ns("BenchmarkWrite/host-apply", "ns/op"); ok {
+		if n, ok := ns("BenchmarkWrite/native-apply", "ns/op"); ok {
+			r.add(row{"writes", "k8s_write server-side apply of a ConfigMap, per call (plugin, host, apiserver round trip)",
+				fmtNs(v), "client-go dynamic client Apply, same body: " + fmtNs(n), ratio(v, n), "≤ 1.1x", yes(v/n <= 1.1)})
+		}
+	}
+
 	// Case 2: fan-out.
 	for _, p := range []string{"object-wat", "twofields", "noop-wat"} {
 		one, ok := ns(fmt.Sprintf("BenchmarkFanout/%s/plugins=1", p), "cpu-ns/op")

@@ -93,7 +93,13 @@ func headerRead(ctx context.Context, mod api.Module, stack []uint64) {
 		setI32(stack, abi.ErrNoEvent)
 		return
 	}
-	setI32(stack, copyOut(mod, ptr, n, st.env.header))
+	size := copyOut(mod, ptr, n, st.env.header)
+	if st.flags != 0 && size >= 3 && size <= n {
+		// The plugin's own flags over the shared envelope's (HandleWith).
+		b, _ := region(mod, ptr, n)
+		b[2] |= st.flags
+	}
+	setI32(stack, size)
 }
 
 // object_read(which, ptr, len i32) -> i32
@@ -362,6 +368,7 @@ func instantiateHostModule(ctx context.Context, r wazero.Runtime) (api.Module, e
 		abi.ImportStateList:   stateList,
 
 		abi.ImportResultMessage: resultMessage,
+		abi.ImportK8sWrite:      k8sWrite,
 	}
 	for name, f := range metricFuncs() {
 		fns[name] = f

@@ -41,6 +41,8 @@ type InstanceOptions struct {
 	State StateBucket
 	// Metrics is the plugin's metrics (metric_*, ABI.md §16.3).
 	Metrics MetricSet
+	// Writes serves k8s_write (capability "writes", ABI.md §17.1).
+	Writes ClusterWriter
 	// OnDenied is called on every call refused with ERR_DENIED, with the
 	// capability ("cache") and the function ("cache_get"), on the
 	// instance's goroutine during the call; it must be cheap (the host
@@ -171,6 +173,7 @@ type callState struct {
 	cache    CacheReader                       // nil: cache reads denied
 	state    StateBucket                       // nil: state denied
 	metrics  MetricSet                         // nil: metrics denied
+	writes   ClusterWriter                     // nil: writes denied
 	onDenied func(capability, function string) // may be nil
 	// handles are the objects cache_get returned during the current call,
 	// handle FirstHandle+i being handles[i]. Emptied when the call returns
@@ -189,6 +192,9 @@ type callState struct {
 	// resultMsg is the message of the last capabilities II call of the
 	// current export call (result_message); emptied at every call.
 	resultMsg []byte
+	// flags are header flags the host adds for this plugin to the shared
+	// envelope's (abi.FlagSelfWrite), set by HandleWith for one call.
+	flags uint8
 }
 
 // aborted reports whether the current call is being killed.
@@ -383,6 +389,7 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		cache:    o.Cache,
 		state:    o.State,
 		metrics:  o.Metrics,
+		writes:   o.Writes,
 		onDenied: o.OnDenied,
 	}
 	i := &Instance{
@@ -561,16 +568,25 @@ func (i *Instance) usable() error {
 // ctx is checked before the call; during the call only CallTimeout bounds
 // it, so a call is never abandoned halfway because a caller gave up.
 func (i *Instance) Handle(ctx context.Context, ev *Envelope) (Result, error) {
+	return i.HandleWith(ctx, ev, 0)
+}
+
+// HandleWith is Handle with header flags this plugin alone sees added to
+// the envelope's (abi.FlagSelfWrite): the envelope is shared by every
+// plugin, these flags are not. ctx is the call's context: it does not
+// bound the plugin's CPU, but its end cancels a capability's network
+// wait (ERR_CANCELED).
+func (i *Instance) HandleWith(ctx context.Context, ev *Envelope, flags uint8) (Result, error) {
 	if err := i.usable(); err != nil {
 		return Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	i.st.env, i.st.callCtx = ev, ctx
+	i.st.env, i.st.callCtx, i.st.flags = ev, ctx, flags
 	i.stack[0] = uint64(len(ev.header))
 	err := i.call(i.handle)
-	i.st.env, i.st.callCtx = nil, nil
+	i.st.env, i.st.callCtx, i.st.flags = nil, nil, 0
 	if err != nil {
 		return Result{}, i.failure(ctx, abi.ExportHandle, err, true)
 	}

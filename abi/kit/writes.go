@@ -1,0 +1,145 @@
+package kit
+
+import "github.com/informer-host/informer-host/abi"
+
+// Errors of the writes (ABI.md §17.1). Each is a HostError, so
+// errors.Is(err, kit.ErrForbidden) works on the *WriteError a write
+// returns. Shared with the other capabilities: ErrDenied (not granted),
+// ErrConflict (a precondition or resourceVersion conflict, 409) and
+// ErrNoObject (the object a patch, apply or delete names is missing, 404).
+var (
+	ErrForbidden     error = HostError(abi.ErrForbidden)     // the apiserver's RBAC refused it (403)
+	ErrExists        error = HostError(abi.ErrExists)        // a create of an object that exists
+	ErrUnprocessable error = HostError(abi.ErrUnprocessable) // an invalid object (422) or request (400)
+	ErrRateLimited   error = HostError(abi.ErrRateLimited)   // the plugin's rate limit or a 429: return kit.Retry(err)
+	ErrTimeout       error = HostError(abi.ErrTimeout)       // no answer within the write timeout
+	ErrUnavailable   error = HostError(abi.ErrUnavailable)   // the apiserver could not be reached, or 5xx
+	ErrCanceled      error = HostError(abi.ErrCanceled)      // the host stopped the call: return at once
+)
+
+// WriteError is a failed write: the code (a HostError) and the
+// apiserver's or the host's message (result_message).
+type WriteError struct {
+	Code    HostError
+	Message string
+}
+
+func (e *WriteError) Error() string { return e.Code.Error() + ": " + e.Message }
+
+// Unwrap lets errors.Is match the code's sentinel (ErrConflict,
+// ErrNoObject, ...).
+func (e *WriteError) Unwrap() error { return hostErr(int32(e.Code)) }
+
+// Target names the object a write acts on.
+type Target struct {
+	// Resource is a granted resource as the grant names it: a configured
+	// resource's name ("pods") or "group/version/resource"
+	// ("v1/configmaps", "apps/v1/deployments").
+	Resource    string
+	Namespace   string // "" for a cluster-scoped object
+	Name        string // a create may leave it to the body's metadata.name
+	Subresource string // "" = the object itself; "status"
+}
+
+// Preconditions make a write conditional: the apiserver refuses it with
+// ErrConflict when the object's uid or resourceVersion differs.
+type Preconditions struct {
+	UID             string
+	ResourceVersion string
+}
+
+// writesAPI is k8s_write and result_message; the host implements it on
+// wasip1 (writes_wasip1.go), tests with a fake.
+type writesAPI interface {
+	k8sWrite(op int32, t Target, body []byte, p Preconditions, flags int32) int32
+	resultMessage(buf []byte) int32
+}
+
+func (p *plugin) writes() writesAPI {
+	if a, ok := p.host.(writesAPI); ok {
+		return a
+	}
+	return noWrites{}
+}
+
+// Cluster writes to the Kubernetes API (capability "writes", k8s_write):
+// only what the plugin's grants.writes covers; anything else is
+// ErrDenied without a request. Each write returns the object the
+// apiserver answered with, readable like a cached one until the handler
+// returns, or a *WriteError.
+type Cluster struct{ p *plugin }
+
+// K8s returns the plugin's writer to the cluster.
+func K8s() Cluster { return Cluster{p: &the} }
+
+// Create creates the object body (JSON) describes.
+func (c Cluster) Create(t Target, body []byte) (Cached, error) {
+	return c.p.write(abi.WriteCreate, t, body, Preconditions{}, 0)
+}
+
+// MergePatch applies a JSON merge patch (RFC 7386) to the object.
+func (c Cluster) MergePatch(t Target, patch []byte, p Preconditions) (Cached, error) {
+	return c.p.write(abi.WriteMergePatch, t, patch, p, 0)
+}
+
+// JSONPatch applies a JSON patch (RFC 6902, a JSON array of operations).
+func (c Cluster) JSONPatch(t Target, patch []byte, p Preconditions) (Cached, error) {
+	return c.p.write(abi.WriteJSONPatch, t, patch, p, 0)
+}
+
+// Apply server-side applies body (a JSON object with apiVersion, kind and
+// metadata.name) as field manager "informer-host/<plugin>". force takes
+// over fields another manager owns.
+func (c Cluster) Apply(t Target, body []byte, force bool, p Preconditions) (Cached, error) {
+	var flags int32
+	if force {
+		flags = abi.WriteForce
+	}
+	return c.p.write(abi.WriteApply, t, body, p, flags)
+}
+
+// Delete deletes the object.
+func (c Cluster) Delete(t Target, p Preconditions) error {
+	_, err := c.p.write(abi.WriteDelete, t, nil, p, 0)
+	return err
+}
+
+// write calls k8s_write; the object the apiserver returned is readable
+// like a cached one until the handler returns.
+func (p *plugin) write(op int32, t Target, body []byte, pre Preconditions, flags int32) (Cached, error) {
+	w := p.writes()
+	h := w.k8sWrite(op, t, body, pre, flags)
+	if h < 0 {
+		return Cached{}, &WriteError{Code: HostError(h), Message: p.resultMessage(w)}
+	}
+	return Cached{p: p, h: h}, nil
+}
+
+func (p *plugin) resultMessage(w writesAPI) string {
+	for {
+		if cap(p.valBuf) < 1024 {
+			p.valBuf = make([]byte, 1024)
+		}
+		buf := p.valBuf[:cap(p.valBuf)]
+		n := w.resultMessage(buf)
+		switch {
+		case n < 0:
+			return ""
+		case int(n) > len(buf):
+			p.valBuf = make([]byte, n)
+			continue
+		}
+		return string(buf[:n])
+	}
+}
+
+// SelfWrite reports an event whose object is the result of one of this
+// plugin's own writes (header flag FlagSelfWrite): a controller reacting
+// to it would be reacting to itself.
+func (e *Event) SelfWrite() bool { return e.hdr.Has(abi.FlagSelfWrite) }
+
+// noWrites stands in where there is no host: every write is denied.
+type noWrites struct{}
+
+func (noWrites) k8sWrite(int32, Target, []byte, Preconditions, int32) int32 { return abi.ErrDenied }
+func (noWrites) resultMessage([]byte) int32                                 { return 0 }
