@@ -159,17 +159,6 @@ plugins:
 `,
 		want: []string{`* "" secrets create`},
 	}, {
-		name: "a write to an unknown resource is an error naming the plugin",
-		config: `plugins:
-  modules:
-    - file: a.wasm
-      grants:
-        writes:
-          resources:
-            - {resource: nosuch, verbs: [create]}
-`,
-		wantErr: `plugin "a.wasm": grants.writes.resources[0]: resource "nosuch" is neither a configured resource's name nor version/resource or group/version/resource`,
-	}, {
 		name: "events: create and patch, core and events.k8s.io, cluster-wide",
 		config: `resources:
   - {name: pods, version: v1, resource: pods, namespaces: [a]}
