@@ -11,7 +11,7 @@ import (
 // fieldSet records which plugin settings a mapping gives, so that merging
 // a module over plugins.default takes what the module says, including
 // zeros that mean something (maxRetries: 0, callTimeout: 0s).
-type fieldSet uint16
+type fieldSet uint32
 
 const (
 	setBindings fieldSet = 1 << iota
@@ -27,8 +27,10 @@ const (
 	setMaxRestartBackoff
 	setGrantState
 	setGrantMetrics
+	setGrantEvents
+	setGrantHTTP
 
-	allFields = setGrantMetrics<<1 - 1
+	allFields = setGrantHTTP<<1 - 1
 )
 
 // fieldsSet says which of s's fields the document sets under sp. Bindings
@@ -56,6 +58,8 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 		{setMaxRestartBackoff, l.key("maxRestartBackoff")},
 		{setGrantState, sp.key("grants").key("state")},
 		{setGrantMetrics, metricsGrantAt(sp)},
+		{setGrantEvents, sp.key("grants").key("events")},
+		{setGrantHTTP, sp.key("grants").key("http")},
 	} {
 		if p.present(x.at) {
 			f |= x.bit
@@ -92,6 +96,8 @@ func setByValue(s PluginSettings) fieldSet {
 	mark(setMaxRestartBackoff, isSet(s.Limits.MaxRestartBackoff))
 	mark(setGrantState, s.Grants.State != nil)
 	mark(setGrantMetrics, s.Grants.Metrics != nil)
+	mark(setGrantEvents, s.Grants.Events != nil)
+	mark(setGrantHTTP, s.Grants.HTTP != nil)
 	return f
 }
 
@@ -154,6 +160,14 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 	}
 	if s, ok := pick(setGrantMetrics); ok {
 		out.Grants.Metrics = s.Grants.Metrics.resolved()
+	}
+	// Events and HTTP are picked like State: a module's "http:" mapping
+	// replaces the default's grant whole.
+	if s, ok := pick(setGrantEvents); ok {
+		out.Grants.Events = s.Grants.Events
+	}
+	if s, ok := pick(setGrantHTTP); ok {
+		out.Grants.HTTP = s.Grants.HTTP
 	}
 	return out.clone()
 }

@@ -99,6 +99,15 @@ func (g Grants) clone() Grants {
 		m := *g.Metrics
 		g.Metrics = &m
 	}
+	if g.Events != nil {
+		e := *g.Events
+		g.Events = &e
+	}
+	if g.HTTP != nil {
+		h := *g.HTTP
+		h.Upstreams = append([]string(nil), h.Upstreams...)
+		g.HTTP = &h
+	}
 	return g
 }
 
@@ -123,6 +132,12 @@ func (g Grants) Granted() []string {
 	}
 	if g.Metrics != nil {
 		out = append(out, CapabilityMetrics)
+	}
+	if g.Events != nil {
+		out = append(out, CapabilityEvents)
+	}
+	if g.HTTP != nil {
+		out = append(out, CapabilityHTTP)
 	}
 	sort.Strings(out)
 	return out
