@@ -109,6 +109,7 @@ func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 	h.metrics.handle.Describe(ch)
 	h.metrics.filter.Describe(ch)
 	h.metrics.denied.Describe(ch)
+	h.outbound.upstreams.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -159,6 +160,7 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	h.metrics.handle.Collect(ch)
 	h.metrics.filter.Collect(ch)
 	h.metrics.denied.Collect(ch)
+	h.outbound.upstreams.Collect(ch)
 }
 
 func b2f(b bool) float64 {

@@ -308,6 +308,8 @@ func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) 
 		Cache:    newCacheReader(h.pipeline, g.settings.Grants),
 		State:    h.stateFor(g.slot.name, g.settings),
 		Metrics:  g.metricSet(),
+		HTTP:     g.httpClient(),
+		Events:   g.eventRecorder(),
 		OnDenied: h.onDenied(g.slot.name, g.log),
 	})
 }

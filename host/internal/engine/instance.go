@@ -40,6 +40,10 @@ type InstanceOptions struct {
 	State StateBucket
 	// Metrics is the plugin's metrics (metric_*, ABI.md §16.3).
 	Metrics MetricSet
+	// HTTP serves http_request to the granted upstreams (ABI.md §17.3).
+	HTTP HTTPClient
+	// Events records event_record's Kubernetes Events (ABI.md §17.2).
+	Events EventRecorder
 	// OnDenied is called on every call refused with ERR_DENIED, with the
 	// capability ("cache") and the function ("cache_get"), on the
 	// instance's goroutine during the call; it must be cheap (the host
@@ -167,6 +171,11 @@ type callState struct {
 	state    StateBucket                       // nil: state denied
 	metrics  MetricSet                         // nil: metrics denied
 	onDenied func(capability, function string) // may be nil
+	http     HTTPClient                        // nil: http denied
+	events   EventRecorder                     // nil: events denied
+	// httpCall holds the last http_request's response, for
+	// http_response_read, until the export call returns.
+	httpCall httpCall
 	// handles are the objects cache_get returned during the current call,
 	// handle FirstHandle+i being handles[i]. Emptied when the call returns
 	// (call, callInit), so a handle never outlives its call.
@@ -368,6 +377,8 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		state:    o.State,
 		metrics:  o.Metrics,
 		onDenied: o.OnDenied,
+		http:     o.HTTP,
+		events:   o.Events,
 	}
 	i := &Instance{
 		e:       e,

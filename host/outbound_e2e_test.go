@@ -1,0 +1,266 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/informer-host/informer-host/host/internal/engine"
+)
+
+// webhook is a loopback HTTP server that keeps every request body it is
+// sent, by path.
+type webhook struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	got  map[string][]string
+	auth []string // the Authorization header of each request
+}
+
+func newWebhook(t *testing.T, handle func(w http.ResponseWriter, r *http.Request)) *webhook {
+	wh := &webhook{got: map[string][]string{}}
+	wh.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		wh.mu.Lock()
+		wh.got[r.URL.Path] = append(wh.got[r.URL.Path], string(b))
+		wh.auth = append(wh.auth, r.Header.Get("Authorization"))
+		wh.mu.Unlock()
+		if handle != nil {
+			handle(w, r)
+		}
+	}))
+	t.Cleanup(wh.srv.Close)
+	return wh
+}
+
+func (wh *webhook) bodies(path string) []string {
+	wh.mu.Lock()
+	defer wh.mu.Unlock()
+	return append([]string(nil), wh.got[path]...)
+}
+
+// crashPod creates a pod with the given containers, none with a status.
+func crashPod(t *testing.T, hs *harness, name string, containers ...string) *corev1.Pod {
+	t.Helper()
+	spec := corev1.PodSpec{}
+	for _, c := range containers {
+		spec.Containers = append(spec.Containers, corev1.Container{Name: c, Image: "x"})
+	}
+	pod, err := env.Client.CoreV1().Pods(hs.ns).Create(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// setWaiting sets the pod's container statuses, as the kubelet would:
+// reasons[c] is container c's waiting reason ("" = running), with
+// restarts restarts.
+func setWaiting(t *testing.T, hs *harness, pod *corev1.Pod, restarts int32, reasons map[string]string) *corev1.Pod {
+	t.Helper()
+	pod = pod.DeepCopy()
+	pod.Status.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: "", RestartCount: restarts}
+		if r := reasons[c.Name]; r != "" {
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: r}
+		} else {
+			cs.State.Running = &corev1.ContainerStateRunning{}
+		}
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, cs)
+	}
+	out, err := env.Client.CoreV1().Pods(hs.ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// handled waits until plugin has handled the update that took the pod to
+// rv.
+func handled(t *testing.T, hs *harness, plugin string, pod *corev1.Pod) {
+	t.Helper()
+	key := hs.ns + "/" + pod.Name
+	eventually(t, plugin+" to handle "+key+" at "+pod.ResourceVersion, func() bool {
+		for _, d := range hs.rec.of(plugin) {
+			if d.Key == key && d.RV == pod.ResourceVersion {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// The crashloop-notifier example posts exactly one message per container
+// transition into CrashLoopBackOff, to the upstream it is granted, with
+// the upstream's secret header taken from the environment.
+func TestCrashloopNotifier(t *testing.T) {
+	wh := newWebhook(t, nil)
+	t.Setenv("IH_TEST_WEBHOOK_TOKEN", "Bearer t0ken")
+	cfg := strings.ReplaceAll(`
+apiVersion: informer-host/v1
+resources:
+  - {name: pods, version: v1, resource: pods, namespaces: [NS]}
+upstreams:
+  - name: webhook
+    url: URL/hooks/
+    headers:
+      - {name: Authorization, valueFromEnv: IH_TEST_WEBHOOK_TOKEN}
+plugins:
+  directory: DIR
+  modules:
+    - file: crashloop-notifier.wasm
+      bindings: [{resource: pods}]
+      config: {upstream: webhook, path: /crashloop}
+      grants:
+        http: {upstreams: [webhook]}
+`, "URL", wh.srv.URL)
+	hs, err := newHarness(t, cfg, map[string][]byte{"crashloop-notifier.wasm": example(t, "crashloop-notifier")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const p = "crashloop-notifier.wasm"
+	pod := crashPod(t, hs, "web-0", "app", "side")
+	for _, step := range []struct {
+		restarts int32
+		reasons  map[string]string
+	}{
+		{0, map[string]string{"app": "ContainerCreating", "side": "ContainerCreating"}},
+		{1, map[string]string{"app": "CrashLoopBackOff"}}, // app enters: one message
+		{2, map[string]string{"app": "CrashLoopBackOff"}}, // still in it: none
+		{2, nil}, // both running
+		{3, map[string]string{"app": "CrashLoopBackOff"}},                             // app again: one message
+		{4, map[string]string{"app": "CrashLoopBackOff", "side": "CrashLoopBackOff"}}, // side enters
+	} {
+		pod = setWaiting(t, hs, pod, step.restarts, step.reasons)
+		handled(t, hs, p, pod)
+	}
+	msg := func(c string, restarts int) string {
+		b, _ := json.Marshal(map[string]any{"namespace": hs.ns, "pod": "web-0", "container": c, "reason": "CrashLoopBackOff", "restartCount": restarts})
+		return string(b)
+	}
+	want := []string{msg("app", 1), msg("app", 3), msg("side", 4)}
+	got := wh.bodies("/hooks/crashloop")
+	if len(got) != len(want) {
+		t.Fatalf("webhook got %d messages, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		var g, w map[string]any
+		if err := json.Unmarshal([]byte(got[i]), &g); err != nil {
+			t.Fatalf("message %d is not JSON: %q", i, got[i])
+		}
+		_ = json.Unmarshal([]byte(want[i]), &w)
+		gb, _ := json.Marshal(g)
+		wb, _ := json.Marshal(w)
+		if string(gb) != string(wb) {
+			t.Errorf("message %d:\n got %s\nwant %s", i, got[i], want[i])
+		}
+	}
+	for _, a := range wh.auth {
+		if a != "Bearer t0ken" {
+			t.Errorf("Authorization %q, want the value of the environment variable", a)
+		}
+	}
+	for _, d := range hs.rec.of(p) {
+		if d.Failure != 0 || (d.Type != 0 && d.Code != engine.CodeOK) {
+			t.Errorf("delivery %s", d)
+		}
+	}
+	if strings.Contains(hs.logs.String(), "t0ken") {
+		t.Error("the header value from the environment appears in the host's log")
+	}
+	if n := hs.pluginMetric("informer_host_plugin_http_requests_total", map[string]string{"plugin": p, "upstream": "webhook", "result": "2xx"}); n != 3 {
+		t.Errorf("informer_host_plugin_http_requests_total{result=2xx} = %v, want 3", n)
+	}
+}
+
+// A webhook that does not answer makes the notifier's request end with
+// ERR_TIMEOUT after the upstream's timeout, which is longer than the
+// plugin's call timeout: the wait does not count against the CPU deadline,
+// so the plugin is not killed. Meanwhile another plugin keeps receiving
+// its events.
+func TestCrashloopNotifierSlowWebhook(t *testing.T) {
+	entered := make(chan struct{}, 10)
+	release := make(chan struct{})
+	var returned atomic.Bool
+	wh := newWebhook(t, func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done(): // the host gave up: its timeout
+		}
+		returned.Store(true)
+	})
+	defer close(release)
+	cfg := strings.ReplaceAll(`
+apiVersion: informer-host/v1
+resources:
+  - {name: pods, version: v1, resource: pods, namespaces: [NS]}
+  - {name: configmaps, version: v1, resource: configmaps, namespaces: [NS]}
+upstreams:
+  - {name: slow, url: URL, timeout: 3s}
+plugins:
+  directory: DIR
+  modules:
+    - file: crashloop-notifier.wasm
+      bindings: [{resource: pods}]
+      config: {upstream: slow}
+      delivery: {maxRetries: 0}
+      limits: {callTimeout: 200ms}
+      grants:
+        http: {upstreams: [slow]}
+    - {file: counter-c.wasm, bindings: [{resource: configmaps}]}
+`, "URL", wh.srv.URL)
+	hs, err := newHarness(t, cfg, map[string][]byte{
+		"crashloop-notifier.wasm": example(t, "crashloop-notifier"),
+		"counter-c.wasm":          example(t, "counter-c"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := crashPod(t, hs, "web-1", "app")
+	pod = setWaiting(t, hs, pod, 1, map[string]string{"app": "CrashLoopBackOff"})
+	<-entered // the notifier is now waiting on the webhook
+
+	hs.createCM("meanwhile", nil)
+	eventually(t, "counter-c to get its event while the notifier waits", func() bool {
+		for _, d := range hs.rec.of("counter-c.wasm") {
+			if d.Key == hs.ns+"/meanwhile" {
+				return true
+			}
+		}
+		return false
+	})
+	if returned.Load() {
+		t.Fatal("the webhook's request ended before the other plugin got its event; the test proves nothing")
+	}
+
+	handled(t, hs, "crashloop-notifier.wasm", pod)
+	var last observed
+	for _, d := range hs.rec.of("crashloop-notifier.wasm") {
+		if d.RV == pod.ResourceVersion {
+			last = d
+		}
+	}
+	if last.Failure != 0 || last.Code != engine.CodeRetry {
+		t.Errorf("notifier: %s; want retry (ERR_TIMEOUT), not killed", last)
+	}
+	if lines := hs.logs.lines("plugin=crashloop-notifier.wasm", "ERR_TIMEOUT", `upstream \"slow\" did not answer within its timeout`); len(lines) == 0 {
+		t.Errorf("no ERR_TIMEOUT line in the log:\n%s", hs.logs.String())
+	}
+	if n := hs.pluginMetric("informer_host_plugin_http_requests_total", map[string]string{"plugin": "crashloop-notifier.wasm", "upstream": "slow", "result": "timeout"}); n != 1 {
+		t.Errorf("informer_host_plugin_http_requests_total{result=timeout} = %v, want 1", n)
+	}
+	if st := hs.status("crashloop-notifier.wasm"); st.Counters.Timeouts != 0 || st.Counters.Restarts != 0 {
+		t.Errorf("notifier counters %+v: the network wait was counted as its CPU", st.Counters)
+	}
+}
