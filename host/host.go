@@ -20,6 +20,8 @@ import (
 	"time"
 	"unicode"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/filter"
 	"github.com/informer-host/informer-host/host/internal/engine"
@@ -44,6 +46,10 @@ type Options struct {
 	// StartTimeout bounds a plugin's start: start function, _initialize
 	// and ih_init. Zero selects the engine's default (10s).
 	StartTimeout time.Duration
+	// RESTConfig reaches the apiserver for what plugins do there
+	// themselves: their Kubernetes Events (grants.events). nil: Events are
+	// logged, not recorded.
+	RESTConfig *rest.Config
 	// Standby starts the host as a warm standby: every plugin it loads is
 	// read, validated and compiled, but none is instantiated and nothing
 	// is delivered until Activate (see standby.go).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/kubeevents"
 	"github.com/informer-host/informer-host/upstream"
 )
 
@@ -16,6 +17,7 @@ import (
 type outbound struct {
 	log       *slog.Logger
 	upstreams *upstream.Set
+	events    *kubeevents.Recorders
 }
 
 func newOutbound(opts Options, log *slog.Logger) (*outbound, error) {
@@ -23,7 +25,8 @@ func newOutbound(opts Options, log *slog.Logger) (*outbound, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &outbound{log: log, upstreams: ups}, nil
+	events := kubeevents.New(kubeevents.Options{RESTConfig: opts.RESTConfig, Logger: log})
+	return &outbound{log: log, upstreams: ups, events: events}, nil
 }
 
 // update switches to cfg's upstreams (ApplyConfig); on error the old ones
@@ -31,10 +34,13 @@ func newOutbound(opts Options, log *slog.Logger) (*outbound, error) {
 func (o *outbound) update(cfg *config.Config) error { return o.upstreams.Update(cfg) }
 
 // forget drops a removed plugin's clients and metrics.
-func (o *outbound) forget(plugin string) { o.upstreams.Forget(plugin) }
+func (o *outbound) forget(plugin string) {
+	o.upstreams.Forget(plugin)
+	o.events.Forget(plugin)
+}
 
-// close ends what runs in the background (Stop).
-func (o *outbound) close() {}
+// close ends what runs in the background (Stop): the Event recorders.
+func (o *outbound) close() { o.events.Close() }
 
 // httpClient is a new instance's view of the upstreams, or nil (a nil
 // interface) without grants.http.
@@ -56,5 +62,15 @@ func (u upstreamClient) Do(ctx context.Context, req *engine.HTTPRequest, resp *e
 }
 
 // eventRecorder is a new instance's Event recorder, or nil without
-// grants.events.
-func (g *generation) eventRecorder() engine.EventRecorder { return nil }
+// grants.events (or when it cannot be built: then its calls are denied,
+// and the reason is logged).
+func (g *generation) eventRecorder() engine.EventRecorder {
+	rec, err := g.slot.h.outbound.events.For(g.slot.name, g.settings.Grants)
+	if err != nil {
+		g.log.Error("Events denied to this instance", "err", err)
+	}
+	if rec == nil {
+		return nil
+	}
+	return rec
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -262,5 +263,69 @@ plugins:
 	}
 	if st := hs.status("crashloop-notifier.wasm"); st.Counters.Timeouts != 0 || st.Counters.Restarts != 0 {
 		t.Errorf("notifier counters %+v: the network wait was counted as its CPU", st.Counters)
+	}
+}
+
+// The event-recorder example records a Warning Event on a ConfigMap over
+// its configured size, attributed to the plugin; in dry run the Event is
+// logged and not recorded; without the grant the call is ERR_DENIED.
+func TestEventRecorder(t *testing.T) {
+	b := example(t, "event-recorder")
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: configmaps, version: v1, resource: configmaps, namespaces: [NS]}
+plugins:
+  directory: DIR
+  default:
+    bindings: [{resource: configmaps}]
+    config: {maxBytes: 100}
+  modules:
+    - {file: event-recorder.wasm, grants: {events: {}}}
+    - {file: event-recorder-dry.wasm, grants: {events: {}, dryRun: true}}
+    - {file: event-recorder-denied.wasm}
+`, map[string][]byte{"event-recorder.wasm": b, "event-recorder-dry.wasm": b, "event-recorder-denied.wasm": b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.createCM("small", map[string]string{"k": "v"})
+	big := hs.createCM("big", map[string]string{"k": strings.Repeat("x", 200)})
+
+	events := env.Client.CoreV1().Events(hs.ns)
+	var got []corev1.Event
+	eventually(t, "the Event about the big ConfigMap", func() bool {
+		l, err := events.List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = l.Items
+		return len(got) > 0
+	})
+	if len(got) != 1 {
+		t.Fatalf("%d Events, want 1 (the dry-run and denied plugins record none, the small ConfigMap has none): %+v", len(got), got)
+	}
+	e := got[0]
+	ref := e.InvolvedObject
+	if ref.Kind != "ConfigMap" || ref.Name != "big" || ref.UID != big.UID || ref.Namespace != hs.ns {
+		t.Errorf("Event about %+v, want the big ConfigMap", ref)
+	}
+	if e.Type != corev1.EventTypeWarning || e.Reason != "ConfigMapTooLarge" || e.Message != "data is 200 bytes, over the limit of 100" {
+		t.Errorf("Event %s %s %q", e.Type, e.Reason, e.Message)
+	}
+	if e.Source.Component != "informer-host/event-recorder" || e.ReportingController != "informer-host/event-recorder" {
+		t.Errorf("Event attributed to %q / %q, want informer-host/event-recorder", e.Source.Component, e.ReportingController)
+	}
+	if lines := hs.logs.lines("plugin=event-recorder-dry.wasm", "dry run", "reason=ConfigMapTooLarge", "object=\"ConfigMap "+hs.ns+"/big\""); len(lines) != 1 {
+		t.Errorf("dry run: %d log lines of the Event, want 1:\n%s", len(lines), hs.logs.String())
+	}
+	handledBig := func(d observed) bool { return d.Key == hs.ns+"/big" && d.Type != 0 }
+	eventually(t, "the denied plugin to handle big", func() bool { return slices.ContainsFunc(hs.rec.of("event-recorder-denied.wasm"), handledBig) })
+	for _, d := range hs.rec.of("event-recorder-denied.wasm") {
+		if handledBig(d) && d.Code != engine.CodeError {
+			t.Errorf("denied plugin: %s, want error (ERR_DENIED)", d)
+		}
+	}
+	if n := hs.metric("informer_host_plugin_denied_total", "event-recorder-denied.wasm"); n != 1 {
+		t.Errorf("denied_total = %v, want 1", n)
 	}
 }

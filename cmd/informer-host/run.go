@@ -201,7 +201,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 			}
 		}
 	}
-	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, StartTimeout: o.startTimeout,
+	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, StartTimeout: o.startTimeout, RESTConfig: restCfg,
 		Standby: o.campaign != nil})
 	if err != nil {
 		return err
