@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/informer-host/informer-host/host/internal/engine"
@@ -327,5 +329,74 @@ plugins:
 	}
 	if n := hs.metric("informer_host_plugin_denied_total", "event-recorder-denied.wasm"); n != 1 {
 		t.Errorf("denied_total = %v, want 1", n)
+	}
+}
+
+// A plugin granted an identity records its Events as that ServiceAccount:
+// with RBAC for Events the Event appears; without, the apiserver refuses
+// it (forbidden, logged), though the daemon itself could record it.
+func TestEventRecorderImpersonates(t *testing.T) {
+	b := example(t, "event-recorder")
+	ctx := context.Background()
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: configmaps, version: v1, resource: configmaps, namespaces: [NS]}
+plugins:
+  directory: DIR
+  default:
+    bindings: [{resource: configmaps}]
+    config: {maxBytes: 10}
+  modules:
+    - {file: as-may-record.wasm, grants: {events: {}, impersonate: {serviceAccount: NS/may-record}}}
+    - {file: as-may-not.wasm, grants: {events: {}, impersonate: {serviceAccount: NS/may-not}}}
+`, map[string][]byte{"as-may-record.wasm": b, "as-may-not.wasm": b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := hs.ns
+	for _, sa := range []string{"may-record", "may-not"} {
+		if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := env.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "events"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "events"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "events"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "may-record"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The authorizer sees the binding through its informers: wait until it
+	// allows, or may-record's Event could be refused for the delay.
+	eventually(t, "the RBAC binding to take effect", func() bool {
+		r, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               "system:serviceaccount:" + ns + ":may-record",
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "events"},
+		}}, metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed
+	})
+	hs.createCM("big", map[string]string{"k": strings.Repeat("x", 20)})
+	eventually(t, "the refusal of may-not's Event", func() bool {
+		return len(hs.logs.lines("plugin=as-may-not.wasm", "Event not recorded", "forbidden", "as=system:serviceaccount:"+ns+":may-not")) > 0
+	})
+	var got []corev1.Event
+	eventually(t, "may-record's Event", func() bool {
+		l, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = l.Items
+		return len(got) > 0
+	})
+	for _, e := range got {
+		if e.Source.Component != "informer-host/as-may-record" {
+			t.Errorf("Event from %s, want only informer-host/as-may-record's", e.Source.Component)
+		}
+	}
+	if lines := hs.logs.lines("plugin=as-may-record.wasm", "Event not recorded"); len(lines) != 0 {
+		t.Errorf("may-record's Event refused: %q", lines)
 	}
 }

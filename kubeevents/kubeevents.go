@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -120,7 +121,7 @@ func (r *Recorders) build(plugin, identity string, dryRun bool) (*Recorder, erro
 		return nil, fmt.Errorf("plugin %q: events client: %w", plugin, err)
 	}
 	rec.b = record.NewBroadcaster(record.WithCorrelatorOptions(r.opts.Correlator))
-	rec.b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	rec.b.StartRecordingToSink(loggingSink{EventSink: &typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")}, log: rec.log, identity: identity})
 	rec.rec = rec.b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component(plugin), Host: r.opts.Instance})
 	return rec, nil
 }
@@ -218,4 +219,44 @@ func checkReason(reason string) string {
 		}
 	}
 	return ""
+}
+
+// loggingSink is the apiserver's Event sink, logging what the apiserver
+// refuses (an impersonated identity without RBAC for Events: forbidden)
+// into the host's log; client-go would only tell klog.
+type loggingSink struct {
+	record.EventSink
+	log      *slog.Logger
+	identity string
+}
+
+func (s loggingSink) failed(e *corev1.Event, err error) {
+	if err != nil {
+		as := s.identity
+		if as == "" {
+			as = "the daemon's credentials"
+		}
+		s.log.Warn("Event not recorded: the apiserver refused it", "err", err, "as", as,
+			"object", e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name, "reason", e.Reason)
+	}
+}
+
+func (s loggingSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	out, err := s.EventSink.Create(e)
+	s.failed(e, err)
+	return out, err
+}
+
+func (s loggingSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	out, err := s.EventSink.Update(e)
+	s.failed(e, err)
+	return out, err
+}
+
+func (s loggingSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	out, err := s.EventSink.Patch(e, data)
+	if !apierrors.IsNotFound(err) { // client-go creates it then
+		s.failed(e, err)
+	}
+	return out, err
 }
