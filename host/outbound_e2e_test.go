@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -268,12 +269,10 @@ plugins:
 	}
 }
 
-// The event-recorder example records a Warning Event on a ConfigMap over
-// its configured size, attributed to the plugin; in dry run the Event is
-// logged and not recorded; without the grant the call is ERR_DENIED.
-func TestEventRecorder(t *testing.T) {
-	b := example(t, "event-recorder")
-	hs, err := newHarness(t, `
+// recorderConfig is the config of the event-recorder tests, up to the
+// modules' entries.
+func recorderConfig(maxBytes int) string {
+	return fmt.Sprintf(`
 apiVersion: informer-host/v1
 resources:
   - {name: configmaps, version: v1, resource: configmaps, namespaces: [NS]}
@@ -281,8 +280,16 @@ plugins:
   directory: DIR
   default:
     bindings: [{resource: configmaps}]
-    config: {maxBytes: 100}
-  modules:
+    config: {maxBytes: %d}
+  modules:`, maxBytes)
+}
+
+// The event-recorder example records a Warning Event on a ConfigMap over
+// its configured size, attributed to the plugin; in dry run the Event is
+// logged and not recorded; without the grant the call is ERR_DENIED.
+func TestEventRecorder(t *testing.T) {
+	b := example(t, "event-recorder")
+	hs, err := newHarness(t, recorderConfig(100)+`
     - {file: event-recorder.wasm, grants: {events: {}}}
     - {file: event-recorder-dry.wasm, grants: {events: {}, dryRun: true}}
     - {file: event-recorder-denied.wasm}
@@ -338,16 +345,7 @@ plugins:
 func TestEventRecorderImpersonates(t *testing.T) {
 	b := example(t, "event-recorder")
 	ctx := context.Background()
-	hs, err := newHarness(t, `
-apiVersion: informer-host/v1
-resources:
-  - {name: configmaps, version: v1, resource: configmaps, namespaces: [NS]}
-plugins:
-  directory: DIR
-  default:
-    bindings: [{resource: configmaps}]
-    config: {maxBytes: 10}
-  modules:
+	hs, err := newHarness(t, recorderConfig(10)+`
     - {file: as-may-record.wasm, grants: {events: {}, impersonate: {serviceAccount: NS/may-record}}}
     - {file: as-may-not.wasm, grants: {events: {}, impersonate: {serviceAccount: NS/may-not}}}
 `, map[string][]byte{"as-may-record.wasm": b, "as-may-not.wasm": b})
