@@ -247,16 +247,7 @@ func FuzzCacheFunctions(f *testing.F) {
 	fc := newFakeCache()
 	inst := instantiate(f, m, InstanceOptions{Cache: fc})
 	f.Fuzz(func(t *testing.T, fn uint8, p0 uint32, n0 int32, p1 uint32, n1 int32, p2 uint32, n2 int32, start int32, ptr uint32, n int32, data []byte) {
-		mem := inst.mod.Memory()
-		size := mem.Size()
-		buf, _ := mem.Read(0, size)
-		for i := range buf {
-			buf[i] = 0xCD
-		}
-		if uint64(len(data)) <= uint64(size) {
-			mem.Write(0, data)
-		}
-		before := append([]byte(nil), buf...)
+		mem, size, before := fuzzMemory(inst, data)
 		st := inst.st
 		st.dropHandles()
 		// One object to read by handle, whatever fn is.
