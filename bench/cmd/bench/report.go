@@ -219,6 +219,14 @@ func (r *results) buildRows() {
 			}
 		}
 	}
+	// Issue 12: a plugin's HTTP call through a named upstream to a
+	// loopback server, against the same call made with net/http.
+	if v, ok := ns("BenchmarkHTTPUpstream/plugin", "ns/op"); ok {
+		if n, ok := ns("BenchmarkHTTPUpstream/net-http", "ns/op"); ok {
+			r.add(row{"http", "http_request (POST, 64-byte JSON) + http_response_read from a plugin, to a loopback upstream, per call",
+				fmtNs(v), "net/http Do + bounded read, same timeout: " + fmtNs(n), ratio(v, n), "≤ 1.10x", yes(v <= 1.1*n)})
+		}
+	}
 
 	// Case 2: fan-out.
 	for _, p := range []string{"object-wat", "twofields", "noop-wat"} {
