@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -302,5 +303,61 @@ func TestResponseHeader(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(resp.Header), "Content-Length: 0\nDate: ") || !strings.HasSuffix(string(resp.Header), "X-A: 1\nX-A: 0\nX-B: 2\n") {
 		t.Errorf("header lines:\n%s", resp.Header)
+	}
+}
+
+// An https upstream trusts the CA in its caFile, and only it.
+func TestTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "secure") }))
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := client(t, parse(t, "- {name: u, url: '"+srv.URL+"', tls: {caFile: '"+ca+"'}}\n- {name: v, url: '"+srv.URL+"'}\n"), Options{}, 0, "u", "v")
+	var resp Response
+	if code, msg := c.Do(context.Background(), &Request{Upstream: "u", Method: "POST"}, &resp); code != 200 || string(resp.Body) != "secure" {
+		t.Errorf("with the CA: %d %q (%s)", code, resp.Body, msg)
+	}
+	if code, msg := c.Do(context.Background(), &Request{Upstream: "v", Method: "POST"}, &resp); code != abi.ErrUnavailable || !strings.Contains(msg, "certificate") {
+		t.Errorf("without the CA: %d (%s), want ERR_UNAVAILABLE for the unknown certificate", code, msg)
+	}
+}
+
+// Update switches a Set's upstreams for the next call; an update that
+// fails (a header's variable gone) keeps the ones it had.
+func TestUpdate(t *testing.T) {
+	a := newServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "a") })
+	b := newServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "b") })
+	env := map[string]string{"T": "x"}
+	o := Options{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	s, err := New(parse(t, "- {name: u, url: '"+a.URL+"'}\n"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Client("p.wasm", &config.HTTPGrant{Upstreams: []string{"u"}})
+	body := func() string {
+		var resp Response
+		if code, msg := c.Do(context.Background(), &Request{Upstream: "u", Method: "POST"}, &resp); code != 200 {
+			t.Fatalf("%d %s", code, msg)
+		}
+		return string(resp.Body)
+	}
+	if got := body(); got != "a" {
+		t.Fatalf("before the update: %q", got)
+	}
+	if err := s.Update(parse(t, "- {name: u, url: '"+b.URL+"'}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := body(); got != "b" {
+		t.Errorf("after the update: %q, want the new URL's", got)
+	}
+	delete(env, "T")
+	if err := s.Update(parse(t, "- name: u\n  url: '"+a.URL+"'\n  headers: [{name: X, valueFromEnv: T}]\n")); err == nil || !strings.Contains(err.Error(), `upstream "u": header X: environment variable T is not set`) {
+		t.Errorf("update with a missing variable: %v", err)
+	}
+	if got := body(); got != "b" {
+		t.Errorf("after a failed update: %q, want the old upstream kept", got)
 	}
 }
