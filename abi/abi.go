@@ -114,6 +114,41 @@ const (
 	// the apiserver returned (>= FirstHandle), 0 for a delete, or an
 	// error code; result_message has the apiserver's message.
 	ImportK8sWrite = "k8s_write"
+	// Events (capability "events", ABI.md §17.2), since v1.2.
+
+	// ImportEventRecord is event_record(which, type, reason_ptr,
+	// reason_len, msg_ptr, msg_len i32) -> i32: 0 or an error code.
+	ImportEventRecord = "event_record"
+
+	// HTTP upstreams (capability "http", ABI.md §17.3), since v1.2.
+
+	// ImportHTTPRequest is http_request(up_ptr, up_len, method_ptr,
+	// method_len, path_ptr, path_len, headers_ptr, headers_len, body_ptr,
+	// body_len i32) -> i32: the response's HTTP status or an error code.
+	ImportHTTPRequest = "http_request"
+	// ImportHTTPResponseRead is http_response_read(which_part, ptr, len
+	// i32) -> i32: a part of the last response, with the size protocol.
+	ImportHTTPResponseRead = "http_response_read"
+)
+
+// Event types, the type argument of event_record.
+const (
+	KubeEventNormal  int32 = 0
+	KubeEventWarning int32 = 1
+)
+
+// Parts of an HTTP response, the which_part argument of
+// http_response_read.
+const (
+	HTTPBody   int32 = 0 // the body, as received
+	HTTPHeader int32 = 1 // "Name: value\n" lines, canonical names, sorted
+)
+
+// MaxEventReason and MaxEventMessage bound event_record's text, as the
+// Events API does (reason 128 characters, note 1 KiB).
+const (
+	MaxEventReason  = 128
+	MaxEventMessage = 1024
 )
 
 // Operations of k8s_write (its op argument), ABI.md §17.1. Each needs
@@ -547,6 +582,9 @@ func Imports() []Func {
 		{Name: ImportMetricObserve, Signature: sig([]ValType{I32, F64, I32, I32}, I32)},
 		{Name: ImportResultMessage, Signature: sig(i32s(2), I32)},
 		{Name: ImportK8sWrite, Signature: sig(i32s(16), I32)},
+		{Name: ImportEventRecord, Signature: sig(i32s(6), I32)},
+		{Name: ImportHTTPRequest, Signature: sig(i32s(10), I32)},
+		{Name: ImportHTTPResponseRead, Signature: sig(i32s(3), I32)},
 	}
 }
 

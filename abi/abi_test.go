@@ -276,7 +276,8 @@ func TestCapabilityOf(t *testing.T) {
 		}
 	}
 	// The capabilities this host implements functions of.
-	implemented := map[string]bool{CapabilityCache: true, CapabilityState: true, CapabilityMetrics: true, CapabilityWrites: true}
+	implemented := map[string]bool{CapabilityCache: true, CapabilityState: true, CapabilityMetrics: true,
+		CapabilityWrites: true, CapabilityEvents: true, CapabilityHTTP: true}
 	for _, f := range Imports() {
 		if c := CapabilityOf(f.Name); c != "" && !implemented[c] {
 			t.Errorf("%s: capability %q has no functions in this host", f.Name, c)

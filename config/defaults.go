@@ -30,8 +30,10 @@ const (
 	setGrantWrites
 	setGrantImpersonate
 	setGrantDryRun
+	setGrantEvents
+	setGrantHTTP
 
-	allFields = setGrantDryRun<<1 - 1
+	allFields = setGrantHTTP<<1 - 1
 )
 
 // fieldsSet says which of s's fields the document sets under sp. Bindings
@@ -62,6 +64,8 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 		{setGrantWrites, sp.key("grants").key("writes")},
 		{setGrantImpersonate, sp.key("grants").key("impersonate")},
 		{setGrantDryRun, sp.key("grants").key("dryRun")},
+		{setGrantEvents, sp.key("grants").key("events")},
+		{setGrantHTTP, sp.key("grants").key("http")},
 	} {
 		if p.present(x.at) {
 			f |= x.bit
@@ -101,6 +105,8 @@ func setByValue(s PluginSettings) fieldSet {
 	mark(setGrantWrites, s.Grants.Writes != nil)
 	mark(setGrantImpersonate, s.Grants.Impersonate != nil)
 	mark(setGrantDryRun, s.Grants.DryRun != nil)
+	mark(setGrantEvents, s.Grants.Events != nil)
+	mark(setGrantHTTP, s.Grants.HTTP != nil)
 	return f
 }
 
@@ -174,6 +180,14 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 	}
 	if s, ok := pick(setGrantDryRun); ok {
 		out.Grants.DryRun = s.Grants.DryRun
+	}
+	// Events and HTTP are picked like State: a module's "http:" mapping
+	// replaces the default's grant whole.
+	if s, ok := pick(setGrantEvents); ok {
+		out.Grants.Events = s.Grants.Events
+	}
+	if s, ok := pick(setGrantHTTP); ok {
+		out.Grants.HTTP = s.Grants.HTTP
 	}
 	return out.clone()
 }

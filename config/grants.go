@@ -100,6 +100,15 @@ func (g Grants) clone() Grants {
 		g.Metrics = &m
 	}
 	g = g.cloneWrites()
+	if g.Events != nil {
+		e := *g.Events
+		g.Events = &e
+	}
+	if g.HTTP != nil {
+		h := *g.HTTP
+		h.Upstreams = append([]string(nil), h.Upstreams...)
+		g.HTTP = &h
+	}
 	return g
 }
 
@@ -127,6 +136,12 @@ func (g Grants) Granted() []string {
 	}
 	if g.Writes != nil && len(g.Writes.Resources) > 0 {
 		out = append(out, CapabilityWrites)
+	}
+	if g.Events != nil {
+		out = append(out, CapabilityEvents)
+	}
+	if g.HTTP != nil {
+		out = append(out, CapabilityHTTP)
 	}
 	sort.Strings(out)
 	return out

@@ -57,6 +57,7 @@ func validate(p *problems, c *Config) {
 		validateSettings(p, mp, &m.PluginSettings, names, complete)
 	}
 	validateRestartBackoff(p, c)
+	validateOutbound(p, c)
 	validateStateSettings(p, c.Plugins.State)
 
 	validateServer(p, c.Server)

@@ -86,14 +86,7 @@ plugins:
 				b.Fatal(err)
 			}
 			defer inst.Close(ctx)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				r, err := inst.Handle(ctx, ev)
-				if err != nil || r.Code != engine.CodeOK {
-					b.Fatalf("%v %v", r, err)
-				}
-			}
+			handleN(b, inst, ev)
 		})
 	}
 

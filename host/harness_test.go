@@ -237,7 +237,7 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs.h, err = New(context.Background(), Options{Pipeline: hs.p, Config: cfg, Logger: log, observe: hs.rec.observe,
+	hs.h, err = New(context.Background(), Options{Pipeline: hs.p, Config: cfg, Logger: log, observe: hs.rec.observe, RESTConfig: restConfig,
 		StartTimeout: time.Second, Standby: hs.standby, Writes: writes, logRate: hs.logRate})
 	if err != nil {
 		t.Fatal(err)

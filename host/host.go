@@ -20,6 +20,8 @@ import (
 	"time"
 	"unicode"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/filter"
 	"github.com/informer-host/informer-host/host/internal/engine"
@@ -45,6 +47,10 @@ type Options struct {
 	// StartTimeout bounds a plugin's start: start function, _initialize
 	// and ih_init. Zero selects the engine's default (10s).
 	StartTimeout time.Duration
+	// RESTConfig reaches the apiserver for what plugins do there
+	// themselves: their Kubernetes Events (grants.events). nil: Events are
+	// logged, not recorded.
+	RESTConfig *rest.Config
 	// Standby starts the host as a warm standby: every plugin it loads is
 	// read, validated and compiled, but none is instantiated and nothing
 	// is delivered until Activate (see standby.go).
@@ -91,6 +97,9 @@ type Host struct {
 	// state holds every plugin's key-value state, by file name; it
 	// outlives instances and versions (see package state).
 	state *state.Store
+	// outbound serves the plugins' http_* and event_* calls
+	// (outbound.go): the config's upstreams and the Event recorders.
+	outbound *outbound
 
 	mu    sync.Mutex
 	cfg   *config.Config
@@ -152,6 +161,10 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{},
 		pluginMetrics: pluginmetrics.New(pluginmetrics.Options{}),
 		writes:        opts.Writes,
+	}
+	if h.outbound, err = newOutbound(opts, log); err != nil {
+		_ = eng.Close(context.Background())
+		return nil, fmt.Errorf("host: %w", err)
 	}
 	if h.state, err = openState(ctx, opts.Config, h); err != nil {
 		_ = eng.Close(context.Background())
@@ -404,11 +417,13 @@ func (h *Host) unload(ctx context.Context, name string) {
 			slot.log.Warn("plugin still stopping (inside a call); removed, it stops in the background")
 			h.metrics.forget(name)
 			h.pluginMetrics.Forget(name)
+			h.outbound.forget(name)
 			return
 		}
 	}
 	h.metrics.forget(name)
 	h.pluginMetrics.Forget(name)
+	h.outbound.forget(name)
 	slot.log.Info("plugin unloaded")
 }
 
@@ -506,6 +521,7 @@ func (h *Host) stop(ctx context.Context, drain bool) {
 		h.log.Warn("replaced or removed plugin versions did not stop before the shutdown deadline; abandoning them")
 	}
 	h.closeState(context.Background())
+	h.outbound.close()
 	if !stuck.Load() {
 		// Closing the engine under a worker still inside a call is not
 		// safe; an abandoned worker dies with the process instead.
@@ -520,6 +536,9 @@ func (h *Host) stop(ctx context.Context, drain bool) {
 // whose settings did not change are not touched. The plugin directory is
 // taken from the configuration the host started with.
 func (h *Host) ApplyConfig(ctx context.Context, cfg *config.Config) error {
+	if err := h.outbound.update(cfg); err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
 	h.mu.Lock()
 	old := h.cfg
 	h.cfg = cfg

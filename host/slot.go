@@ -330,6 +330,8 @@ func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) 
 		State:    h.stateFor(g.slot.name, g.settings),
 		Metrics:  g.metricSet(),
 		Writes:   g.writer(),
+		HTTP:     g.httpClient(),
+		Events:   g.eventRecorder(),
 		OnDenied: h.onDenied(g.slot.name, g.log),
 	})
 }

@@ -2,7 +2,7 @@
 # fixtures. Included by the top-level Makefile; all paths are relative to
 # the repository root.
 #
-#   make plugins    build/plugins/{pod-logger,pod-phases,owner-lookup,counter-c,minimal-wat}.wasm
+#   make plugins    build/plugins/{pod-logger,pod-phases,owner-lookup,ns-counter,event-recorder,counter-c,crashloop-notifier,minimal-wat}.wasm
 #   make fixtures   build/fixtures/*.wasm from host/testdata/fixtures/*.wat and *.c
 #
 # Tools: clang, lld, wasi-libc, the wasm32 compiler runtime and wabt;
@@ -26,8 +26,8 @@ PLUGIN_CLANG_FLAGS = --target=wasm32-wasi --sysroot=$(WASI_SYSROOT) -mexec-model
 # Every Go plugin depends on the ABI package, the kit and the module files.
 PLUGIN_GO_DEPS := go.mod go.sum $(wildcard abi/*.go abi/kit/*.go)
 
-GO_PLUGINS := pod-logger pod-phases owner-lookup ns-counter label-enforcer
-PLUGINS := $(addprefix $(PLUGINS_OUT)/,$(addsuffix .wasm,$(GO_PLUGINS)) counter-c.wasm minimal-wat.wasm)
+GO_PLUGINS := pod-logger pod-phases owner-lookup ns-counter label-enforcer event-recorder
+PLUGINS := $(addprefix $(PLUGINS_OUT)/,$(addsuffix .wasm,$(GO_PLUGINS)) counter-c.wasm crashloop-notifier.wasm minimal-wat.wasm)
 
 .PHONY: plugins fixtures clean-plugins
 plugins: $(PLUGINS)
@@ -41,6 +41,10 @@ endef
 $(foreach p,$(GO_PLUGINS),$(eval $(call go_plugin_rule,$(p))))
 
 $(PLUGINS_OUT)/counter-c.wasm: plugins/examples/counter-c/counter.c abi/include/informer_host.h
+	@mkdir -p $(@D)
+	$(CLANG) $(PLUGIN_CLANG_FLAGS) -o $@ $<
+
+$(PLUGINS_OUT)/crashloop-notifier.wasm: plugins/examples/crashloop-notifier/notifier.c abi/include/informer_host.h
 	@mkdir -p $(@D)
 	$(CLANG) $(PLUGIN_CLANG_FLAGS) -o $@ $<
 

@@ -177,6 +177,38 @@ IH_IMPORT("k8s_write") int32_t ih_k8s_write(int32_t op, const char *res, int32_t
                                              const char *name, int32_t name_len, const char *sub, int32_t sub_len,
                                              const char *body, int32_t body_len, const char *uid, int32_t uid_len,
                                              const char *rv, int32_t rv_len, int32_t flags);
+/* Events (capability "events", ABI.md 17.2; v1.2), granted by
+ * grants.events. Records a Kubernetes Event about the object which selects
+ * (IH_OBJECT, IH_OLD_OBJECT or a cache_get handle), attributed to the
+ * plugin (reportingController informer-host/<plugin>). reason: 1..128
+ * bytes, CamelCase; message: up to 1024 bytes. Returns 0 or a negative
+ * code; the host sends it in the background, aggregating repeats. */
+#define IH_KUBE_EVENT_NORMAL 0
+#define IH_KUBE_EVENT_WARNING 1
+#define IH_MAX_EVENT_REASON 128
+#define IH_MAX_EVENT_MESSAGE 1024
+IH_IMPORT("event_record") int32_t ih_event_record(int32_t which, int32_t type, const char *reason, int32_t reason_len,
+                                                  const char *msg, int32_t msg_len);
+
+/* HTTP upstreams (capability "http", ABI.md 17.3; v1.2), granted by
+ * grants.http. Calls the upstream the operator named, with a method the
+ * upstream allows and a path (and query) under its URL: "" or starting
+ * with "/" or "?"; ".." and "//" are IH_ERR_INVALID. headers: "Name:
+ * value" lines separated by '\n' (len 0: none). Returns the HTTP status
+ * (100..599, 5xx included) or IH_ERR_DENIED / IH_ERR_INVALID /
+ * IH_ERR_TOO_LARGE / IH_ERR_TIMEOUT / IH_ERR_UNAVAILABLE (no response) /
+ * IH_ERR_RATE_LIMITED (the plugin's concurrency bound) / IH_ERR_CANCELED.
+ * The response stays readable until the next http_request or the end of
+ * the export call: ih_http_response_read(IH_HTTP_BODY or IH_HTTP_HEADER
+ * ("Name: value\n" lines, sorted), ...), size protocol; IH_ERR_ABSENT
+ * when the last call got no response. */
+#define IH_HTTP_BODY 0
+#define IH_HTTP_HEADER 1
+IH_IMPORT("http_request") int32_t ih_http_request(const char *upstream, int32_t upstream_len, const char *method,
+                                                  int32_t method_len, const char *path, int32_t path_len,
+                                                  const char *headers, int32_t headers_len, const void *body,
+                                                  int32_t body_len);
+IH_IMPORT("http_response_read") int32_t ih_http_response_read(int32_t which_part, void *ptr, int32_t len);
 
 static inline uint32_t ih_u32le(const uint8_t *p) {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

@@ -3,7 +3,7 @@ package kit
 import "github.com/informer-host/informer-host/abi"
 
 // Errors of the writes (ABI.md §17.1). Each is a HostError, so
-// errors.Is(err, kit.ErrForbidden) works on the *WriteError a write
+// errors.Is(err, kit.ErrForbidden) works on the *CallError a write
 // returns. Shared with the other capabilities: ErrDenied (not granted),
 // ErrConflict (a precondition or resourceVersion conflict, 409) and
 // ErrNoObject (the object a patch, apply or delete names is missing, 404).
@@ -17,18 +17,6 @@ var (
 	ErrCanceled      error = HostError(abi.ErrCanceled)      // the host stopped the call: return at once
 )
 
-// WriteError is a failed write: the code (a HostError) and the
-// apiserver's or the host's message (result_message).
-type WriteError struct {
-	Code    HostError
-	Message string
-}
-
-func (e *WriteError) Error() string { return e.Code.Error() + ": " + e.Message }
-
-// Unwrap lets errors.Is match the code's sentinel (ErrConflict,
-// ErrNoObject, ...).
-func (e *WriteError) Unwrap() error { return hostErr(int32(e.Code)) }
 
 // Target names the object a write acts on.
 type Target struct {
@@ -110,12 +98,13 @@ func (p *plugin) write(op int32, t Target, body []byte, pre Preconditions, flags
 	w := p.writes()
 	h := w.k8sWrite(op, t, body, pre, flags)
 	if h < 0 {
-		return Cached{}, &WriteError{Code: HostError(h), Message: p.resultMessage(w)}
+		return Cached{}, &CallError{Code: h, Message: p.resultMessage(w)}
 	}
 	return Cached{p: p, h: h}, nil
 }
 
-func (p *plugin) resultMessage(w writesAPI) string {
+// resultMessage reads result_message, growing the buffer as it must.
+func (p *plugin) resultMessage(w interface{ resultMessage([]byte) int32 }) string {
 	for {
 		if cap(p.valBuf) < 1024 {
 			p.valBuf = make([]byte, 1024)

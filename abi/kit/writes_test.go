@@ -53,9 +53,9 @@ func TestWrites(t *testing.T) {
 		abi.ErrAbsent: ErrNoObject, abi.ErrRateLimited: ErrRateLimited, abi.ErrCanceled: ErrCanceled, abi.ErrDenied: ErrDenied} {
 		h.code, h.msg = code, strings.Repeat("m", 3000)
 		_, err := c.Create(pods, []byte(`{}`))
-		var we *WriteError
+		var we *CallError
 		if !errors.As(err, &we) || !errors.Is(err, sentinel) || we.Message != h.msg {
-			t.Errorf("code %d: %v, want a WriteError matching %v with the whole message", code, err, sentinel)
+			t.Errorf("code %d: %v, want a CallError matching %v with the whole message", code, err, sentinel)
 		}
 	}
 	// Without the writes import (another platform), everything is denied.

@@ -213,7 +213,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 	if err != nil {
 		return err
 	}
-	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, StartTimeout: o.startTimeout,
+	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, StartTimeout: o.startTimeout, RESTConfig: restCfg,
 		Standby: o.campaign != nil, Writes: writes})
 	if err != nil {
 		return err

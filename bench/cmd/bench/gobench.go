@@ -23,7 +23,7 @@ type goBench struct {
 var goBenches = []goBench{
 	{"./filter", "^BenchmarkDecide$"},
 	{"./host/internal/engine", "^Benchmark(Guest|Encode|State|MetricAdd)$"},
-	{"./host", "^Benchmark(Dispatch|Fanout|CacheRead|Write)$"},
+	{"./host", "^Benchmark(Dispatch|Fanout|CacheRead|Write|HTTPUpstream)$"},
 }
 
 // benchResults maps a benchmark name (without the -GOMAXPROCS suffix) to

@@ -223,6 +223,19 @@ func (r *results) buildRows() {
 			}
 		}
 	}
+	// Issue 12: a plugin's HTTP call through a named upstream to a
+	// loopback server, against the same call made with net/http.
+	// CPU time per call (the loopback server's included) is the measure:
+	// on a shared machine the wall time is mostly the wait for a core.
+	if v, ok := ns("BenchmarkHTTPUpstream/plugin", "cpu-ns/op"); ok {
+		if n, ok := ns("BenchmarkHTTPUpstream/net-http", "cpu-ns/op"); ok {
+			vw, _ := ns("BenchmarkHTTPUpstream/plugin", "ns/op")
+			nw, _ := ns("BenchmarkHTTPUpstream/net-http", "ns/op")
+			r.add(row{"http", "http_request (POST, 64-byte JSON) + http_response_read from a plugin to a loopback upstream, CPU per call (wall)",
+				fmt.Sprintf("%s (%s)", fmtNs(v), fmtNs(vw)), fmt.Sprintf("net/http Do + bounded read, same timeout: %s (%s)", fmtNs(n), fmtNs(nw)),
+				ratio(v, n), "≤ 1.10x", yes(v <= 1.1*n)})
+		}
+	}
 
 	// Issue 12: a Kubernetes write through the host against the same
 	// write from native client-go, in the same run.

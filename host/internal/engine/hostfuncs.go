@@ -373,6 +373,9 @@ func instantiateHostModule(ctx context.Context, r wazero.Runtime) (api.Module, e
 	for name, f := range metricFuncs() {
 		fns[name] = f
 	}
+	for name, f := range outboundFuncs() {
+		fns[name] = f
+	}
 	b := r.NewHostModuleBuilder(abi.ImportModule)
 	for _, f := range abi.Imports() {
 		b.NewFunctionBuilder().

@@ -56,8 +56,9 @@ func (st *callState) handleObject(which int32) map[string]any {
 }
 
 // dropHandles ends the handles of the call that returned, so the cache's
-// objects are not kept alive by an idle instance.
+// objects are not kept alive by an idle instance, and its HTTP response.
 func (st *callState) dropHandles() {
+	st.httpCall.endCall()
 	clear(st.handles)
 	st.handles = st.handles[:0]
 }

@@ -43,6 +43,10 @@ type InstanceOptions struct {
 	Metrics MetricSet
 	// Writes serves k8s_write (capability "writes", ABI.md §17.1).
 	Writes ClusterWriter
+	// HTTP serves http_request to the granted upstreams (ABI.md §17.3).
+	HTTP HTTPClient
+	// Events records event_record's Kubernetes Events (ABI.md §17.2).
+	Events EventRecorder
 	// OnDenied is called on every call refused with ERR_DENIED, with the
 	// capability ("cache") and the function ("cache_get"), on the
 	// instance's goroutine during the call; it must be cheap (the host
@@ -175,6 +179,11 @@ type callState struct {
 	metrics  MetricSet                         // nil: metrics denied
 	writes   ClusterWriter                     // nil: writes denied
 	onDenied func(capability, function string) // may be nil
+	http     HTTPClient                        // nil: http denied
+	events   EventRecorder                     // nil: events denied
+	// httpCall holds the last http_request's response, for
+	// http_response_read, until the export call returns.
+	httpCall httpCall
 	// handles are the objects cache_get returned during the current call,
 	// handle FirstHandle+i being handles[i]. Emptied when the call returns
 	// (call, callInit), so a handle never outlives its call.
@@ -391,6 +400,8 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		metrics:  o.Metrics,
 		writes:   o.Writes,
 		onDenied: o.OnDenied,
+		http:     o.HTTP,
+		events:   o.Events,
 	}
 	i := &Instance{
 		e:       e,

@@ -1,0 +1,176 @@
+package kit
+
+import (
+	"strings"
+
+	"github.com/informer-host/informer-host/abi"
+)
+
+// outboundAPI is the imports of Events and HTTP upstreams (ABI.md §17.2,
+// §17.3) and result_message; separate from hostAPI so a host stand-in
+// without them need not implement them.
+type outboundAPI interface {
+	eventRecord(which, typ int32, reason, msg string) int32
+	httpRequest(upstream, method, path string, header, body []byte) int32
+	httpResponseRead(part int32, buf []byte) int32
+	resultMessage(buf []byte) int32
+}
+
+func (p *plugin) outbound() outboundAPI {
+	if a, ok := p.host.(outboundAPI); ok {
+		return a
+	}
+	return noOutbound{}
+}
+
+// Codes of the functions that act outside the host (ABI.md §17), for
+// errors.Is on what they return.
+// errors.Is on what they return; the others are beside the writes
+// (writes.go).
+var ErrTooLarge error = HostError(abi.ErrTooLarge) // a request or response over the operator's limit
+
+// CallError is the error of a capabilities II call: its code, and the
+// message the host gave with it (result_message). errors.Is matches it
+// against ErrDenied, ErrTimeout and the other codes.
+type CallError struct {
+	Code    int32
+	Message string
+}
+
+func (e *CallError) Error() string {
+	if e.Message == "" {
+		return HostError(e.Code).Error()
+	}
+	return HostError(e.Code).Error() + ": " + e.Message
+}
+
+// Unwrap lets errors.Is match the code's sentinel (ErrConflict,
+// ErrNoObject, ErrTimeout, ...).
+func (e *CallError) Unwrap() error { return hostErr(e.Code) }
+
+// callError returns the CallError of code, with the result message.
+func (p *plugin) callError(code int32) error {
+	return &CallError{Code: code, Message: p.resultMessage(p.outbound())}
+}
+
+// Kubernetes Event types, for RecordEvent.
+const (
+	Normal  = abi.KubeEventNormal
+	Warning = abi.KubeEventWarning
+)
+
+// RecordEvent records a Kubernetes Event about the event's object (the
+// new state; the last known state on delete), of type Normal or Warning,
+// attributed to the plugin (reportingController informer-host/<plugin>).
+// reason is a CamelCase word ("TooLarge"), message at most 1 KiB. The
+// host sends it in the background, aggregating repeats, so nil means it
+// was queued. Needs grants.events; otherwise ErrDenied.
+func (e *Event) RecordEvent(typ int32, reason, message string) error {
+	return e.p.recordEvent(abi.ObjectNew, typ, reason, message)
+}
+
+// RecordEvent records a Kubernetes Event about the cached object, like
+// Event.RecordEvent.
+func (o Cached) RecordEvent(typ int32, reason, message string) error {
+	return o.p.recordEvent(o.h, typ, reason, message)
+}
+
+func (p *plugin) recordEvent(which, typ int32, reason, message string) error {
+	if code := p.outbound().eventRecord(which, typ, reason, message); code != 0 {
+		return p.callError(code)
+	}
+	return nil
+}
+
+// Upstream is an HTTP upstream the operator named in config.yaml
+// (top-level upstreams) and granted the plugin (grants.http).
+type Upstream struct {
+	p    *plugin
+	name string
+}
+
+// HTTP returns the upstream called name.
+func HTTP(name string) Upstream { return Upstream{p: &the, name: name} }
+
+// Response is an upstream's answer.
+type Response struct {
+	// Status is the HTTP status, 5xx included: an answer is not an error.
+	Status int
+	// Header holds the response headers by canonical name.
+	Header map[string][]string
+	Body   []byte
+}
+
+// Post sends body with the Content-Type contentType to path under the
+// upstream's URL.
+func (u Upstream) Post(path, contentType string, body []byte) (*Response, error) {
+	var h []string
+	if contentType != "" {
+		h = []string{"Content-Type", contentType}
+	}
+	return u.Do("POST", path, body, h...)
+}
+
+// Get requests path under the upstream's URL.
+func (u Upstream) Get(path string) (*Response, error) { return u.Do("GET", path, nil) }
+
+// Do sends a request with method (one the upstream allows) to path (""
+// or starting with "/" or "?"; it cannot leave the upstream's URL) with
+// header given as name, value pairs. The error is a *CallError: ErrDenied,
+// ErrTimeout, ErrTooLarge, ErrUnavailable (no answer), ErrRateLimited
+// (the plugin's concurrency bound: return Retry), ErrCanceled (the host
+// is stopping the call: return), or ERR_INVALID for a path or header the
+// host refused.
+func (u Upstream) Do(method, path string, body []byte, header ...string) (*Response, error) {
+	var hb strings.Builder
+	for i := 0; i+1 < len(header); i += 2 {
+		hb.WriteString(header[i])
+		hb.WriteString(": ")
+		hb.WriteString(header[i+1])
+		hb.WriteByte('\n')
+	}
+	a := u.p.outbound()
+	status := a.httpRequest(u.name, method, path, []byte(hb.String()), body)
+	if status < 0 {
+		return nil, u.p.callError(status)
+	}
+	r := &Response{Status: int(status), Header: map[string][]string{}}
+	var err error
+	if r.Body, err = readPart(a, abi.HTTPBody); err != nil {
+		return nil, err
+	}
+	hdr, err := readPart(a, abi.HTTPHeader)
+	if err != nil {
+		return nil, err
+	}
+	for line := range strings.SplitSeq(string(hdr), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			r.Header[k] = append(r.Header[k], v)
+		}
+	}
+	return r, nil
+}
+
+// readPart reads one part of the last response with the size protocol.
+func readPart(a outboundAPI, part int32) ([]byte, error) {
+	buf := make([]byte, 1024)
+	for {
+		n := a.httpResponseRead(part, buf)
+		if n < 0 {
+			return nil, HostError(n)
+		}
+		if int(n) <= len(buf) {
+			return buf[:n], nil
+		}
+		buf = make([]byte, n)
+	}
+}
+
+// noOutbound stands in off wasip1 (and under a host without the
+// functions): denied.
+type noOutbound struct{}
+
+func (noOutbound) eventRecord(int32, int32, string, string) int32           { return abi.ErrDenied }
+func (noOutbound) httpRequest(string, string, string, []byte, []byte) int32 { return abi.ErrDenied }
+func (noOutbound) httpResponseRead(int32, []byte) int32                     { return abi.ErrAbsent }
+func (noOutbound) resultMessage([]byte) int32                               { return 0 }
