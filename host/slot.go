@@ -16,8 +16,8 @@ import (
 	"github.com/informer-host/informer-host/filter"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
-	"github.com/informer-host/informer-host/shard"
 	"github.com/informer-host/informer-host/kubewrite"
+	"github.com/informer-host/informer-host/shard"
 )
 
 // PluginState is where a plugin stands.

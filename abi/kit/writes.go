@@ -17,7 +17,6 @@ var (
 	ErrCanceled      error = HostError(abi.ErrCanceled)      // the host stopped the call: return at once
 )
 
-
 // Target names the object a write acts on.
 type Target struct {
 	// Resource is a granted resource as the grant names it: a configured
