@@ -59,7 +59,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	smoke := fs.Bool("smoke", false, "run every benchmark once, with tiny sizes: checks that they work, measures nothing")
 	out := fs.String("out", "", "report file (default BENCHMARKS.md at the repository root; build/bench/BENCHMARKS.smoke.md with -smoke)")
-	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 6, 7")
+	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 6, 6r, 7")
 	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
 	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
 	render := fs.String("render", "", "measure nothing: write the report from a results file (build/bench/results.json)")
@@ -146,7 +146,7 @@ func run(args []string) int {
 		}
 	}
 
-	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["6"] && skipped["7"]) {
+	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["6"] && skipped["6r"] && skipped["7"]) {
 		h, err := newE2E(root, work, *smoke, *daemonBin, logf)
 		if err != nil {
 			fail(err)
@@ -161,6 +161,11 @@ func run(args []string) int {
 		if !skipped["6"] {
 			if res.Isolation, err = h.isolation(p["isolationRuns"].(int), p["isolationFor"].(time.Duration)); err != nil {
 				fail(fmt.Errorf("case 6: %w", err))
+			}
+		}
+		if !skipped["6r"] {
+			if res.Restart, err = h.restartIsolation(p["isolationRuns"].(int), p["isolationFor"].(time.Duration), p["restartObjects"].(int)); err != nil {
+				fail(fmt.Errorf("case 6r: %w", err))
 			}
 		}
 		if !skipped["4"] {
@@ -195,6 +200,7 @@ func params(smoke bool) map[string]any {
 			"reloadRuns": 1, "k8sapi": false, "reloadControl": time.Second, "startRuns": 1, "startPlugins": 2,
 			"memoryN": 200, "memoryRuns": 1, "memorySettle": 500 * time.Millisecond, "memoryPlugins": 1,
 			"failoverRuns": 1, "failoverPlugins": 2,
+			"restartObjects": 100,
 		}
 	}
 	return map[string]any{
@@ -204,6 +210,7 @@ func params(smoke bool) map[string]any {
 		"reloadRuns": 3, "k8sapi": true, "reloadControl": 5 * time.Second, "startRuns": 3, "startPlugins": 10,
 		"memoryN": 50000, "memoryRuns": 3, "memorySettle": 5 * time.Second, "memoryPlugins": 10,
 		"failoverRuns": 3, "failoverPlugins": 10,
+		"restartObjects": 2000,
 	}
 }
 

@@ -18,6 +18,7 @@ type results struct {
 	Start         []startRun      `json:"start"`
 	Memory        []memoryRun     `json:"memory"`
 	Isolation     []isolationRun  `json:"isolation"`
+	Restart       []isolationRun  `json:"restart"`
 	Failover      []failoverRun   `json:"failover"`
 	Params        map[string]any  `json:"params"`
 	Errors        []string        `json:"errors,omitempty"`
@@ -422,6 +423,28 @@ func (r *results) buildRows() {
 				fmtMs(p99), "alone: " + fmtMs(base), ratio(p99, base), target, met})
 		}
 	}
+
+	// Case 6r: a sibling restarting once a second.
+	if len(r.Restart) > 0 {
+		pick := func(sib string, f func(isolationRun) float64) float64 { return siblingMedian(r.Restart, sib, f) }
+		p99 := func(x isolationRun) float64 { return x.P99 }
+		base, got := pick("restart-none", p99), pick("restart", p99)
+		r.add(row{"6r restart", fmt.Sprintf("healthy plugin's p99 next to a sibling restarted every second (%.1f restarts/s, each replaying %v objects; daemon %.2f cores); p50 %s",
+			pick("restart", func(x isolationRun) float64 { return x.Traps }), paramInt(r.Params, "restartObjects")+20,
+			pick("restart", func(x isolationRun) float64 { return x.HostCPU }), fmtMs(pick("restart", func(x isolationRun) float64 { return x.P50 }))),
+			fmtMs(got), "alone, same objects: " + fmtMs(base), ratio(got, base), "≤ 1.2x", yes(got/base <= 1.2)})
+	}
+}
+
+// siblingMedian is the median of f over the runs with sibling sib.
+func siblingMedian(runs []isolationRun, sib string, f func(isolationRun) float64) float64 {
+	var xs []float64
+	for _, x := range runs {
+		if x.Sibling == sib {
+			xs = append(xs, f(x))
+		}
+	}
+	return median(xs)
 }
 
 func (r *results) table() string {
