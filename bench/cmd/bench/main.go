@@ -13,7 +13,8 @@
 //     envtest binaries that `make controlplane` builds), with the daemon
 //     and the native client-go baseline as child processes: throughput,
 //     latency and CPU (case 3), isolation (case 6), reload and start (case
-//     4), failover with leader election (case 7), memory (case 5, last:
+//     4), failover with leader election (case 7), 50 idle plugins (case
+//     5i), memory (case 5, last:
 //     it leaves 50,000 objects behind);
 //
 // and prints one table, which it also writes, with the machine, the date
@@ -59,7 +60,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	smoke := fs.Bool("smoke", false, "run every benchmark once, with tiny sizes: checks that they work, measures nothing")
 	out := fs.String("out", "", "report file (default BENCHMARKS.md at the repository root; build/bench/BENCHMARKS.smoke.md with -smoke)")
-	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 6, 6r, 7")
+	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 5i, 6, 6r, 7")
 	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
 	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
 	render := fs.String("render", "", "measure nothing: write the report from a results file (build/bench/results.json)")
@@ -146,7 +147,7 @@ func run(args []string) int {
 		}
 	}
 
-	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["6"] && skipped["6r"] && skipped["7"]) {
+	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["5i"] && skipped["6"] && skipped["6r"] && skipped["7"]) {
 		h, err := newE2E(root, work, *smoke, *daemonBin, logf)
 		if err != nil {
 			fail(err)
@@ -179,6 +180,11 @@ func run(args []string) int {
 		if !skipped["7"] {
 			if res.Failover, err = h.failover(p["failoverRuns"].(int), p["failoverPlugins"].(int)); err != nil {
 				fail(fmt.Errorf("case 7: %w", err))
+			}
+		}
+		if !skipped["5i"] {
+			if res.Idle, err = h.idle(p["memoryRuns"].(int), p["memorySettle"].(time.Duration)); err != nil {
+				fail(fmt.Errorf("case 5i: %w", err))
 			}
 		}
 		if !skipped["5"] {

@@ -17,6 +17,7 @@ type results struct {
 	ReloadControl reloadControl   `json:"reloadControl"`
 	Start         []startRun      `json:"start"`
 	Memory        []memoryRun     `json:"memory"`
+	Idle          []memoryRun     `json:"idle"`
 	Isolation     []isolationRun  `json:"isolation"`
 	Restart       []isolationRun  `json:"restart"`
 	Failover      []failoverRun   `json:"failover"`
@@ -378,10 +379,26 @@ func (r *results) buildRows() {
 		p := paramInt(r.Params, "memoryPlugins")
 		nr, np := pick("native", 0)
 		hr, hp := pick("host", p)
-		h1, _ := pick("host", p+1)
+		h2, _ := pick("host", 2*p)
 		r.add(row{"5 memory", fmt.Sprintf("RSS with %v cached ConfigMaps, %d Go plugins (peak)", r.Params["memoryN"], p),
 			fmt.Sprintf("%.0f MiB (%.0f)", hr, hp), fmt.Sprintf("plain informer: %.0f MiB (%.0f)", nr, np), ratio(hr, nr), "≤ 1.3x", yes(hr/nr <= 1.3)})
-		r.add(row{"5 memory", "one more plugin", fmt.Sprintf("%+.1f MiB", h1-hr), "", "", "", "—"})
+		per := (h2 - hr) / float64(max(p, 1))
+		r.add(row{"5 memory", fmt.Sprintf("one more Go plugin (%d → %d plugins, over %d)", p, 2*p, p), fmt.Sprintf("%+.1f MiB", per), "", "", "≤ 8 MiB", yes(per <= 8)})
+	}
+	// Case 5i: idle plugins.
+	if len(r.Idle) > 0 {
+		pick := func(n int) float64 {
+			var a []float64
+			for _, m := range r.Idle {
+				if m.Plugins == n {
+					a = append(a, m.RSS)
+				}
+			}
+			return median(a)
+		}
+		one, all := pick(1), pick(1+idlePlugins)
+		r.add(row{"5i idle", fmt.Sprintf("%d idle Go plugins (10 unchanging ConfigMaps): RSS, and per idle plugin", idlePlugins),
+			fmt.Sprintf("%.0f MiB; %+.1f MiB each", all, (all-one)/idlePlugins), fmt.Sprintf("1 plugin: %.0f MiB", one), "", "", "—"})
 	}
 
 	// Case 6: isolation.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -85,23 +84,13 @@ func (h *e2e) throughputRun(side string, n, plugins, run int) (throughputRun, er
 	switch side {
 	case "host":
 		dir := filepath.Join(h.work, fmt.Sprintf("tput-plugins-%d", run))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		names, modules, err := twofieldsDir(dir, plugins)
+		if err != nil {
 			return res, err
-		}
-		wasm := mustWasm("twofields")
-		var names []string
-		var modules strings.Builder
-		for i := 0; i < plugins; i++ {
-			name := fmt.Sprintf("twofields-%d.wasm", i)
-			names = append(names, name)
-			if _, err := writeWasm(dir, name, wasm); err != nil {
-				return res, err
-			}
-			fmt.Fprintf(&modules, "    - {file: %s}\n", name)
 		}
 		d, err := h.startDaemon(fmt.Sprintf("tput-%s-%d", side, run), dir, func(dir, addr string) string {
 			return h.daemonConfig(ns, dir, addr,
-				`    config: {fields: [metadata.labels.app, data.seq], record: true}`, modules.String())
+				`    config: {fields: [metadata.labels.app, data.seq], record: true}`, modules)
 		})
 		if err != nil {
 			return res, err
