@@ -86,6 +86,9 @@ type Host struct {
 	// state holds every plugin's key-value state, by file name; it
 	// outlives instances and versions (see package state).
 	state *state.Store
+	// memRelease gives freed memory back to the OS after large replays
+	// (memrelease.go).
+	memRelease memReleaser
 
 	mu    sync.Mutex
 	cfg   *config.Config

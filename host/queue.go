@@ -201,6 +201,9 @@ type DeliveryQueue struct {
 	// last empty; when it empties, its slice and map are dropped rather
 	// than kept (releaseReplay).
 	replayBig bool
+	// onReleased, if set, is called (with mu held; it must not block)
+	// when releaseReplay has dropped a big cursor's storage.
+	onReleased func()
 	// initialLeft counts, per binding, the initial-list keys the plugin
 	// has not handled yet: in the cursor, or taken and not yet done.
 	initialLeft map[string]int
@@ -365,6 +368,9 @@ func (q *DeliveryQueue) releaseReplay() {
 	q.replay, q.replayHead = q.replay[:0], 0
 	if q.replayBig && len(q.replaySet) == 0 {
 		q.replay, q.replaySet, q.replayBig = nil, map[objectKey]bool{}, false
+		if q.onReleased != nil {
+			q.onReleased()
+		}
 	}
 }
 

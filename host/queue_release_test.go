@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // TestDeliveryQueueReleasesEmptyCursor: once a large replay (an initial
@@ -14,6 +15,8 @@ func TestDeliveryQueueReleasesEmptyCursor(t *testing.T) {
 	for _, mode := range []DeliveryMode{DeliverEvery, DeliverLatest} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
 			q := NewDeliveryQueue(mode, 100)
+			released := 0
+			q.onReleased = func() { released++ }
 			base := liveHeap()
 			keys := make([]objectKey, 20000)
 			for i := range keys {
@@ -41,10 +44,16 @@ func TestDeliveryQueueReleasesEmptyCursor(t *testing.T) {
 			if held > 256<<10 {
 				t.Errorf("an empty queue holds %d KiB after a replay of 20,000 keys; want its cursor released", held>>10)
 			}
+			if released != 1 {
+				t.Errorf("onReleased called %d times after a replay of 20,000 keys, want once", released)
+			}
 			// And it still works.
 			q.AddReplay([]objectKey{{resource: "cms", namespace: "ns", name: "again"}}, false)
 			if d, ok := q.take(); !ok || !d.replay || d.key.name != "again" {
 				t.Errorf("after the release, take = %+v, %v; want the replay of again", d, ok)
+			}
+			if released != 1 {
+				t.Errorf("onReleased called %d times in all, want once: a small replay keeps its storage", released)
 			}
 			runtime.KeepAlive(q)
 		})
@@ -56,4 +65,22 @@ func liveHeap() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// TestMemReleaserCoalesces: plugins finishing their initial lists together
+// cause one release, and a later replay another.
+func TestMemReleaserCoalesces(t *testing.T) {
+	ran := make(chan time.Time, 10)
+	m := &memReleaser{release: func() { ran <- time.Now() }}
+	for i := 0; i < 10; i++ {
+		m.soon()
+	}
+	<-ran
+	m.soon()
+	<-ran
+	select {
+	case <-ran:
+		t.Fatal("a third release ran; want one per burst of soon")
+	default:
+	}
 }

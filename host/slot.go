@@ -291,6 +291,9 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 		byResource: map[string]*bindingListener{}, seen: map[objectKey]*seenObject{}, reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
 	}
+	if slot.h != nil {
+		g.queue.onReleased = slot.h.memRelease.soon // the process gives the replay's memory back
+	}
 	for _, b := range settings.Bindings {
 		l := &bindingListener{g: g, binding: b.Resource, counts: slot.bindingCounts(b.Resource),
 			add: b.Wants(config.EventAdd), update: b.Wants(config.EventUpdate), delete: b.Wants(config.EventDelete)}
