@@ -86,6 +86,13 @@ func (r *results) buildRows() {
 	g := r.Go
 	ns := func(name, metric string) (float64, bool) { return g.get(name, metric) }
 
+	if rss, ok := ns("BenchmarkInstanceMemory", "rss-MiB/inst"); ok {
+		heap, _ := ns("BenchmarkInstanceMemory", "goheap-MiB/inst")
+		guest, _ := ns("BenchmarkInstanceMemory", "guest-MiB/inst")
+		r.add(row{"5 memory", "one instance of a Go plugin after 5,000 events, settled: RSS (live Go heap; linear memory size)",
+			fmt.Sprintf("%.1f MiB (%.2f; %.1f)", rss, heap, guest), "", "", "", "—"})
+	}
+
 	// Case 1: dispatch.
 	for _, deadline := range []string{"true", "false"} {
 		for _, p := range []string{"noop-wat", "noop-c", "noop-go"} {
