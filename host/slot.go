@@ -538,6 +538,9 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	}
 	if all {
 		g.synced.Store(true)
+		if len(g.seen) > replayKeep && g.slot.h != nil {
+			g.slot.h.memRelease.soon() // a large initial list is over: give its garbage back
+		}
 	}
 	return inst
 }
