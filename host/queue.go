@@ -363,12 +363,14 @@ func (q *DeliveryQueue) addReplayLocked(k objectKey, initial bool) {
 const replayKeep = 1024
 
 // releaseReplay empties the cursor's storage; called with mu held once
-// the cursor is empty.
-func (q *DeliveryQueue) releaseReplay() {
+// the cursor is empty. done: the replay was delivered to its end (not
+// cleared by a restart, which a plugin failing in a loop repeats every
+// backoff), so onReleased is told.
+func (q *DeliveryQueue) releaseReplay(done bool) {
 	q.replay, q.replayHead = q.replay[:0], 0
 	if q.replayBig && len(q.replaySet) == 0 {
 		q.replay, q.replaySet, q.replayBig = nil, map[objectKey]bool{}, false
-		if q.onReleased != nil {
+		if done && q.onReleased != nil {
 			q.onReleased()
 		}
 	}
@@ -591,7 +593,7 @@ func (q *DeliveryQueue) takeReplay() (*delivery, bool) {
 		q.compactReplay()
 		return d, true
 	}
-	q.releaseReplay()
+	q.releaseReplay(true)
 	return nil, false
 }
 
@@ -686,7 +688,7 @@ func (q *DeliveryQueue) Clear() int {
 	q.retries = q.retries[:0]
 	clear(q.replaySet)
 	clear(q.initialLeft)
-	q.releaseReplay()
+	q.releaseReplay(false)
 	q.overflowed, q.repairing = false, false
 	q.degraded.Store(false)
 	return n

@@ -84,3 +84,26 @@ func TestMemReleaserCoalesces(t *testing.T) {
 	default:
 	}
 }
+
+// A cursor cleared by a restart before it was delivered drops its storage
+// but releases no memory: a plugin failing in a loop would make the host
+// collect after every restart.
+func TestDeliveryQueueClearedCursorReleasesNothing(t *testing.T) {
+	q := NewDeliveryQueue(DeliverEvery, 100)
+	released := 0
+	q.onReleased = func() { released++ }
+	keys := make([]objectKey, 2000)
+	for i := range keys {
+		keys[i] = objectKey{resource: "cms", namespace: "ns", name: fmt.Sprintf("o-%04d", i)}
+	}
+	for restart := 0; restart < 3; restart++ {
+		q.AddReplay(keys, true)
+		if d, ok := q.take(); !ok || !d.replay {
+			t.Fatalf("take = %+v, %v; want a replay entry", d, ok)
+		}
+		q.Clear()
+	}
+	if released != 0 {
+		t.Errorf("onReleased called %d times for cursors cleared before their end, want 0", released)
+	}
+}
