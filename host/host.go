@@ -100,6 +100,9 @@ type Host struct {
 	// outbound serves the plugins' http_* and event_* calls
 	// (outbound.go): the config's upstreams and the Event recorders.
 	outbound *outbound
+	// memRelease gives freed memory back to the OS after large replays
+	// (memrelease.go).
+	memRelease memReleaser
 
 	mu    sync.Mutex
 	cfg   *config.Config

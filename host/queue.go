@@ -197,6 +197,13 @@ type DeliveryQueue struct {
 	replay     []objectKey
 	replayHead int
 	replaySet  map[objectKey]bool
+	// replayBig: the cursor held more than replayKeep keys since it was
+	// last empty; when it empties, its slice and map are dropped rather
+	// than kept (releaseReplay).
+	replayBig bool
+	// onReleased, if set, is called (with mu held; it must not block)
+	// when releaseReplay has dropped a big cursor's storage.
+	onReleased func()
 	// initialLeft counts, per binding, the initial-list keys the plugin
 	// has not handled yet: in the cursor, or taken and not yet done.
 	initialLeft map[string]int
@@ -342,6 +349,30 @@ func (q *DeliveryQueue) addReplayLocked(k objectKey, initial bool) {
 	q.replaySet[k] = initial
 	if initial {
 		q.initialLeft[k.resource]++
+	}
+	if len(q.replaySet) > replayKeep {
+		q.replayBig = true
+	}
+}
+
+// replayKeep is the size up to which an empty cursor keeps its storage
+// for the next replay. A Go map never gives its buckets back and a slice
+// keeps its array: after an initial list of 50,000 objects every plugin
+// would hold about 6 MiB of empty cursor for the rest of its life (and
+// the collector as much again of headroom for it).
+const replayKeep = 1024
+
+// releaseReplay empties the cursor's storage; called with mu held once
+// the cursor is empty. done: the replay was delivered to its end (not
+// cleared by a restart, which a plugin failing in a loop repeats every
+// backoff), so onReleased is told.
+func (q *DeliveryQueue) releaseReplay(done bool) {
+	q.replay, q.replayHead = q.replay[:0], 0
+	if q.replayBig && len(q.replaySet) == 0 {
+		q.replay, q.replaySet, q.replayBig = nil, map[objectKey]bool{}, false
+		if done && q.onReleased != nil {
+			q.onReleased()
+		}
 	}
 }
 
@@ -562,7 +593,7 @@ func (q *DeliveryQueue) takeReplay() (*delivery, bool) {
 		q.compactReplay()
 		return d, true
 	}
-	q.replay, q.replayHead = q.replay[:0], 0
+	q.releaseReplay(true)
 	return nil, false
 }
 
@@ -657,7 +688,7 @@ func (q *DeliveryQueue) Clear() int {
 	q.retries = q.retries[:0]
 	clear(q.replaySet)
 	clear(q.initialLeft)
-	q.replay, q.replayHead = q.replay[:0], 0
+	q.releaseReplay(false)
 	q.overflowed, q.repairing = false, false
 	q.degraded.Store(false)
 	return n

@@ -312,6 +312,9 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
 		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(),
 	}
+	if slot.h != nil {
+		g.queue.onReleased = slot.h.memRelease.soon // the process gives the replay's memory back
+	}
 	for _, b := range settings.Bindings {
 		l := &bindingListener{g: g, binding: b.Resource, counts: slot.bindingCounts(b.Resource),
 			add: b.Wants(config.EventAdd), update: b.Wants(config.EventUpdate), delete: b.Wants(config.EventDelete)}
@@ -561,6 +564,9 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	}
 	if all {
 		g.synced.Store(true)
+		if len(g.seen) > replayKeep && g.slot.h != nil {
+			g.slot.h.memRelease.soon() // a large initial list is over: give its garbage back
+		}
 	}
 	return inst
 }

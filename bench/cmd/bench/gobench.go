@@ -22,7 +22,7 @@ type goBench struct {
 // invocation, one after the other.
 var goBenches = []goBench{
 	{"./filter", "^BenchmarkDecide$"},
-	{"./host/internal/engine", "^Benchmark(Guest|Encode|State|MetricAdd)$"},
+	{"./host/internal/engine", "^Benchmark(Guest|Encode|State|MetricAdd|InstanceMemory)$"},
 	{"./host", "^Benchmark(Dispatch|Fanout|CacheRead|Write|HTTPUpstream)$"},
 }
 

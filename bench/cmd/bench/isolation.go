@@ -87,15 +87,9 @@ func (h *e2e) isolation(runs int, d time.Duration) ([]isolationRun, error) {
 			if err != nil {
 				return out, err
 			}
-			recs, err := dm.records()
+			lat, err := healthyLatencies(dm, res.sent)
 			if err != nil {
 				return out, err
-			}
-			var lat []float64
-			for _, rc := range recs {
-				if t0, ok := res.sent.m[rc.key()]; ok && rc.plugin == "healthy.wasm" {
-					lat = append(lat, float64(rc.entered-t0)/1e6)
-				}
 			}
 			res.run.Events, res.run.P50, res.run.P99 = len(lat), percentile(lat, 50), percentile(lat, 99)
 			h.logf("case 6: sibling %s: %d events, p50 %.1f ms, p99 %.1f ms, %.0f traps/s, %.1f timeouts/s, daemon %.2f cores",
@@ -104,6 +98,22 @@ func (h *e2e) isolation(runs int, d time.Duration) ([]isolationRun, error) {
 		}
 	}
 	return out, nil
+}
+
+// healthyLatencies are the healthy plugin's delivery latencies in a run,
+// in ms: handler entered minus write sent.
+func healthyLatencies(dm *daemon, sent *sentTimes) ([]float64, error) {
+	recs, err := dm.records()
+	if err != nil {
+		return nil, err
+	}
+	var lat []float64
+	for _, rc := range recs {
+		if t0, ok := sent.m[rc.key()]; ok && rc.plugin == "healthy.wasm" {
+			lat = append(lat, float64(rc.entered-t0)/1e6)
+		}
+	}
+	return lat, nil
 }
 
 type isolationResult struct {

@@ -15,7 +15,8 @@
 //     latency and CPU (case 3), the peers on the same workload (case 8:
 //     shell-operator, one native controller per handler), isolation (case
 //     6), reload and start (case 4), failover with leader election (case
-//     7), memory (case 5, last: it leaves 50,000 objects behind);
+//     7), 50 idle plugins (case 5i), memory (case 5, last: it leaves
+//     50,000 objects behind);
 //
 // and prints one table, which it also writes, with the machine, the date
 // and the command, to the output file. Nothing here judges a time as a
@@ -60,7 +61,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	smoke := fs.Bool("smoke", false, "run every benchmark once, with tiny sizes: checks that they work, measures nothing")
 	out := fs.String("out", "", "report file (default BENCHMARKS.md at the repository root; build/bench/BENCHMARKS.smoke.md with -smoke)")
-	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 6, 7, 8")
+	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 5i, 6, 6r, 7, 8")
 	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
 	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
 	render := fs.String("render", "", "measure nothing: write the report from a results file (build/bench/results.json)")
@@ -147,7 +148,7 @@ func run(args []string) int {
 		}
 	}
 
-	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["6"] && skipped["7"] && skipped["8"]) {
+	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["5i"] && skipped["6"] && skipped["6r"] && skipped["7"] && skipped["8"]) {
 		h, err := newE2E(root, work, *smoke, *daemonBin, logf)
 		if err != nil {
 			fail(err)
@@ -169,6 +170,11 @@ func run(args []string) int {
 				fail(fmt.Errorf("case 6: %w", err))
 			}
 		}
+		if !skipped["6r"] {
+			if res.Restart, err = h.restartIsolation(p["isolationRuns"].(int), p["isolationFor"].(time.Duration), p["restartObjects"].(int)); err != nil {
+				fail(fmt.Errorf("case 6r: %w", err))
+			}
+		}
 		if !skipped["4"] {
 			if res.Reload, res.ReloadControl, err = h.reload(p["reloadRuns"].(int), p["k8sapi"].(bool), p["reloadControl"].(time.Duration)); err != nil {
 				fail(fmt.Errorf("case 4 (reload): %w", err))
@@ -180,6 +186,11 @@ func run(args []string) int {
 		if !skipped["7"] {
 			if res.Failover, err = h.failover(p["failoverRuns"].(int), p["failoverPlugins"].(int)); err != nil {
 				fail(fmt.Errorf("case 7: %w", err))
+			}
+		}
+		if !skipped["5i"] {
+			if res.Idle, err = h.idle(p["memoryRuns"].(int), p["memorySettle"].(time.Duration)); err != nil {
+				fail(fmt.Errorf("case 5i: %w", err))
 			}
 		}
 		if !skipped["5"] {
@@ -202,6 +213,7 @@ func params(smoke bool) map[string]any {
 			"memoryN": 200, "memoryRuns": 1, "memorySettle": 500 * time.Millisecond, "memoryPlugins": 1,
 			"failoverRuns": 1, "failoverPlugins": 2,
 			"peersN": 30, "peersRuns": 1, "peersPlugins": 2, "peersSides": peerSides, "peersSlowRuns": 1,
+			"restartObjects": 100,
 		}
 	}
 	return map[string]any{
@@ -212,6 +224,7 @@ func params(smoke bool) map[string]any {
 		"memoryN": 50000, "memoryRuns": 3, "memorySettle": 5 * time.Second, "memoryPlugins": 10,
 		"failoverRuns": 3, "failoverPlugins": 10,
 		"peersN": 5000, "peersRuns": 3, "peersPlugins": 10, "peersSides": peerSides, "peersSlowRuns": 1,
+		"restartObjects": 2000,
 	}
 }
 

@@ -17,7 +17,9 @@ type results struct {
 	ReloadControl reloadControl   `json:"reloadControl"`
 	Start         []startRun      `json:"start"`
 	Memory        []memoryRun     `json:"memory"`
+	Idle          []memoryRun     `json:"idle"`
 	Isolation     []isolationRun  `json:"isolation"`
+	Restart       []isolationRun  `json:"restart"`
 	Failover      []failoverRun   `json:"failover"`
 	Peers         []throughputRun `json:"peers"`
 	Params        map[string]any  `json:"params"`
@@ -84,6 +86,13 @@ func yes(ok bool) string {
 func (r *results) buildRows() {
 	g := r.Go
 	ns := func(name, metric string) (float64, bool) { return g.get(name, metric) }
+
+	if rss, ok := ns("BenchmarkInstanceMemory", "rss-MiB/inst"); ok {
+		heap, _ := ns("BenchmarkInstanceMemory", "goheap-MiB/inst")
+		guest, _ := ns("BenchmarkInstanceMemory", "guest-MiB/inst")
+		r.add(row{"5 memory", "one instance of a Go plugin after 5,000 events, settled: RSS (live Go heap; linear memory size)",
+			fmt.Sprintf("%.1f MiB (%.2f; %.1f)", rss, heap, guest), "", "", "", "—"})
+	}
 
 	// Case 1: dispatch.
 	for _, deadline := range []string{"true", "false"} {
@@ -405,7 +414,7 @@ func (r *results) buildRows() {
 		p := paramInt(r.Params, "memoryPlugins")
 		nr, np := pick("native", 0)
 		hr, hp := pick("host", p)
-		h1, _ := pick("host", p+1)
+		h2, _ := pick("host", 2*p)
 		// The fair baseline holds the same objects as the daemon, which
 		// strips managedFields; the old one, kept for comparison, holds
 		// them as client-go does by default.
@@ -416,12 +425,28 @@ func (r *results) buildRows() {
 		}
 		r.add(row{"5 memory", fmt.Sprintf("RSS with %v cached ConfigMaps, %d Go plugins (peak); old baseline", r.Params["memoryN"], p),
 			fmt.Sprintf("%.0f MiB (%.0f)", hr, hp), fmt.Sprintf("plain informer, managedFields kept (client-go's default): %.0f MiB (%.0f)", nr, np), ratio(hr, nr), "≤ 1.3x", yes(hr/nr <= 1.3)})
-		r.add(row{"5 memory", "one more plugin", fmt.Sprintf("%+.1f MiB", h1-hr), "", "", "", "—"})
+		per := (h2 - hr) / float64(max(p, 1))
+		r.add(row{"5 memory", fmt.Sprintf("one more Go plugin (%d → %d plugins, over %d)", p, 2*p, p), fmt.Sprintf("%+.1f MiB", per), "", "", "≤ 8 MiB", yes(per <= 8)})
 		if cr, cp := pick("controllers", p); cr > 0 {
 			r.add(row{"5 memory", fmt.Sprintf("RSS, %d Go plugins in one daemon vs %d separate native processes, each a plain informer, managedFields stripped (peak): %s (Wasm-operator, arXiv 2209.01077: 64%% less than container-based controllers)",
 				p, p, lessOrMore(hr, cr)),
 				fmt.Sprintf("%.0f MiB (%.0f)", hr, hp), fmt.Sprintf("one controller per handler: %.0f MiB (%.0f)", cr, cp), ratio(hr, cr), "", "—"})
 		}
+	}
+	// Case 5i: idle plugins.
+	if len(r.Idle) > 0 {
+		pick := func(n int) float64 {
+			var a []float64
+			for _, m := range r.Idle {
+				if m.Plugins == n {
+					a = append(a, m.RSS)
+				}
+			}
+			return median(a)
+		}
+		one, all := pick(1), pick(1+idlePlugins)
+		r.add(row{"5i idle", fmt.Sprintf("%d idle Go plugins (10 unchanging ConfigMaps): RSS, and per idle plugin", idlePlugins),
+			fmt.Sprintf("%.0f MiB; %+.1f MiB each", all, (all-one)/idlePlugins), fmt.Sprintf("1 plugin: %.0f MiB", one), "", "", "—"})
 	}
 
 	// Case 6: isolation.
@@ -463,6 +488,28 @@ func (r *results) buildRows() {
 				fmtMs(p99), "alone: " + fmtMs(base), ratio(p99, base), target, met})
 		}
 	}
+
+	// Case 6r: a sibling restarting once a second.
+	if len(r.Restart) > 0 {
+		pick := func(sib string, f func(isolationRun) float64) float64 { return siblingMedian(r.Restart, sib, f) }
+		p99 := func(x isolationRun) float64 { return x.P99 }
+		base, got := pick("restart-none", p99), pick("restart", p99)
+		r.add(row{"6r restart", fmt.Sprintf("healthy plugin's p99 next to a sibling restarted every second (%.1f restarts/s, each replaying %v objects; daemon %.2f cores); p50 %s",
+			pick("restart", func(x isolationRun) float64 { return x.Traps }), paramInt(r.Params, "restartObjects")+20,
+			pick("restart", func(x isolationRun) float64 { return x.HostCPU }), fmtMs(pick("restart", func(x isolationRun) float64 { return x.P50 }))),
+			fmtMs(got), "alone, same objects: " + fmtMs(base), ratio(got, base), "≤ 1.2x", yes(got/base <= 1.2)})
+	}
+}
+
+// siblingMedian is the median of f over the runs with sibling sib.
+func siblingMedian(runs []isolationRun, sib string, f func(isolationRun) float64) float64 {
+	var xs []float64
+	for _, x := range runs {
+		if x.Sibling == sib {
+			xs = append(xs, f(x))
+		}
+	}
+	return median(xs)
 }
 
 func (r *results) table() string {

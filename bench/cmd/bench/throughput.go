@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -105,23 +104,13 @@ func (h *e2e) throughputSide(side, ns string, plugins, run int) (sideUnderTest, 
 	switch side {
 	case "host":
 		dir := filepath.Join(h.work, fmt.Sprintf("tput-plugins-%d", run))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		names, modules, err := twofieldsDir(dir, plugins)
+		if err != nil {
 			return s, err
-		}
-		wasm := mustWasm("twofields")
-		var names []string
-		var modules strings.Builder
-		for i := 0; i < plugins; i++ {
-			name := fmt.Sprintf("twofields-%d.wasm", i)
-			names = append(names, name)
-			if _, err := writeWasm(dir, name, wasm); err != nil {
-				return s, err
-			}
-			fmt.Fprintf(&modules, "    - {file: %s}\n", name)
 		}
 		d, err := h.startDaemon(fmt.Sprintf("tput-%s-%d", side, run), dir, func(dir, addr string) string {
 			return h.daemonConfig(ns, dir, addr,
-				`    config: {fields: [metadata.labels.app, data.seq], record: true}`, modules.String())
+				`    config: {fields: [metadata.labels.app, data.seq], record: true}`, modules)
 		})
 		if err != nil {
 			return s, err

@@ -382,7 +382,7 @@ func (e *Engine) compile(ctx context.Context, name string, c *compiled, wasm []b
 		return err
 	}
 	start := time.Now()
-	cm, err := cls.rt.CompileModule(ctx, wasm)
+	cm, err := cls.rt.CompileModule(ctx, mergeData(wasm))
 	if err != nil {
 		return fmt.Errorf("compile: %w", err)
 	}
@@ -411,7 +411,7 @@ func (e *Engine) compileInjected(ctx context.Context, name string, c *compiled, 
 	start := time.Now()
 	valid := make(chan error, 1)
 	go func() { valid <- e.validateOriginal(ctx, c.key.sum, wasm) }()
-	rw, err := rewrite(wasm)
+	rw, err := rewrite(mergeData(wasm))
 	injected := time.Since(start)
 	var cls *class
 	var cm wazero.CompiledModule

@@ -340,6 +340,7 @@ type Instance struct {
 	stdout  *lineWriter
 	stderr  *lineWriter
 	stack   []uint64
+	mem     *mappedMemory // mapped linear memory (linearmem.go), nil if none; every call enters and leaves it
 	dead    *Failure
 	closed  bool
 	timeout time.Duration
@@ -448,8 +449,19 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 				err = fmt.Errorf("internal error: %v", r)
 			}
 		}()
-		return c.cls.rt.InstantiateModule(initCtx, c.cm, cfg)
+		allocCtx, alloc := withMappedMemory(initCtx, c.cls)
+		defer func() {
+			if alloc != nil {
+				i.mem = alloc.mem
+			}
+		}()
+		return c.cls.rt.InstantiateModule(allocCtx, c.cm, cfg)
 	}()
+	if i.mem != nil {
+		// The instantiation (start function, _initialize, ih_init) is the
+		// memory's first call: it ends when instantiate returns.
+		defer i.mem.leave()
+	}
 	if err != nil {
 		return nil, i.failure(ctx, "instantiate", err, false)
 	}
@@ -623,12 +635,18 @@ func (i *Instance) HandleWith(ctx context.Context, ev *Envelope, flags uint8) (R
 
 // call runs fn with the instance's deadline. The results are in i.stack.
 func (i *Instance) call(fn api.Function) (err error) {
+	if i.mem != nil && !i.mem.enter() {
+		return errMemoryReleased
+	}
 	i.st.errMsg, i.st.errSet = i.st.errMsg[:0], false
 	i.st.resultMsg = i.st.resultMsg[:0]
 	i.st.out.resetCall()
 	defer func() {
 		if r := recover(); r != nil { // wazero recovers guest panics itself; this guards the host side
 			err = fmt.Errorf("internal error: %v", r)
+		}
+		if i.mem != nil {
+			i.mem.leave()
 		}
 		i.st.dropHandles()
 		i.stdout.flush()
