@@ -166,8 +166,9 @@ func get(url string) (int, string, error) {
 
 var servingRE = regexp.MustCompile(`msg="serving [^"]*" address=(\S+)`)
 
-// bin/informer-host version and validate, as README shows them, with the
-// shipped config.yaml.
+// bin/informer-host's commands as README's "Using it" shows them, with the
+// shipped config.yaml and plugins; record, replay and new as far as their
+// flags (their own tests run them: cmd/informer-host, scaffold).
 func TestInformerHostCommands(t *testing.T) {
 	ih := binary(t, "informer-host")
 	tests := []struct {
@@ -177,6 +178,11 @@ func TestInformerHostCommands(t *testing.T) {
 		{[]string{"version"}, "informer-host "},
 		{[]string{"validate", "--config", "config.yaml"}, "config.yaml: ok"},
 		{[]string{"run", "-h"}, "-drain-timeout"},
+		{[]string{"rbac", "--config", "deploy/base/config.yaml", "--config-map-key", "config.yaml"}, "kind: ClusterRole"},
+		{[]string{"inspect", "build/plugins/pod-logger.wasm"}, "ABI:        v1"},
+		{[]string{"new", "-h"}, "-lang"},
+		{[]string{"record", "-h"}, "-out"},
+		{[]string{"replay", "-h"}, "-events"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
