@@ -132,8 +132,8 @@ func TestKitExamplePlugins(t *testing.T) {
 			}
 		}
 		// Set by the delete, when the cache no longer has the pod.
-		if got := hs.pluginMetric("informer_host_plugin_metric_pods", map[string]string{"namespace": ns, "plugin": p}); got != 0 {
-			t.Errorf("%s: pods = %v, want 0", p, got)
+		if got := hs.pluginMetric("informer_host_plugin_metric_namespace_pods", map[string]string{"namespace": ns, "plugin": p}); got != 0 {
+			t.Errorf("%s: namespace_pods = %v, want 0", p, got)
 		}
 		b, ok := hs.h.state.Lookup(p)
 		if !ok {

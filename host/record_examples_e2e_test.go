@@ -18,7 +18,8 @@ import (
 )
 
 // examples are the example plugins (plugins/examples), by file.
-var examples = []string{"pod-logger", "pod-phases", "ns-counter", "owner-lookup", "counter-c", "minimal-wat"}
+var examples = []string{"pod-logger", "pod-phases", "ns-counter", "owner-lookup", "counter-c", "minimal-wat",
+	"pod-phase-rs", "pod-logger-as"}
 
 // TestRecordExamples runs every example plugin on one workload against
 // the control plane (a Deployment, its ReplicaSet, pods created, moved
@@ -55,6 +56,12 @@ plugins:
       - {resource: pods, indexes: [owner]}
       - {resource: replicasets, indexes: [owner]}
       - {resource: deployments}
+  - file: pod-phase-rs.wasm
+    bindings: [{resource: pods}]
+    grants: {cache: [{resource: pods}], state: {}, metrics: {}}
+  - file: pod-logger-as.wasm
+    bindings: [{resource: pods}]
+    grants: {metrics: {}}
 `, plugins, nil)
 	ctx := context.Background()
 	ns := lr.ns

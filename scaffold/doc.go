@@ -4,4 +4,10 @@
 // (the suffix is dropped), given Data; "_name_" in a path is the
 // project's name. Every template builds with `make` and passes its own
 // replay test with `make test` (testdata/events.jsonl).
+//
+// The Rust and AssemblyScript projects start from their kit's own template
+// (abi/rust/template, abi/assemblyscript/template), copied from the
+// informer-host source directory (Data.Repo) with the template's name
+// replaced; templates/<lang>/ holds only their Makefile and testdata
+// (kits.go says why).
 package scaffold

@@ -24,7 +24,8 @@ type Data struct {
 	// (Name + ".wasm").
 	Name string
 	// Repo is the informer-host source directory: the Go kit's module
-	// (a replace directive) and the C header (abi/include).
+	// (a replace directive), the C header (abi/include), the Rust and
+	// AssemblyScript kits and their templates (kits.go).
 	Repo string
 }
 
@@ -52,11 +53,28 @@ func Write(dir, lang string, d Data) error {
 	if _, err := fs.Stat(templates, root); err != nil {
 		return fmt.Errorf("no template for language %q (have %s)", lang, strings.Join(Languages(), ", "))
 	}
+	k, isKit := kitOf(lang)
+	if isKit {
+		if err := k.check(d.Repo); err != nil {
+			return err
+		}
+	}
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("%s exists; choose another name or directory", dir)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	if err := writeTemplates(dir, root, d); err != nil {
+		return err
+	}
+	if isKit {
+		return k.write(dir, d.Repo, d)
+	}
+	return nil
+}
+
+// writeTemplates writes the embedded templates under root into dir.
+func writeTemplates(dir, root string, d Data) error {
 	return fs.WalkDir(templates, root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err

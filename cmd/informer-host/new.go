@@ -17,7 +17,7 @@ func newCommand(_ context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("new", flag.ContinueOnError)
 	lang := fs.String("lang", "go", "the plugin's language: "+strings.Join(scaffold.Languages(), ", "))
 	dir := fs.String("dir", "", "where to create the project (default: ./NAME)")
-	repo := fs.String("repo", "", "the informer-host source `directory` (the Go kit, the C header); default: the current directory if it is one")
+	repo := fs.String("repo", "", "the informer-host source `directory` (the Go kit, the C header, the Rust and AssemblyScript kits); default: the current directory if it is one")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -42,7 +42,7 @@ func newCommand(_ context.Context, args []string, stdout, stderr io.Writer) int 
 			return 1
 		}
 		*repo = abs
-	} else if *lang == "go" || *lang == "c" {
+	} else if *lang == "go" || *lang == "c" || *lang == "rust" || *lang == "assemblyscript" {
 		fmt.Fprintln(stderr, "informer-host new: --repo: give the informer-host source directory (the kit and header the project builds with)")
 		return 2
 	}

@@ -29,7 +29,7 @@ func TestNewBuildReplayRun(t *testing.T) {
 	if err := os.Mkdir(plugins, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	langs := []string{"go", "c", "wat"}
+	langs := []string{"go", "c", "wat", "assemblyscript", "rust"}
 	for _, lang := range langs {
 		name := "hello-" + lang
 		dir := filepath.Join(work, name)

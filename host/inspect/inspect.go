@@ -59,8 +59,9 @@ func Module(ctx context.Context, name string, wasm []byte, o Options) (*Report, 
 // hints add to a problem what its message cannot say: where the tools
 // that fix it are.
 var hints = []struct{ match, hint string }{
-	{`"env"."abort"`, "AssemblyScript: build with `asc ... --use abort=` (a trap), or import the AssemblyScript kit's abort replacement " +
-		"(abi/assemblyscript) with `--use abort=<file>/<function>`; `informer-host new --lang assemblyscript` sets this up"},
+	{`"env"."abort"`, "AssemblyScript: build with the kit's abort (abi/assemblyscript, npm package informer-host-as), which logs " +
+		"the message and where, then traps: `asc ... --use abort=~lib/informer-host-as/assembly/index/abort`; or with " +
+		"`--use abort=` alone (an abort traps without a message); `informer-host new --lang assemblyscript` sets this up"},
 	{"missing required export " + abi.MarkerExport, "every plugin exports " + abi.MarkerExport + "(): Go gets it from abi/kit " +
 		"(import it), C from abi/include/informer_host.h (IH_ABI_V1()), WAT by `(func (export \"" + abi.MarkerExport + "\"))`"},
 	{"which ABI v1 does not define", "the host functions of ABI v1 are listed in abi/ABI.md §6; a function from a newer minor version " +

@@ -41,7 +41,7 @@ func TestFixtures(t *testing.T) {
 		{fixture: "command", versions: "1", problem: "so it is a WASI command", hint: "-buildmode=c-shared"},
 		{fixture: "missing-handle", versions: "1", problem: "missing required export ih_handle"},
 		{fixture: "bad-signatures", versions: "1", problem: "has signature"},
-		{fixture: "unknown-import", versions: "1", problem: `"env"."abort"`, hint: "--use abort="},
+		{fixture: "unknown-import", versions: "1", problem: `"env"."abort"`, hint: "--use abort=~lib/informer-host-as/assembly/index/abort`"},
 		{fixture: "startloop", versions: "1", problem: "exceeded its", hint: "move slow work out"},
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {

@@ -11,12 +11,13 @@
 //
 // built with
 //
-//   asc assembly/index.ts -o plugin.wasm -O --debug=false \
-//     --use abort=informer-host-as/assembly/index/abort
+//   asc assembly/index.ts -o plugin.wasm -O --debug \
+//     --use abort=~lib/informer-host-as/assembly/index/abort
 //
 // (`--use abort=...` replaces the env.abort import the host refuses with
-// the kit's abort, which logs the message and traps; asc keeps the name
-// section by default, so the host's stack traces name the functions).
+// the kit's abort, which logs the message and traps; a package's files are
+// under ~lib/ in asc's names. --debug keeps the name section, which -O
+// alone drops, so the host's stack traces name the functions).
 //
 // Text crosses the ABI as UTF-8; AssemblyScript strings are UTF-16: the
 // kit converts both ways. A failed read returns null (or a negative
@@ -192,7 +193,7 @@ export function resultMessage(): string {
   return took(r) ? scratchString() : errorName(<i32>r);
 }
 
-// The abort replacement (build with --use abort=informer-host-as/assembly/index/abort):
+// The abort replacement (build with --use abort=~lib/informer-host-as/assembly/index/abort):
 // logs where it happened, then traps; the host reports the trap.
 export function abort(message: string | null, fileName: string | null, line: u32, column: u32): void {
   let m = "abort";

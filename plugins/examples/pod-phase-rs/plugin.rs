@@ -11,7 +11,9 @@ use informer_host::metrics::Metric;
 use informer_host::{cache, info, plugin, state, Event, EventType, Fail, Header, Result};
 
 static CHANGES: Metric = Metric::counter("pod_phase_changes_total", "Pod phase changes by namespace and new phase.", &["namespace", "phase"]);
-static PODS: Metric = Metric::gauge("pods", "Pods in the namespace, from the host's cache.", &["namespace"]);
+// Not "pods": ns-counter exports that name with other labels, and one name
+// is one metric across plugins (the second to declare it gets ERR_EXISTS).
+static PODS: Metric = Metric::gauge("namespace_pods", "Pods in the namespace, from the host's cache.", &["namespace"]);
 
 fn key(ev: &Event) -> String {
     format!("phase/{}", ev.key())
