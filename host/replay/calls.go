@@ -154,12 +154,24 @@ func (c *Calls) Serve(function string, request any) (response json.RawMessage, c
 		st, ok = c.stubs.answer(function, req)
 	}
 	if !ok {
+		answer, ok := stubAnswers[function]
+		if !ok {
+			answer = `"code": 0, "response": ...`
+		}
 		st = Stub{Function: function, Code: abi.ErrUnavailable,
-			Message: fmt.Sprintf("replay: no stub answers %s %s; add {\"function\": %q, \"request\": %s, \"code\": 0, \"response\": ...} to the stub file (--stubs)",
-				function, req, function, req)}
+			Message: fmt.Sprintf("replay: no stub answers %s %s; add {\"function\": %q, \"request\": %s, %s} to the stub file (--stubs)",
+				function, req, function, req, answer)}
 	}
 	c.cur = append(c.cur, Call{Function: function, Request: req, Response: st.Response, Code: st.Code, Message: st.Message, Stubbed: ok})
 	return st.Response, st.Code, st.Message
+}
+
+// stubAnswers shows, in the message of an unanswered call, the answer a
+// stub of the function gives (REPLAY.md).
+var stubAnswers = map[string]string{
+	abi.ImportK8sWrite:    `"code": 0, "response": {the object the write returns}`,
+	abi.ImportHTTPRequest: `"code": 200, "response": {"header": {"Content-Type": "..."}, "body": ...}`,
+	abi.ImportEventRecord: `"code": 0`,
 }
 
 // take returns the calls recorded since the last take.
@@ -181,4 +193,13 @@ func marshal(v any) json.RawMessage {
 		b, _ = json.Marshal(fmt.Sprint(v))
 	}
 	return b
+}
+
+// amend replaces the code and message of the last call served, for an
+// adapter that finds the stub's answer unusable, and returns them.
+func (c *Calls) amend(code int32, msg string) (int32, string) {
+	if n := len(c.cur); n > 0 {
+		c.cur[n-1].Code, c.cur[n-1].Message = code, msg
+	}
+	return code, msg
 }

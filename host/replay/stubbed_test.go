@@ -1,0 +1,131 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Capabilities II in a replay: every k8s_write, http_request and
+// event_record call of a real example plugin is recorded into the output
+// and answered from the stubs, or, unanswered, ERR_UNAVAILABLE with the
+// stub to add.
+func TestCapabilitiesIIStubbed(t *testing.T) {
+	const pods = `{"informerHostEvents":1,"resources":{"pods":{"version":"v1","resource":"pods","kind":"Pod"}}}
+`
+	// label-enforcer applies the label to a Pod that lacks it.
+	const unlabelled = pods + `{"type":"add","resource":"pods","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","namespace":"shop","resourceVersion":"7"}}}
+`
+	wantApply := `{"body":{"apiVersion":"v1","kind":"Pod","metadata":{"labels":{"team":"unowned"},"name":"web-1","namespace":"shop"}},"name":"web-1","namespace":"shop","op":"apply","resource":"pods","resourceVersion":"7"}`
+	// crashloop-notifier posts a message when a container starts
+	// crash-looping.
+	const crashing = pods + `{"type":"update","resource":"pods",` +
+		`"oldObject":{"metadata":{"name":"web-0","namespace":"shop"},"status":{"containerStatuses":[{"name":"app","restartCount":2,"state":{"running":{}}}]}},` +
+		`"object":{"metadata":{"name":"web-0","namespace":"shop"},"status":{"containerStatuses":[{"name":"app","restartCount":3,"state":{"waiting":{"reason":"CrashLoopBackOff"}}}]}}}
+`
+	wantPost := `{"body":{"container":"app","namespace":"shop","pod":"web-0","reason":"CrashLoopBackOff","restartCount":3},"header":{"Content-Type":["application/json"]},"method":"POST","path":"/crashloop","upstream":"webhook"}`
+	// event-recorder records a Warning about a ConfigMap over maxBytes.
+	const big = `{"informerHostEvents":1,"resources":{"configmaps":{"version":"v1","resource":"configmaps","kind":"ConfigMap"}}}
+{"type":"add","resource":"configmaps","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big","namespace":"shop"},"data":{"k":"0123456789"}}}
+`
+	wantEvent := `{"message":"data is 10 bytes, over the limit of 4","object":{"apiVersion":"v1","kind":"ConfigMap","name":"big","namespace":"shop"},"reason":"ConfigMapTooLarge","type":"Warning"}`
+	for _, tc := range []struct {
+		name, plugin, events string
+		config               string
+		stubs                []Stub
+		result               string // of the ih_handle step
+		call                 Call   // the one capabilities II call (Request compared as canonical JSON)
+		logSub               string // in a log line of the step
+	}{
+		{name: "apply answered", plugin: "label-enforcer", events: unlabelled,
+			stubs:  []Stub{{Function: "k8s_write", Request: json.RawMessage(wantApply), Response: json.RawMessage(`{"metadata":{"name":"web-1"}}`)}},
+			result: "ok", call: Call{Function: "k8s_write", Request: json.RawMessage(wantApply), Response: json.RawMessage(`{"metadata":{"name":"web-1"}}`), Stubbed: true},
+			logSub: "labelled shop/web-1"},
+		{name: "apply answered without an object", plugin: "label-enforcer", events: unlabelled,
+			stubs:  []Stub{{Function: "k8s_write"}},
+			result: "ok", call: Call{Function: "k8s_write", Request: json.RawMessage(wantApply), Stubbed: true}, logSub: "labelled shop/web-1"},
+		{name: "apply conflict", plugin: "label-enforcer", events: unlabelled,
+			stubs:  []Stub{{Function: "k8s_write", Code: -9, Message: "the object has been modified"}},
+			result: "ok", call: Call{Function: "k8s_write", Request: json.RawMessage(wantApply), Code: -9, Message: "the object has been modified", Stubbed: true},
+			logSub: "stale shop/web-1"},
+		{name: "apply unanswered", plugin: "label-enforcer", events: unlabelled,
+			result: "retry-exhausted", call: Call{Function: "k8s_write", Request: json.RawMessage(wantApply), Code: -16,
+				Message: `replay: no stub answers k8s_write ` + wantApply + `; add {"function": "k8s_write", "request": ` + wantApply + `, "code": 0, "response": {the object the write returns}} to the stub file (--stubs)`}},
+		{name: "post answered", plugin: "crashloop-notifier", events: crashing,
+			stubs:  []Stub{{Function: "http_request", Request: json.RawMessage(wantPost), Code: 204}},
+			result: "ok", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: 204, Stubbed: true}},
+		{name: "post answered 503", plugin: "crashloop-notifier", events: crashing,
+			stubs:  []Stub{{Function: "http_request", Code: 503, Response: json.RawMessage(`{"header":{"retry-after":"5"},"bodyText":"busy"}`)}},
+			result: "retry-exhausted", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: 503, Response: json.RawMessage(`{"header":{"retry-after":"5"},"bodyText":"busy"}`), Stubbed: true},
+			logSub: "upstream answered 503"},
+		{name: "post timeout", plugin: "crashloop-notifier", events: crashing,
+			stubs:  []Stub{{Function: "http_request", Code: -15, Message: "no answer within 5s"}},
+			result: "retry-exhausted", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: -15, Message: "no answer within 5s", Stubbed: true},
+			logSub: "ERR_TIMEOUT: no answer within 5s"},
+		{name: "post unanswered", plugin: "crashloop-notifier", events: crashing,
+			result: "retry-exhausted", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: -16,
+				Message: `replay: no stub answers http_request ` + wantPost + `; add {"function": "http_request", "request": ` + wantPost + `, "code": 200, "response": {"header": {"Content-Type": "..."}, "body": ...}} to the stub file (--stubs)`}},
+		{name: "post bad stub code", plugin: "crashloop-notifier", events: crashing,
+			stubs:  []Stub{{Function: "http_request", Code: 0}},
+			result: "retry-exhausted", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: -16,
+				Message: "replay: the http_request stub's code 0 is neither an HTTP status (100-599) nor an ERR_* code", Stubbed: true}},
+		{name: "event answered", plugin: "event-recorder", events: big, config: `{"maxBytes": 4}`,
+			stubs:  []Stub{{Function: "event_record", Request: json.RawMessage(wantEvent)}},
+			result: "ok", call: Call{Function: "event_record", Request: json.RawMessage(wantEvent), Stubbed: true}},
+		{name: "event unanswered", plugin: "event-recorder", events: big, config: `{"maxBytes": 4}`,
+			result: "error", call: Call{Function: "event_record", Request: json.RawMessage(wantEvent), Code: -16,
+				Message: `replay: no stub answers event_record ` + wantEvent + `; add {"function": "event_record", "request": ` + wantEvent + `, "code": 0} to the stub file (--stubs)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wasm, err := os.ReadFile(filepath.Join("../../build/plugins", tc.plugin+".wasm"))
+			if err != nil {
+				t.Fatalf("example not built: run `make plugins` (make test does): %v", err)
+			}
+			rec, err := Read("events.jsonl", strings.NewReader(tc.events))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(context.Background(), Options{Plugin: tc.plugin + ".wasm", Wasm: wasm, Events: rec, Config: []byte(tc.config), Stubs: NewStubs(tc.stubs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var step *Step
+			for i := range rep.Steps {
+				if rep.Steps[i].Call == "ih_handle" {
+					step = &rep.Steps[i]
+					break
+				}
+			}
+			if step == nil {
+				t.Fatalf("no ih_handle step: %+v", rep.Steps)
+			}
+			if step.Result != tc.result {
+				t.Errorf("result %q (%s), want %q", step.Result, step.Message, tc.result)
+			}
+			if len(step.Calls) != 1 {
+				t.Fatalf("calls %+v, want one %s", step.Calls, tc.call.Function)
+			}
+			got := step.Calls[0]
+			got.Request, got.Response = canonical(got.Request), canonical(got.Response)
+			want := tc.call
+			want.Request, want.Response = canonical(want.Request), canonical(want.Response)
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(want)
+			if string(gb) != string(wb) {
+				t.Errorf("call\n %s\nwant\n %s", gb, wb)
+			}
+			if tc.logSub != "" {
+				found := false
+				for _, l := range step.Logs {
+					found = found || strings.Contains(l.Message, tc.logSub)
+				}
+				if !found {
+					t.Errorf("no log line with %q: %+v", tc.logSub, step.Logs)
+				}
+			}
+		})
+	}
+}
