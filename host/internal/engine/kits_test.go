@@ -260,7 +260,7 @@ func TestKitAssemblyScriptFunctions(t *testing.T) {
 	defer m.Close(context.Background())
 	logs := &logBuffer{}
 	writes, events := &kitWriter{}, &fakeEvents{}
-	hc := &fakeHTTP{status: 201, header: "X-Reply: yes\n", body: "créé"}
+	hc := newKitHTTP()
 	opts := InstanceOptions{Config: []byte("hello"), Logger: newLogger(logs), Cache: newFakeCache(),
 		State: st.Bucket("as-kit-test.wasm", state.Quota{}), Metrics: reg.Plugin("as-kit-test.wasm", 0).Instance(),
 		Writes: writes, HTTP: hc, Events: events}
@@ -269,7 +269,7 @@ func TestKitAssemblyScriptFunctions(t *testing.T) {
 	if err != nil || r.Code != CodeDrop || r.Message != "dropped é" {
 		t.Fatalf("handle: %v %+v, want DROP with the handler's message\n%s", err, r, logs)
 	}
-	for _, w := range []string{
+	for _, w := range append([]string{
 		`check config: hello`,
 		`check header: add ns/p1 rv=42 uid=uid-p1`,
 		`check field: 5 {\"image\":\"nginx:1.27\",\"name\":\"main\",\"ports\":[{\"containerPort\":80}]}`,
@@ -290,21 +290,8 @@ func TestKitAssemblyScriptFunctions(t *testing.T) {
 		`check stateGet absent: ERR_ABSENT`,
 		`check observe: 0`,
 		`check resultMessage: []`,
-		`check k8sCreate: nü rv 7`,
-		`check k8sApply: rv 7`,
-		`check k8sMergePatch: ERR_CONFLICT: the object has been modified`,
-		`check k8sJSONPatch: rv 7`,
-		`check k8sDelete: 0`,
-		`check k8sDelete denied: ERR_DENIED: no write grant for resource secrets`,
-		`check k8sWrite op: ERR_INVALID: unknown op 9`,
-		`check recordEvent: 0`,
-		`check recordEvent bad: ERR_INVALID: bad reason`,
-		`check recordEvent cached: 0`,
-		`check httpPost: 201 créé yes`,
-		`check httpGet denied: ERR_DENIED: not granted`,
-		`check httpResponseRead: ERR_ABSENT`,
 		`check lastErrorMessage: not granted`,
-	} {
+	}, kitCapabilitiesIIChecks...) {
 		if !strings.Contains(logs.String(), w) {
 			t.Errorf("log lacks %s", w)
 		}
@@ -340,6 +327,57 @@ informer_host_plugin_metric_lat_seconds_count{ns="ns",plugin="as-kit-test.wasm"}
 	if !strings.Contains(f.Stack, "assembly/index/abort") {
 		t.Errorf("the trap's stack trace does not name the kit's abort:\n%s", f.Stack)
 	}
+}
+
+// kitCapabilitiesIIChecks are the log lines of the kits' test plugins'
+// capabilities II calls (abi/assemblyscript/test/kit.ts,
+// abi/rust/test/kit.rs: the same calls) against kitWriter, fakeEvents and
+// the fakeHTTP of newKitHTTP.
+var kitCapabilitiesIIChecks = []string{
+	`check k8sCreate: nü rv 7`,
+	`check k8sApply: rv 7`,
+	`check k8sMergePatch: ERR_CONFLICT: the object has been modified`,
+	`check k8sJSONPatch: rv 7`,
+	`check k8sDelete: 0`,
+	`check k8sDelete denied: ERR_DENIED: no write grant for resource secrets`,
+	`check k8sWrite op: ERR_INVALID: unknown op 9`,
+	`check recordEvent: 0`,
+	`check recordEvent bad: ERR_INVALID: bad reason`,
+	`check recordEvent cached: 0`,
+	`check httpPost: 201 créé yes`,
+	`check httpGet denied: ERR_DENIED: not granted`,
+	`check httpResponseRead: ERR_ABSENT`,
+}
+
+func newKitHTTP() *fakeHTTP { return &fakeHTTP{status: 201, header: "X-Reply: yes\n", body: "créé"} }
+
+// The Rust kit's capabilities II wrappers, each called by its test plugin
+// (abi/rust/test/kit.rs) against the real host functions and fakes behind
+// them: what reached the host, what the plugin got back, and a CallError
+// returned from the handler as its ERROR with the host's message.
+func TestKitRustFunctions(t *testing.T) {
+	e := newEngine(t, Options{})
+	m, err := e.Load(context.Background(), "rs-kit-test.wasm", kitExample(t, "kits/rs-kit-test.wasm"), Limits{CallTimeout: time.Minute, MemoryPages: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	logs := &logBuffer{}
+	writes, events, hc := &kitWriter{}, &fakeEvents{}, newKitHTTP()
+	i := instantiate(t, m, InstanceOptions{Logger: newLogger(logs), Cache: newFakeCache(), Writes: writes, HTTP: hc, Events: events})
+	r, err := i.Handle(context.Background(), addEvent(pod("ns", "p1", "Running")))
+	if err != nil || r.Code != CodeError || r.Message != "ERR_DENIED: not granted" {
+		t.Errorf("handle: %v %+v, want ERROR with the denied GET's CallError", err, r)
+	}
+	for _, w := range kitCapabilitiesIIChecks {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("log lacks %s", w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("log:\n%s", logs)
+	}
+	checkKitCapabilitiesII(t, writes, events, hc)
 }
 
 // kitWriter is a ClusterWriter granted "pods" that records every request
