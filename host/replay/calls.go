@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -78,11 +79,30 @@ func ReadStubs(path string) (*Stubs, error) {
 	}
 	s := NewStubs(f.Stubs)
 	for i, st := range s.stubs {
-		if st.Function == "" {
-			return nil, fmt.Errorf("%s: stubs[%d]: no function", path, i)
+		if err := checkStub(st); err != nil {
+			return nil, fmt.Errorf("%s: stubs[%d]: %v", path, i, err)
 		}
 	}
 	return s, nil
+}
+
+// checkStub refuses a stub no call could use: a function the replay
+// serves itself or that does not exist, or a code the function cannot
+// return.
+func checkStub(st Stub) error {
+	answer, ok := stubAnswers[st.Function]
+	switch {
+	case st.Function == "":
+		return errors.New("no function")
+	case !ok:
+		return fmt.Errorf("function %q cannot be stubbed: the stubbed functions are %s, %s and %s (abi/REPLAY.md)",
+			st.Function, abi.ImportK8sWrite, abi.ImportHTTPRequest, abi.ImportEventRecord)
+	case st.Function == abi.ImportHTTPRequest && st.Code >= 0 && (st.Code < 100 || st.Code > 599):
+		return fmt.Errorf("%s: code %d: want the HTTP status (100-599) or an ERR_* code, as in {%s}", st.Function, st.Code, answer)
+	case st.Function != abi.ImportHTTPRequest && st.Code > 0:
+		return fmt.Errorf("%s: code %d: want 0 or an ERR_* code, as in {%s}", st.Function, st.Code, answer)
+	}
+	return nil
 }
 
 // NewStubs returns Stubs answering from stubs (nil: none).

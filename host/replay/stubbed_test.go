@@ -129,3 +129,31 @@ func TestCapabilitiesIIStubbed(t *testing.T) {
 		})
 	}
 }
+
+// A stub file with a stub no call could use is refused, naming the stub.
+func TestReadStubsRefuses(t *testing.T) {
+	for _, tc := range []struct{ stubs, want string }{
+		{`[{"code": 0}]`, "stubs[0]: no function"},
+		{`[{"function": "event_record"}, {"function": "k8s_create"}]`, `stubs[1]: function "k8s_create" cannot be stubbed: the stubbed functions are k8s_write, http_request and event_record`},
+		{`[{"function": "state_set"}]`, `function "state_set" cannot be stubbed`},
+		{`[{"function": "http_request", "code": 0}]`, "http_request: code 0: want the HTTP status (100-599) or an ERR_* code"},
+		{`[{"function": "k8s_write", "code": 2}]`, "k8s_write: code 2: want 0 or an ERR_* code"},
+	} {
+		f := filepath.Join(t.TempDir(), "stubs.json")
+		if err := os.WriteFile(f, []byte(`{"informerHostStubs": 1, "stubs": `+tc.stubs+`}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadStubs(f)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), f) {
+			t.Errorf("%s: error %v, want %q with the file's name", tc.stubs, err, tc.want)
+		}
+	}
+	f := filepath.Join(t.TempDir(), "stubs.json")
+	ok := `{"informerHostStubs": 1, "stubs": [{"function": "http_request", "code": 204}, {"function": "http_request", "code": -15}, {"function": "k8s_write", "code": -9}]}`
+	if err := os.WriteFile(f, []byte(ok), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadStubs(f); err != nil {
+		t.Errorf("valid stubs refused: %v", err)
+	}
+}
