@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/informer-host/informer-host/host/internal/engine"
 )
 
 // Capabilities II in a replay: every k8s_write, http_request and
@@ -155,5 +157,42 @@ func TestReadStubsRefuses(t *testing.T) {
 	}
 	if _, err := ReadStubs(f); err != nil {
 		t.Errorf("valid stubs refused: %v", err)
+	}
+}
+
+// An http_request stub's response reaches the plugin as the host would
+// give it: "Name: value\n" header lines with canonical names, sorted, and
+// the body from "body" (JSON text; a JSON string is the text itself),
+// "bodyText" or "bodyBase64". The recorded request shows the body as JSON
+// when it is, and the header by canonical name.
+func TestStubHTTPAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name, response, header, body string
+		reqBody                      string
+		request                      string
+	}{
+		{name: "json body", response: `{"header":{"x-b":["1","2"],"content-type":"application/json"},"body":{"ok":true}}`,
+			header: "Content-Type: application/json\nX-B: 1\nX-B: 2\n", body: `{"ok":true}`,
+			reqBody: `{"a":1}`, request: `{"body":{"a":1},"header":{"Content-Type":["text/plain"]},"method":"POST","path":"/p","upstream":"u"}`},
+		{name: "string body", response: `{"body":"plain"}`, body: "plain",
+			reqBody: "not json", request: `{"bodyText":"not json","header":{"Content-Type":["text/plain"]},"method":"POST","path":"/p","upstream":"u"}`},
+		{name: "base64 body", response: `{"bodyBase64":"/wA="}`, body: "\xff\x00",
+			reqBody: "\xff", request: `{"bodyBase64":"/w==","header":{"Content-Type":["text/plain"]},"method":"POST","path":"/p","upstream":"u"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Calls{stubs: NewStubs([]Stub{{Function: "http_request", Code: 200, Response: json.RawMessage(tc.response)}})}
+			var resp engine.HTTPResponse
+			code, msg := stubHTTP{c}.Do(context.Background(), &engine.HTTPRequest{Upstream: "u", Method: "POST", Path: "/p",
+				Header: []byte("content-type: text/plain\n"), Body: []byte(tc.reqBody)}, &resp)
+			if code != 200 || msg != "" {
+				t.Fatalf("code %d %q", code, msg)
+			}
+			if string(resp.Header) != tc.header || string(resp.Body) != tc.body {
+				t.Errorf("header %q body %q, want %q %q", resp.Header, resp.Body, tc.header, tc.body)
+			}
+			if got := c.take(); len(got) != 1 || string(got[0].Request) != tc.request {
+				t.Errorf("recorded %+v, want request %s", got, tc.request)
+			}
+		})
 	}
 }
