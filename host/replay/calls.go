@@ -215,6 +215,12 @@ func marshal(v any) json.RawMessage {
 	return b
 }
 
+// refuse records a call the replay refused itself, with the code and
+// message the host would give, without asking the stubs.
+func (c *Calls) refuse(function string, request any, code int32, msg string) {
+	c.cur = append(c.cur, Call{Function: function, Request: canonical(marshal(request)), Code: code, Message: msg})
+}
+
 // amend replaces the code and message of the last call served, for an
 // adapter that finds the stub's answer unusable, and returns them.
 func (c *Calls) amend(code int32, msg string) (int32, string) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/kubewrite"
 )
 
 // stubbed gives an instance the capabilities the replay cannot serve
@@ -52,19 +53,33 @@ type writeRequest struct {
 
 type stubWrites struct{ calls *Calls }
 
-// Check lets every request through: the replay has no grants to check.
-func (stubWrites) Check(*engine.WriteRequest) (int32, string) { return 0, "" }
+func requestOf(r *engine.WriteRequest) writeRequest {
+	req := writeRequest{Op: writeOps[r.Op], Resource: string(r.Resource), Namespace: string(r.Namespace), Name: string(r.Name),
+		Subresource: string(r.Subresource), UID: string(r.UID), ResourceVersion: string(r.ResourceVersion), Force: r.Force}
+	if json.Valid(r.Body) {
+		req.Body = json.RawMessage(r.Body)
+	}
+	return req
+}
+
+// Check refuses, as the host does, the arguments that cannot work (a
+// missing name, a create with preconditions, ...): the replay has no
+// grants to check.
+func (s stubWrites) Check(r *engine.WriteRequest) (int32, string) {
+	code, msg := kubewrite.CheckArgs(&kubewrite.Request{Op: r.Op, Name: string(r.Name), UID: string(r.UID),
+		ResourceVersion: string(r.ResourceVersion), Force: r.Force})
+	if code != 0 {
+		s.calls.refuse(abi.ImportK8sWrite, requestOf(r), code, msg)
+	}
+	return code, msg
+}
 
 // Do answers from the stub: code 0 returns the stub's response (a JSON
 // object) or, without one, the request's body when it is an object
 // (create, apply, merge patch: close to what the apiserver returns),
 // else {}; a delete returns nothing.
 func (s stubWrites) Do(_ context.Context, r *engine.WriteRequest) (map[string]any, int32, string) {
-	req := writeRequest{Op: writeOps[r.Op], Resource: string(r.Resource), Namespace: string(r.Namespace), Name: string(r.Name),
-		Subresource: string(r.Subresource), UID: string(r.UID), ResourceVersion: string(r.ResourceVersion), Force: r.Force}
-	if len(r.Body) > 0 {
-		req.Body = json.RawMessage(r.Body) // valid JSON: the engine checked it before Do
-	}
+	req := requestOf(r) // the body is valid JSON or empty: the engine checked it before Do
 	resp, code, msg := s.calls.Serve(abi.ImportK8sWrite, req)
 	if code != 0 || r.Op == abi.WriteDelete {
 		return nil, code, msg

@@ -196,3 +196,37 @@ func TestStubHTTPAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A write whose arguments cannot work is refused as the host refuses it
+// (kubewrite.CheckArgs), recorded, and no stub is asked.
+func TestStubWritesCheckArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  engine.WriteRequest
+		code int32
+		msg  string
+	}{
+		{"create with preconditions", engine.WriteRequest{Op: 1, Resource: []byte("pods"), Body: []byte(`{}`), ResourceVersion: []byte("7")}, -5, "a create takes no preconditions"},
+		{"patch without a name", engine.WriteRequest{Op: 2, Resource: []byte("pods"), Body: []byte(`{}`)}, -5, "a name is required (only a create may leave it to the body)"},
+		{"force on a delete", engine.WriteRequest{Op: 5, Resource: []byte("pods"), Name: []byte("a"), Force: true}, -5, "force applies to apply only"},
+		{"apply", engine.WriteRequest{Op: 4, Resource: []byte("pods"), Name: []byte("a"), Body: []byte(`{}`), Force: true}, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Calls{stubs: NewStubs([]Stub{{Function: "k8s_write"}})}
+			code, msg := stubWrites{c}.Check(&tc.req)
+			if code != tc.code || msg != tc.msg {
+				t.Errorf("check: %d %q, want %d %q", code, msg, tc.code, tc.msg)
+			}
+			got := c.take()
+			if tc.code == 0 {
+				if len(got) != 0 {
+					t.Errorf("a request that goes on is recorded by Do, not Check: %+v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Code != tc.code || got[0].Message != tc.msg || got[0].Stubbed {
+				t.Errorf("recorded %+v", got)
+			}
+		})
+	}
+}
