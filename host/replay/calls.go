@@ -13,7 +13,7 @@ import (
 // Call is one host capability call the plugin made while handling an
 // event, as the replay's output records it.
 type Call struct {
-	// Function is the host function ("state_set", "k8s_create", ...).
+	// Function is the host function ("state_set", "k8s_write", ...).
 	Function string `json:"function"`
 	// Request is the call's input, as JSON (each capability's adapter
 	// chooses the shape; REPLAY.md lists them).
