@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -12,7 +13,7 @@ import (
 // Call is one host capability call the plugin made while handling an
 // event, as the replay's output records it.
 type Call struct {
-	// Function is the host function ("state_set", "k8s_create", ...).
+	// Function is the host function ("state_set", "k8s_write", ...).
 	Function string `json:"function"`
 	// Request is the call's input, as JSON (each capability's adapter
 	// chooses the shape; REPLAY.md lists them).
@@ -78,11 +79,30 @@ func ReadStubs(path string) (*Stubs, error) {
 	}
 	s := NewStubs(f.Stubs)
 	for i, st := range s.stubs {
-		if st.Function == "" {
-			return nil, fmt.Errorf("%s: stubs[%d]: no function", path, i)
+		if err := checkStub(st); err != nil {
+			return nil, fmt.Errorf("%s: stubs[%d]: %v", path, i, err)
 		}
 	}
 	return s, nil
+}
+
+// checkStub refuses a stub no call could use: a function the replay
+// serves itself or that does not exist, or a code the function cannot
+// return.
+func checkStub(st Stub) error {
+	answer, ok := stubAnswers[st.Function]
+	switch {
+	case st.Function == "":
+		return errors.New("no function")
+	case !ok:
+		return fmt.Errorf("function %q cannot be stubbed: the stubbed functions are %s, %s and %s (abi/REPLAY.md)",
+			st.Function, abi.ImportK8sWrite, abi.ImportHTTPRequest, abi.ImportEventRecord)
+	case st.Function == abi.ImportHTTPRequest && st.Code >= 0 && (st.Code < 100 || st.Code > 599):
+		return fmt.Errorf("%s: code %d: want the HTTP status (100-599) or an ERR_* code, as in {%s}", st.Function, st.Code, answer)
+	case st.Function != abi.ImportHTTPRequest && st.Code > 0:
+		return fmt.Errorf("%s: code %d: want 0 or an ERR_* code, as in {%s}", st.Function, st.Code, answer)
+	}
+	return nil
 }
 
 // NewStubs returns Stubs answering from stubs (nil: none).
@@ -154,12 +174,24 @@ func (c *Calls) Serve(function string, request any) (response json.RawMessage, c
 		st, ok = c.stubs.answer(function, req)
 	}
 	if !ok {
+		answer, ok := stubAnswers[function]
+		if !ok {
+			answer = `"code": 0, "response": ...`
+		}
 		st = Stub{Function: function, Code: abi.ErrUnavailable,
-			Message: fmt.Sprintf("replay: no stub answers %s %s; add {\"function\": %q, \"request\": %s, \"code\": 0, \"response\": ...} to the stub file (--stubs)",
-				function, req, function, req)}
+			Message: fmt.Sprintf("replay: no stub answers %s %s; add {\"function\": %q, \"request\": %s, %s} to the stub file (--stubs)",
+				function, req, function, req, answer)}
 	}
 	c.cur = append(c.cur, Call{Function: function, Request: req, Response: st.Response, Code: st.Code, Message: st.Message, Stubbed: ok})
 	return st.Response, st.Code, st.Message
+}
+
+// stubAnswers shows, in the message of an unanswered call, the answer a
+// stub of the function gives (REPLAY.md).
+var stubAnswers = map[string]string{
+	abi.ImportK8sWrite:    `"code": 0, "response": {the object the write returns}`,
+	abi.ImportHTTPRequest: `"code": 200, "response": {"header": {"Content-Type": "..."}, "body": ...}`,
+	abi.ImportEventRecord: `"code": 0`,
 }
 
 // take returns the calls recorded since the last take.
@@ -181,4 +213,19 @@ func marshal(v any) json.RawMessage {
 		b, _ = json.Marshal(fmt.Sprint(v))
 	}
 	return b
+}
+
+// refuse records a call the replay refused itself, with the code and
+// message the host would give, without asking the stubs.
+func (c *Calls) refuse(function string, request any, code int32, msg string) {
+	c.cur = append(c.cur, Call{Function: function, Request: canonical(marshal(request)), Code: code, Message: msg})
+}
+
+// amend replaces the code and message of the last call served, for an
+// adapter that finds the stub's answer unusable, and returns them.
+func (c *Calls) amend(code int32, msg string) (int32, string) {
+	if n := len(c.cur); n > 0 {
+		c.cur[n-1].Code, c.cur[n-1].Message = code, msg
+	}
+	return code, msg
 }

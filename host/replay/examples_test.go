@@ -7,9 +7,15 @@ import (
 	"testing"
 )
 
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 // Every example plugin has a recorded stream (host's TestRecordExamples
 // writes them: make example-recordings) that replays with the recorded
-// results: no failure, no drop, no error, no result that differs.
+// results: no failure, no drop, no error, no result that differs. One
+// that uses capabilities II has its stubs beside it (testdata/stubs.json).
 func TestExampleRecordings(t *testing.T) {
 	files, err := filepath.Glob("../../plugins/examples/*/testdata/events.jsonl")
 	if err != nil {
@@ -37,7 +43,15 @@ func TestExampleRecordings(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "config.json"))
-			rep, err := Run(context.Background(), Options{Plugin: name + ".wasm", Wasm: wasm, Events: rec, Config: cfg, MaxRetries: 3})
+			o := Options{Plugin: name + ".wasm", Wasm: wasm, Events: rec, Config: cfg, MaxRetries: 3}
+			// A plugin using capabilities II answers its writes, Events
+			// and HTTP calls from testdata/stubs.json.
+			if sf := filepath.Join(filepath.Dir(f), "stubs.json"); fileExists(sf) {
+				if o.Stubs, err = ReadStubs(sf); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep, err := Run(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)
 			}

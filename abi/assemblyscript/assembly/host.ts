@@ -41,4 +41,14 @@ export declare function metric_observe(id: i32, value: f64, labels: usize, label
 @external("informer_host_v1", "result_message")
 export declare function result_message(ptr: usize, len: i32): i32;
 
-// CAPABILITIES II (k8s_*, event_*, http_*; section 17): their imports go here.
+// Capabilities II (section 17, since v1.2), denied unless granted.
+@external("informer_host_v1", "k8s_write")
+export declare function k8s_write(op: i32, res: usize, resLen: i32, ns: usize, nsLen: i32, name: usize, nameLen: i32,
+  sub: usize, subLen: i32, body: usize, bodyLen: i32, uid: usize, uidLen: i32, rv: usize, rvLen: i32, flags: i32): i32;
+@external("informer_host_v1", "event_record")
+export declare function event_record(which: i32, type: i32, reason: usize, reasonLen: i32, msg: usize, msgLen: i32): i32;
+@external("informer_host_v1", "http_request")
+export declare function http_request(up: usize, upLen: i32, method: usize, methodLen: i32, path: usize, pathLen: i32,
+  headers: usize, headersLen: i32, body: usize, bodyLen: i32): i32;
+@external("informer_host_v1", "http_response_read")
+export declare function http_response_read(part: i32, ptr: usize, len: i32): i32;

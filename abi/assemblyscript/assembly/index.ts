@@ -306,6 +306,8 @@ export class Readable {
   }
   // The whole object as JSON (compact, keys sorted), or null.
   json(): string | null { return readObject(this.which); }
+  // Records a Kubernetes Event about this object (see recordEvent).
+  recordEvent(type: i32, reason: string, message: string): i32 { return recordEvent(this.which, type, reason, message); }
 }
 
 export class Event extends Readable {
@@ -585,6 +587,165 @@ export function histogram(name: string, help: string, buckets: f64[], labels: st
   return new Metric(METRIC_HISTOGRAM, name, help, labels, buckets);
 }
 
-// CAPABILITIES II (k8s_*, event_*, http_*; section 17): their wrappers go
-// here, on the imports in host.ts; each sets the result message, read with
-// resultMessage().
+// ---- capabilities II (section 17): writes, Events, HTTP ----
+//
+// A failed call returns null (or a negative code) and leaves its code in
+// lastError() and the host's message (result_message) in
+// lastErrorMessage(); callError() is both, for a log line or setError.
+
+let lastMessage = "";
+
+// The result message of the last capabilities II call that failed.
+export function lastErrorMessage(): string {
+  return lastMessage;
+}
+
+// "ERR_CONFLICT: <the host's message>" for the last failed call.
+export function callError(): string {
+  return lastMessage.length > 0 ? errorName(lastCode) + ": " + lastMessage : errorName(lastCode);
+}
+
+// Records a capabilities II failure: the code and the result message.
+function failed(code: i32): i32 {
+  lastCode = code;
+  lastMessage = resultMessage();
+  return code;
+}
+
+// k8s_write ops and flags (section 17.1).
+export const WRITE_CREATE: i32 = 1; // POST the body; verb create
+export const WRITE_MERGE_PATCH: i32 = 2; // JSON merge patch (RFC 7386); verb patch
+export const WRITE_JSON_PATCH: i32 = 3; // JSON patch (RFC 6902); verb patch
+export const WRITE_APPLY: i32 = 4; // server-side apply; verb apply
+export const WRITE_DELETE: i32 = 5; // DELETE, no body; verb delete
+export const WRITE_FORCE: i32 = 1; // apply: take over fields another manager owns
+
+// The object a write acts on. resource is a granted resource as the grant
+// names it: a configured name ("pods") or "group/version/resource".
+export class Target {
+  constructor(public resource: string, public namespace: string = "", public name: string = "", public subresource: string = "") {}
+}
+
+// Optional preconditions: the apiserver refuses the write with
+// ERR_CONFLICT when the object's uid or resourceVersion differs.
+export class Preconditions {
+  constructor(public uid: string = "", public resourceVersion: string = "") {}
+}
+
+const NO_PRECONDITIONS = new Preconditions();
+
+// k8s_write: a handle (>= 2) to the object the apiserver answered with,
+// 0 after a delete, or a negative code (lastError, lastErrorMessage).
+export function k8sWrite(op: i32, t: Target, body: string, pre: Preconditions = NO_PRECONDITIONS, flags: i32 = 0): i32 {
+  const r = utf8(t.resource), n = utf8(t.namespace), m = utf8(t.name), s = utf8(t.subresource);
+  const b = utf8(body), u = utf8(pre.uid), v = utf8(pre.resourceVersion);
+  const h = host.k8s_write(op, ptrOf(r), r.byteLength, ptrOf(n), n.byteLength, ptrOf(m), m.byteLength, ptrOf(s), s.byteLength,
+    ptrOf(b), b.byteLength, ptrOf(u), u.byteLength, ptrOf(v), v.byteLength, flags);
+  return h < 0 ? failed(h) : h;
+}
+
+function written(h: i32): Readable | null {
+  return h < 0 ? null : new Readable(h);
+}
+
+// Creates the object body (JSON) describes; the created object, readable
+// until the export call returns, or null (ERR_EXISTS, ERR_DENIED, ...).
+export function k8sCreate(t: Target, body: string): Readable | null {
+  return written(k8sWrite(WRITE_CREATE, t, body));
+}
+
+// Applies a JSON merge patch; the patched object or null.
+export function k8sMergePatch(t: Target, patch: string, pre: Preconditions = NO_PRECONDITIONS): Readable | null {
+  return written(k8sWrite(WRITE_MERGE_PATCH, t, patch, pre));
+}
+
+// Applies a JSON patch (an array of operations); the patched object or null.
+export function k8sJSONPatch(t: Target, patch: string, pre: Preconditions = NO_PRECONDITIONS): Readable | null {
+  return written(k8sWrite(WRITE_JSON_PATCH, t, patch, pre));
+}
+
+// Server-side applies body (apiVersion, kind, metadata.name) as field
+// manager informer-host/<plugin>; force takes over conflicting fields.
+export function k8sApply(t: Target, body: string, force: bool = false, pre: Preconditions = NO_PRECONDITIONS): Readable | null {
+  return written(k8sWrite(WRITE_APPLY, t, body, pre, force ? WRITE_FORCE : 0));
+}
+
+// Deletes the object: 0 or a negative code (ERR_ABSENT: already gone).
+export function k8sDelete(t: Target, pre: Preconditions = NO_PRECONDITIONS): i32 {
+  return k8sWrite(WRITE_DELETE, t, "", pre);
+}
+
+// Kubernetes Event types (section 17.2).
+export const NORMAL: i32 = 0;
+export const WARNING: i32 = 1;
+
+// Records a Kubernetes Event about the object which selects (0 the
+// event's object, 1 its old object, or a Readable's which), attributed to
+// the plugin. reason: a CamelCase word; message: up to 1 KiB. 0 (queued)
+// or a negative code. Readable.recordEvent is the same on an object.
+export function recordEvent(which: i32, type: i32, reason: string, message: string): i32 {
+  const r = utf8(reason), m = utf8(message);
+  const c = host.event_record(which, type, ptrOf(r), r.byteLength, ptrOf(m), m.byteLength);
+  return c < 0 ? failed(c) : c;
+}
+
+// Parts of an HTTP response (http_response_read).
+export const HTTP_BODY: i32 = 0;
+export const HTTP_HEADER: i32 = 1;
+
+// An upstream's answer (5xx included: an answer is not an error).
+export class Response {
+  constructor(public status: i32, public header: string, public body: Uint8Array) {}
+  // The body as text.
+  text(): string { return String.UTF8.decode(this.body.buffer, false); }
+  // The first value of the header name (canonical: "Content-Type"), or null.
+  headerValue(name: string): string | null {
+    const lines = this.header.split("\n");
+    const prefix = name + ": ";
+    for (let i = 0; i < lines.length; i++) {
+      if (lines[i].startsWith(prefix)) return lines[i].substring(prefix.length);
+    }
+    return null;
+  }
+}
+
+// One part of the last response (HTTP_BODY, HTTP_HEADER), size protocol;
+// null (lastError ERR_ABSENT) when the last call got no response.
+export function httpResponseRead(part: i32): Uint8Array | null {
+  let r: i64;
+  do {
+    r = <i64>host.http_response_read(part, ptrOf(scratch), scratch.byteLength);
+  } while (!fits(r));
+  return took(r) ? scratchBytes() : null;
+}
+
+// Calls the upstream the operator named (config.yaml upstreams, granted
+// by grants.http) with method and path ("" or starting with "/" or "?")
+// and header as name, value pairs; the response, or null (lastError:
+// ERR_DENIED, ERR_TIMEOUT, ERR_UNAVAILABLE, ERR_RATE_LIMITED, ...).
+export function httpRequest(upstream: string, method: string, path: string, header: string[] = [], body: Uint8Array | null = null): Response | null {
+  let lines = "";
+  for (let i = 0; i + 1 < header.length; i += 2) lines += header[i] + ": " + header[i + 1] + "\n";
+  const u = utf8(upstream), m = utf8(method), p = utf8(path), h = utf8(lines);
+  const bp: usize = body === null ? 0 : body.dataStart;
+  const bl: i32 = body === null ? 0 : body.length;
+  const status = host.http_request(ptrOf(u), u.byteLength, ptrOf(m), m.byteLength, ptrOf(p), p.byteLength, ptrOf(h), h.byteLength, bp, bl);
+  if (status < 0) {
+    failed(status);
+    return null;
+  }
+  const b = httpResponseRead(HTTP_BODY);
+  const hd = httpResponseRead(HTTP_HEADER);
+  if (b === null || hd === null) return null;
+  return new Response(status, String.UTF8.decode(hd.buffer, false), b);
+}
+
+// Posts body (text) with contentType to path under the upstream's URL.
+export function httpPost(upstream: string, path: string, contentType: string, body: string): Response | null {
+  return httpRequest(upstream, "POST", path, ["Content-Type", contentType], Uint8Array.wrap(utf8(body)));
+}
+
+// Gets path under the upstream's URL.
+export function httpGet(upstream: string, path: string): Response | null {
+  return httpRequest(upstream, "GET", path);
+}

@@ -50,6 +50,27 @@ ih.onHandle((ev: ih.Event): i32 => {
   check("observe", h.observe(0.7, [ev.namespace]).toString());
   check("declaration", h.declaration());
   check("resultMessage", "[" + ih.resultMessage() + "]");
+  // Capabilities II: writes (ops, preconditions, force), Events, HTTP,
+  // each failure with its result message.
+  const t = new ih.Target("pods", "ns", "p1");
+  const c = ih.k8sCreate(new ih.Target("pods", "ns"), "{\"metadata\":{\"name\":\"nü\"}}");
+  check("k8sCreate", c === null ? ih.callError() : (c.get("metadata.name") as string) + " rv " + (c.get("metadata.resourceVersion") as string));
+  const a = ih.k8sApply(t, "{\"kind\":\"Pod\"}", true, new ih.Preconditions("uid-p1", "42"));
+  check("k8sApply", a === null ? ih.callError() : "rv " + (a.get("metadata.resourceVersion") as string));
+  check("k8sMergePatch", ih.k8sMergePatch(t, "{}", new ih.Preconditions("", "old")) === null ? ih.callError() : "written");
+  const j = ih.k8sJSONPatch(new ih.Target("pods", "ns", "p1", "status"), "[]");
+  check("k8sJSONPatch", j === null ? ih.callError() : "rv " + (j.get("metadata.resourceVersion") as string));
+  check("k8sDelete", ih.k8sDelete(t, new ih.Preconditions("uid-p1")).toString());
+  check("k8sDelete denied", ih.k8sDelete(new ih.Target("secrets", "ns", "s")) < 0 ? ih.callError() : "deleted");
+  check("k8sWrite op", ih.k8sWrite(9, t, "{}") < 0 ? ih.callError() : "written");
+  check("recordEvent", ev.recordEvent(ih.WARNING, "TooLarge", "size é").toString());
+  check("recordEvent bad", ev.recordEvent(ih.NORMAL, "Bad", "x") < 0 ? ih.callError() : "recorded");
+  if (o !== null) check("recordEvent cached", o.recordEvent(ih.NORMAL, "Seen", "from the cache").toString());
+  const r = ih.httpPost("u", "/hook?x=1", "application/json", "{\"é\":1}");
+  check("httpPost", r === null ? ih.callError() : r.status.toString() + " " + r.text() + " " + (r.headerValue("X-Reply") as string));
+  check("httpGet denied", ih.httpGet("nope", "/") === null ? ih.callError() : "answered");
+  check("httpResponseRead", ih.httpResponseRead(ih.HTTP_BODY) === null ? ih.errorName(ih.lastError()) : "found");
+  check("lastErrorMessage", ih.lastErrorMessage());
   if (ev.name == "abort") {
     assert(false, "asked to abort");
   }

@@ -2,7 +2,9 @@
 //! --test` or `cargo test` on the machine's own target). Off wasm the
 //! kit's imports are these functions: set an event up with [`event`],
 //! [`field`], [`object`], call the handler through [`handle`], then look
-//! at [`logs`], [`error_message`], [`state_value`], [`metric_updates`].
+//! at [`logs`], [`error_message`], [`state_value`], [`metric_updates`],
+//! and, for capabilities II, [`writes`], [`events`], [`http_requests`]
+//! (answered as [`answer`] and [`http_response`] say).
 //! Every test thread has its own host. Cache lists come in pages of 2
 //! keys, so the kit's paging is exercised. On wasm this module is empty.
 #![cfg_attr(target_arch = "wasm32", allow(dead_code))]
@@ -30,6 +32,15 @@ mod imp {
         handles: Vec<(String, String)>,
         metrics: Vec<String>,
         updates: Vec<String>,
+        // Capabilities II: the next call's failure, the result message,
+        // what was asked, and the HTTP answer.
+        answer: Option<(i32, String)>,
+        result: String,
+        writes: Vec<String>,
+        events: Vec<String>,
+        http: Vec<String>,
+        response: Option<(i32, String, Vec<u8>)>,
+        have_response: bool,
     }
 
     thread_local!(static HOST: RefCell<Host> = RefCell::new(Host::default()));
@@ -47,7 +58,39 @@ mod imp {
             h.logs.clear();
             h.error.clear();
             h.handles.clear();
+            h.result.clear();
+            h.writes.clear();
+            h.events.clear();
+            h.http.clear();
+            h.have_response = false;
         })
+    }
+
+    /// The next capabilities II call (k8s_write, event_record,
+    /// http_request) fails with `code` and `message` (result_message).
+    pub fn answer(code: i32, message: &str) {
+        with(|h| h.answer = Some((code, message.to_string())));
+    }
+
+    /// What http_request answers from now on (default 200, no header, no
+    /// body); `header` is "Name: value\n" lines.
+    pub fn http_response(status: i32, header: &str, body: &[u8]) {
+        with(|h| h.response = Some((status, header.to_string(), body.to_vec())));
+    }
+
+    /// The writes asked for: `op resource ns/name sub=.. uid=.. rv=.. flags=.. body=..`.
+    /// A successful write returns a handle to the target's cached object
+    /// ([`cached`] under the target's resource and key), 0 for a delete.
+    pub fn writes() -> Vec<String> {
+        with(|h| h.writes.clone())
+    }
+    /// The Events recorded: `which type reason message`.
+    pub fn events() -> Vec<String> {
+        with(|h| h.events.clone())
+    }
+    /// The HTTP requests: `upstream method path header-lines body`.
+    pub fn http_requests() -> Vec<String> {
+        with(|h| h.http.clone())
     }
 
     /// The next event: type 1 add, 2 update, 3 delete; flags of section 8.
@@ -323,7 +366,74 @@ mod imp {
             update("observe", id, v, text(p, n))
         }
         pub unsafe fn result_message(p: *mut u8, n: i32) -> i32 {
-            out(b"", p, n)
+            let m = with(|h| h.result.clone());
+            out(m.as_bytes(), p, n)
+        }
+        /// The answer set with fake::answer, taken, with its message as
+        /// the result message; None: success (result message empty).
+        fn answered() -> Option<i32> {
+            with(|h| {
+                let a = h.answer.take();
+                h.result = a.as_ref().map(|(_, m)| m.clone()).unwrap_or_default();
+                a.map(|(c, _)| c)
+            })
+        }
+        pub unsafe fn k8s_write(op: i32, res: *const u8, res_len: i32, ns: *const u8, ns_len: i32, name: *const u8, name_len: i32, sub: *const u8, sub_len: i32,
+            body: *const u8, body_len: i32, uid: *const u8, uid_len: i32, rv: *const u8, rv_len: i32, flags: i32) -> i32 {
+            let (res, ns, name) = (text(res, res_len), text(ns, ns_len), text(name, name_len));
+            let w = format!("{} {} {}/{} sub={} uid={} rv={} flags={} body={}", op, res, ns, name, text(sub, sub_len), text(uid, uid_len),
+                text(rv, rv_len), flags, text(body, body_len));
+            with(|h| h.writes.push(w));
+            if !(1..=5).contains(&op) {
+                with(|h| h.result = format!("unknown k8s_write op {}", op));
+                return -5;
+            }
+            if let Some(c) = answered() {
+                return c;
+            }
+            if op == 5 {
+                return 0;
+            }
+            let key = if ns.is_empty() { name } else { format!("{}/{}", ns, name) };
+            with(|h| {
+                h.handles.push((res, key));
+                h.handles.len() as i32 + 1
+            })
+        }
+        pub unsafe fn event_record(which: i32, typ: i32, reason: *const u8, reason_len: i32, msg: *const u8, msg_len: i32) -> i32 {
+            let e = format!("{} {} {} {}", which, typ, text(reason, reason_len), text(msg, msg_len));
+            with(|h| h.events.push(e));
+            answered().unwrap_or(0)
+        }
+        pub unsafe fn http_request(up: *const u8, up_len: i32, method: *const u8, method_len: i32, path: *const u8, path_len: i32,
+            headers: *const u8, headers_len: i32, body: *const u8, body_len: i32) -> i32 {
+            let r = format!("{} {} {} {:?} {}", text(up, up_len), text(method, method_len), text(path, path_len), text(headers, headers_len),
+                text(body, body_len));
+            with(|h| h.http.push(r));
+            if let Some(c) = answered() {
+                with(|h| h.have_response = false);
+                return c;
+            }
+            with(|h| {
+                h.have_response = true;
+                h.response.as_ref().map(|r| r.0).unwrap_or(200)
+            })
+        }
+        pub unsafe fn http_response_read(part: i32, p: *mut u8, n: i32) -> i32 {
+            with(|h| {
+                if !h.have_response {
+                    return -1;
+                }
+                let (hdr, body) = match &h.response {
+                    Some((_, hdr, body)) => (hdr.as_bytes(), body.as_slice()),
+                    None => (&b""[..], &b""[..]),
+                };
+                match part {
+                    0 => out(body, p, n),
+                    1 => out(hdr, p, n),
+                    _ => -5,
+                }
+            })
         }
     }
 }

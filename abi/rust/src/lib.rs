@@ -25,8 +25,9 @@
 //! The kit gives: the exports (marker, `_initialize`, `ih_handle`, and
 //! `ih_init`/`ih_synced`/`ih_shutdown` when named), the header parser,
 //! object and field reads with the size protocol (section 7), logging,
-//! the capabilities of section 16 ([`cache`], [`state`], [`metrics`]) and
-//! [`result_message`]. Off wasm (`rustc --test`), the imports are an
+//! the capabilities of section 16 ([`cache`], [`state`], [`metrics`]),
+//! those of section 17 ([`writes`], [`events`], [`http`], each failure a
+//! [`CallError`] with the host's message) and [`result_message`]. Off wasm (`rustc --test`), the imports are an
 //! in-memory host ([`fake`]) so a plugin's logic is unit tested natively.
 
 use std::fmt;
@@ -710,10 +711,223 @@ pub mod metrics {
     }
 }
 
-// CAPABILITIES II (k8s_*, event_*, http_*; ABI.md section 17): a module per
-// capability goes here (writes, events, http), built like `state` above on
-// the raw imports; each sets the result message, read with
-// `result_message()`.
+/// The failure of a capabilities II call (section 17): its code and the
+/// message the host gave with it ([`result_message`]). `?` in a handler
+/// gives RETRY for a rate limit, a timeout, an unavailable upstream or
+/// apiserver and a canceled call, ERROR otherwise, with this as the
+/// message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallError {
+    pub code: Error,
+    pub message: String,
+}
+
+impl CallError {
+    fn of(code: i32) -> CallError {
+        CallError { code: Error(code), message: result_message() }
+    }
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        if self.message.is_empty() {
+            f.write_str(self.code.name())
+        } else {
+            write!(f, "{}: {}", self.code.name(), self.message)
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+impl From<CallError> for Fail {
+    fn from(e: CallError) -> Fail {
+        let retry = [Error::RATE_LIMITED, Error::TIMEOUT, Error::UNAVAILABLE, Error::CANCELED].contains(&e.code);
+        Fail { code: if retry { Code::Retry } else { Code::Error }, message: e.to_string() }
+    }
+}
+
+/// Kubernetes writes (capability `writes`, section 17.1, k8s_write): only
+/// what the plugin's grants.writes covers; anything else is
+/// `ERR_DENIED` without a request.
+pub mod writes {
+    use super::*;
+
+    pub const CREATE: i32 = 1; // POST the body; verb create
+    pub const MERGE_PATCH: i32 = 2; // JSON merge patch (RFC 7386); verb patch
+    pub const JSON_PATCH: i32 = 3; // JSON patch (RFC 6902); verb patch
+    pub const APPLY: i32 = 4; // server-side apply; verb apply
+    pub const DELETE: i32 = 5; // DELETE, no body; verb delete
+    /// Flag of an apply: take over fields another manager owns.
+    pub const FORCE: i32 = 1;
+
+    /// The object a write acts on. `resource` is a granted resource as the
+    /// grant names it: a configured name ("pods") or
+    /// "group/version/resource" ("apps/v1/deployments").
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Target<'a> {
+        pub resource: &'a str,
+        pub namespace: &'a str, // "" for a cluster-scoped object
+        pub name: &'a str,      // a create may leave it to the body
+        pub subresource: &'a str, // "" or "status"
+    }
+
+    /// Optional preconditions: the apiserver refuses the write with
+    /// `ERR_CONFLICT` when the object's uid or resourceVersion differs.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Preconditions<'a> {
+        pub uid: &'a str,
+        pub resource_version: &'a str,
+    }
+
+    /// k8s_write: a handle (>= 2) to the object the apiserver answered
+    /// with, 0 after a delete.
+    pub fn write(op: i32, t: &Target, body: &[u8], p: &Preconditions, flags: i32) -> std::result::Result<i32, CallError> {
+        let r = unsafe {
+            raw::k8s_write(op, t.resource.as_ptr(), t.resource.len() as i32, t.namespace.as_ptr(), t.namespace.len() as i32,
+                t.name.as_ptr(), t.name.len() as i32, t.subresource.as_ptr(), t.subresource.len() as i32,
+                body.as_ptr(), body.len() as i32, p.uid.as_ptr(), p.uid.len() as i32,
+                p.resource_version.as_ptr(), p.resource_version.len() as i32, flags)
+        };
+        if r < 0 {
+            Err(CallError::of(r))
+        } else {
+            Ok(r)
+        }
+    }
+
+    /// Creates the object `body` (JSON) describes; the created object,
+    /// readable like a cached one until the handler returns.
+    pub fn create(t: &Target, body: &[u8]) -> std::result::Result<cache::Object, CallError> {
+        write(CREATE, t, body, &Preconditions::default(), 0).map(cache::Object)
+    }
+    pub fn merge_patch(t: &Target, patch: &[u8], p: &Preconditions) -> std::result::Result<cache::Object, CallError> {
+        write(MERGE_PATCH, t, patch, p, 0).map(cache::Object)
+    }
+    /// A JSON patch: a JSON array of operations.
+    pub fn json_patch(t: &Target, patch: &[u8], p: &Preconditions) -> std::result::Result<cache::Object, CallError> {
+        write(JSON_PATCH, t, patch, p, 0).map(cache::Object)
+    }
+    /// Server-side applies `body` (apiVersion, kind, metadata.name) as
+    /// field manager "informer-host/<plugin>"; `force` takes over fields
+    /// another manager owns.
+    pub fn apply(t: &Target, body: &[u8], force: bool, p: &Preconditions) -> std::result::Result<cache::Object, CallError> {
+        write(APPLY, t, body, p, if force { FORCE } else { 0 }).map(cache::Object)
+    }
+    /// Deletes the object (`ERR_ABSENT`: it is gone already).
+    pub fn delete(t: &Target, p: &Preconditions) -> std::result::Result<(), CallError> {
+        write(DELETE, t, &[], p, 0).map(|_| ())
+    }
+}
+
+/// Kubernetes Events (capability `events`, section 17.2, event_record).
+pub mod events {
+    use super::*;
+
+    pub const NORMAL: i32 = 0;
+    pub const WARNING: i32 = 1;
+
+    /// Records an Event about the object `which` selects (0 the event's
+    /// object, 1 its old object, a cache or write handle), attributed to
+    /// the plugin. `reason`: a CamelCase word; `message`: up to 1 KiB. The
+    /// host sends it in the background: Ok means queued.
+    /// [`Event::record_event`] and [`cache::Object::record_event`] are the
+    /// same on an object.
+    pub fn record(which: i32, typ: i32, reason: &str, message: &str) -> std::result::Result<(), CallError> {
+        let r = unsafe { raw::event_record(which, typ, reason.as_ptr(), reason.len() as i32, message.as_ptr(), message.len() as i32) };
+        if r < 0 {
+            Err(CallError::of(r))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Event {
+    /// Records a Kubernetes Event about the event's object ([`events::record`]).
+    pub fn record_event(&self, typ: i32, reason: &str, message: &str) -> std::result::Result<(), CallError> {
+        events::record(0, typ, reason, message)
+    }
+}
+
+impl cache::Object {
+    /// Records a Kubernetes Event about this object ([`events::record`]).
+    pub fn record_event(&self, typ: i32, reason: &str, message: &str) -> std::result::Result<(), CallError> {
+        events::record(self.0, typ, reason, message)
+    }
+}
+
+/// HTTP to the upstreams the operator named (capability `http`, section
+/// 17.3, http_request and http_response_read).
+pub mod http {
+    use super::*;
+
+    /// Parts of a response (http_response_read).
+    pub const BODY: i32 = 0;
+    pub const HEADER: i32 = 1;
+
+    /// An upstream's answer (5xx included: an answer is not an error).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Response {
+        pub status: i32,
+        /// (canonical name, value), sorted by name.
+        pub header: Vec<(String, String)>,
+        pub body: Vec<u8>,
+    }
+
+    impl Response {
+        /// The first value of header `name` (canonical: "Content-Type").
+        pub fn header_value(&self, name: &str) -> Option<&str> {
+            self.header.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        }
+        pub fn text(&self) -> String {
+            String::from_utf8_lossy(&self.body).into_owned()
+        }
+    }
+
+    /// One part of the last response (`ERR_ABSENT` if the last request
+    /// got none), size protocol.
+    pub fn response_read(part: i32) -> std::result::Result<Vec<u8>, Error> {
+        read_sized(|p, n| unsafe { raw::http_response_read(part, p, n) } as i64).map(|(_, b)| b)
+    }
+
+    /// Calls `upstream` with `method` (one it allows) and `path` ("" or
+    /// starting with "/" or "?"), `header` as (name, value) pairs.
+    /// Errors: `ERR_DENIED`, `ERR_INVALID` (path, header), `ERR_TOO_LARGE`,
+    /// `ERR_TIMEOUT`, `ERR_UNAVAILABLE` (no answer), `ERR_RATE_LIMITED`
+    /// (the plugin's concurrency bound), `ERR_CANCELED`.
+    pub fn request(upstream: &str, method: &str, path: &str, header: &[(&str, &str)], body: &[u8]) -> std::result::Result<Response, CallError> {
+        let mut h = String::new();
+        for (k, v) in header {
+            h.push_str(k);
+            h.push_str(": ");
+            h.push_str(v);
+            h.push('\n');
+        }
+        let status = unsafe {
+            raw::http_request(upstream.as_ptr(), upstream.len() as i32, method.as_ptr(), method.len() as i32,
+                path.as_ptr(), path.len() as i32, h.as_ptr(), h.len() as i32, body.as_ptr(), body.len() as i32)
+        };
+        if status < 0 {
+            return Err(CallError::of(status));
+        }
+        let part = |p| response_read(p).map_err(|e| CallError { code: e, message: String::new() });
+        let body = part(BODY)?;
+        let header = String::from_utf8_lossy(&part(HEADER)?)
+            .lines()
+            .filter_map(|l| l.split_once(": ").map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect();
+        Ok(Response { status, header, body })
+    }
+
+    /// POSTs `body` with the Content-Type `content_type`.
+    pub fn post(upstream: &str, path: &str, content_type: &str, body: &[u8]) -> std::result::Result<Response, CallError> {
+        request(upstream, "POST", path, &[("Content-Type", content_type)], body)
+    }
+    pub fn get(upstream: &str, path: &str) -> std::result::Result<Response, CallError> {
+        request(upstream, "GET", path, &[], &[])
+    }
+}
 
 #[cfg(test)]
 mod tests;

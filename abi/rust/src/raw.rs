@@ -27,7 +27,13 @@ extern "C" {
     pub fn metric_observe(id: i32, value: f64, labels: *const u8, labels_len: i32) -> i32;
     // Since v1.2 (section 17).
     pub fn result_message(ptr: *mut u8, len: i32) -> i32;
-    // CAPABILITIES II (k8s_*, event_*, http_*, section 17): their imports go here.
+    // Capabilities II (section 17), denied unless granted.
+    pub fn k8s_write(op: i32, res: *const u8, res_len: i32, ns: *const u8, ns_len: i32, name: *const u8, name_len: i32, sub: *const u8, sub_len: i32,
+        body: *const u8, body_len: i32, uid: *const u8, uid_len: i32, rv: *const u8, rv_len: i32, flags: i32) -> i32;
+    pub fn event_record(which: i32, typ: i32, reason: *const u8, reason_len: i32, msg: *const u8, msg_len: i32) -> i32;
+    pub fn http_request(up: *const u8, up_len: i32, method: *const u8, method_len: i32, path: *const u8, path_len: i32,
+        headers: *const u8, headers_len: i32, body: *const u8, body_len: i32) -> i32;
+    pub fn http_response_read(part: i32, ptr: *mut u8, len: i32) -> i32;
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -104,3 +104,42 @@ fn error_names() {
     let f: crate::Fail = crate::Error::RATE_LIMITED.into();
     assert_eq!(f.code, crate::Code::Retry);
 }
+
+#[test]
+fn capabilities_ii() {
+    use crate::{events, http, writes, CallError, Error};
+    fake::reset();
+    fake::cached("pods", "shop/web-0", &[("metadata.resourceVersion", 1, "8")]);
+    let t = writes::Target { resource: "pods", namespace: "shop", name: "web-0", ..Default::default() };
+    let pre = writes::Preconditions { uid: "u1", resource_version: "7" };
+    let o = writes::apply(&t, br#"{"kind":"Pod"}"#, true, &pre).unwrap();
+    assert_eq!(o.get("metadata.resourceVersion").as_deref(), Some("8"));
+    fake::answer(-9, "the object has been modified");
+    let e = writes::merge_patch(&t, b"{}", &writes::Preconditions::default()).unwrap_err();
+    assert_eq!(e, CallError { code: Error::CONFLICT, message: "the object has been modified".into() });
+    assert_eq!(e.to_string(), "ERR_CONFLICT: the object has been modified");
+    let f: crate::Fail = e.into();
+    assert_eq!(f.code, crate::Code::Error);
+    writes::delete(&t, &writes::Preconditions { uid: "u1", ..Default::default() }).unwrap();
+    assert_eq!(fake::writes(), vec![
+        r#"4 pods shop/web-0 sub= uid=u1 rv=7 flags=1 body={"kind":"Pod"}"#.to_string(),
+        "2 pods shop/web-0 sub= uid= rv= flags=0 body={}".to_string(),
+        "5 pods shop/web-0 sub= uid=u1 rv= flags=0 body=".to_string(),
+    ]);
+    events::record(0, events::WARNING, "TooLarge", "big").unwrap();
+    fake::answer(-5, "bad reason");
+    assert_eq!(o.record_event(events::NORMAL, "no spaces", "x").unwrap_err().message, "bad reason");
+    assert_eq!(fake::events(), vec!["0 1 TooLarge big".to_string(), format!("{} 0 no spaces x", o.0)]);
+    fake::http_response(201, "Content-Type: text/plain\nX-Reply: yes\n", "créé".as_bytes());
+    let r = http::post("hook", "/x", "application/json", b"{}").unwrap();
+    assert_eq!((r.status, r.text(), r.header_value("X-Reply")), (201, "créé".to_string(), Some("yes")));
+    fake::answer(-15, "no answer within 5s");
+    let e = http::get("hook", "/slow").unwrap_err();
+    assert_eq!(e.code, Error::TIMEOUT);
+    assert_eq!(crate::Fail::from(e).code, crate::Code::Retry);
+    assert_eq!(http::response_read(http::BODY), Err(Error::ABSENT));
+    assert_eq!(fake::http_requests(), vec![
+        r#"hook POST /x "Content-Type: application/json\n" {}"#.to_string(),
+        r#"hook GET /slow "" "#.to_string(),
+    ]);
+}

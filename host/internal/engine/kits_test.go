@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/pluginmetrics"
 	"github.com/informer-host/informer-host/state"
 )
@@ -256,14 +259,17 @@ func TestKitAssemblyScriptFunctions(t *testing.T) {
 	}
 	defer m.Close(context.Background())
 	logs := &logBuffer{}
+	writes, events := &kitWriter{}, &fakeEvents{}
+	hc := newKitHTTP()
 	opts := InstanceOptions{Config: []byte("hello"), Logger: newLogger(logs), Cache: newFakeCache(),
-		State: st.Bucket("as-kit-test.wasm", state.Quota{}), Metrics: reg.Plugin("as-kit-test.wasm", 0).Instance()}
+		State: st.Bucket("as-kit-test.wasm", state.Quota{}), Metrics: reg.Plugin("as-kit-test.wasm", 0).Instance(),
+		Writes: writes, HTTP: hc, Events: events}
 	i := instantiate(t, m, opts)
 	r, err := i.Handle(context.Background(), addEvent(pod("ns", "p1", "Running")))
 	if err != nil || r.Code != CodeDrop || r.Message != "dropped é" {
 		t.Fatalf("handle: %v %+v, want DROP with the handler's message\n%s", err, r, logs)
 	}
-	for _, w := range []string{
+	for _, w := range append([]string{
 		`check config: hello`,
 		`check header: add ns/p1 rv=42 uid=uid-p1`,
 		`check field: 5 {\"image\":\"nginx:1.27\",\"name\":\"main\",\"ports\":[{\"containerPort\":80}]}`,
@@ -284,11 +290,13 @@ func TestKitAssemblyScriptFunctions(t *testing.T) {
 		`check stateGet absent: ERR_ABSENT`,
 		`check observe: 0`,
 		`check resultMessage: []`,
-	} {
+		`check lastErrorMessage: not granted`,
+	}, kitCapabilitiesIIChecks...) {
 		if !strings.Contains(logs.String(), w) {
 			t.Errorf("log lacks %s", w)
 		}
 	}
+	checkKitCapabilitiesII(t, writes, events, hc)
 	if t.Failed() {
 		t.Logf("log:\n%s", logs)
 	}
@@ -318,5 +326,122 @@ informer_host_plugin_metric_lat_seconds_count{ns="ns",plugin="as-kit-test.wasm"}
 	}
 	if !strings.Contains(f.Stack, "assembly/index/abort") {
 		t.Errorf("the trap's stack trace does not name the kit's abort:\n%s", f.Stack)
+	}
+}
+
+// kitCapabilitiesIIChecks are the log lines of the kits' test plugins'
+// capabilities II calls (abi/assemblyscript/test/kit.ts,
+// abi/rust/test/kit.rs: the same calls) against kitWriter, fakeEvents and
+// the fakeHTTP of newKitHTTP.
+var kitCapabilitiesIIChecks = []string{
+	`check k8sCreate: nü rv 7`,
+	`check k8sApply: rv 7`,
+	`check k8sMergePatch: ERR_CONFLICT: the object has been modified`,
+	`check k8sJSONPatch: rv 7`,
+	`check k8sDelete: 0`,
+	`check k8sDelete denied: ERR_DENIED: no write grant for resource secrets`,
+	`check k8sWrite op: ERR_INVALID: unknown op 9`,
+	`check recordEvent: 0`,
+	`check recordEvent bad: ERR_INVALID: bad reason`,
+	`check recordEvent cached: 0`,
+	`check httpPost: 201 créé yes`,
+	`check httpGet denied: ERR_DENIED: not granted`,
+	`check httpResponseRead: ERR_ABSENT`,
+}
+
+func newKitHTTP() *fakeHTTP { return &fakeHTTP{status: 201, header: "X-Reply: yes\n", body: "créé"} }
+
+// The Rust kit's capabilities II wrappers, each called by its test plugin
+// (abi/rust/test/kit.rs) against the real host functions and fakes behind
+// them: what reached the host, what the plugin got back, and a CallError
+// returned from the handler as its ERROR with the host's message.
+func TestKitRustFunctions(t *testing.T) {
+	e := newEngine(t, Options{})
+	m, err := e.Load(context.Background(), "rs-kit-test.wasm", kitExample(t, "kits/rs-kit-test.wasm"), Limits{CallTimeout: time.Minute, MemoryPages: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	logs := &logBuffer{}
+	writes, events, hc := &kitWriter{}, &fakeEvents{}, newKitHTTP()
+	i := instantiate(t, m, InstanceOptions{Logger: newLogger(logs), Cache: newFakeCache(), Writes: writes, HTTP: hc, Events: events})
+	r, err := i.Handle(context.Background(), addEvent(pod("ns", "p1", "Running")))
+	if err != nil || r.Code != CodeError || r.Message != "ERR_DENIED: not granted" {
+		t.Errorf("handle: %v %+v, want ERROR with the denied GET's CallError", err, r)
+	}
+	for _, w := range kitCapabilitiesIIChecks {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("log lacks %s", w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("log:\n%s", logs)
+	}
+	checkKitCapabilitiesII(t, writes, events, hc)
+}
+
+// kitWriter is a ClusterWriter granted "pods" that records every request
+// it is asked to send, preconditions and flags included, so a kit test
+// sees what the kit put into k8s_write; a resourceVersion "old" is a
+// conflict.
+type kitWriter struct{ got []string }
+
+func (w *kitWriter) Check(r *WriteRequest) (int32, string) {
+	switch {
+	case string(r.Resource) != "pods":
+		return abi.ErrDenied, "no write grant for resource " + string(r.Resource)
+	case abi.WriteVerb(r.Op) == "":
+		return abi.ErrInvalid, fmt.Sprintf("unknown op %d", r.Op)
+	}
+	return 0, ""
+}
+
+func (w *kitWriter) Do(_ context.Context, r *WriteRequest) (map[string]any, int32, string) {
+	w.got = append(w.got, fmt.Sprintf("op=%d %s %s/%s sub=%s uid=%s rv=%s force=%v body=%s",
+		r.Op, r.Resource, r.Namespace, r.Name, r.Subresource, r.UID, r.ResourceVersion, r.Force, r.Body))
+	switch {
+	case string(r.ResourceVersion) == "old":
+		return nil, abi.ErrConflict, "the object has been modified"
+	case r.Op == abi.WriteDelete:
+		return nil, 0, ""
+	}
+	name := string(r.Name)
+	if name == "" {
+		var b struct {
+			Metadata struct{ Name string } `json:"metadata"`
+		}
+		_ = json.Unmarshal(r.Body, &b)
+		name = b.Metadata.Name
+	}
+	return map[string]any{"metadata": map[string]any{"namespace": string(r.Namespace), "name": name, "resourceVersion": "7"}}, 0, ""
+}
+
+// checkKitCapabilitiesII checks what a kit's test plugin sent through
+// k8s_write, event_record and http_request (the calls of kit.ts).
+func checkKitCapabilitiesII(t *testing.T, w *kitWriter, ev *fakeEvents, hc *fakeHTTP) {
+	t.Helper()
+	want := []string{
+		`op=1 pods ns/ sub= uid= rv= force=false body={"metadata":{"name":"nü"}}`,
+		`op=4 pods ns/p1 sub= uid=uid-p1 rv=42 force=true body={"kind":"Pod"}`,
+		`op=2 pods ns/p1 sub= uid= rv=old force=false body={}`,
+		`op=3 pods ns/p1 sub=status uid= rv= force=false body=[]`,
+		`op=5 pods ns/p1 sub= uid=uid-p1 rv= force=false body=`,
+	}
+	if strings.Join(w.got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("writes sent:\n%s\nwant:\n%s", strings.Join(w.got, "\n"), strings.Join(want, "\n"))
+	}
+	wantEv := []string{"Warning TooLarge size é p1", "Normal Seen from the cache p2"}
+	if strings.Join(ev.got, "|") != strings.Join(wantEv, "|") {
+		t.Errorf("events recorded %q, want %q", ev.got, wantEv)
+	}
+	if len(hc.calls) != 2 {
+		t.Fatalf("http calls %+v, want the POST and the denied GET", hc.calls)
+	}
+	if c := hc.calls[0]; c.Upstream != "u" || c.Method != "POST" || c.Path != "/hook?x=1" ||
+		string(c.Header) != "Content-Type: application/json\n" || string(c.Body) != `{"é":1}` {
+		t.Errorf("POST sent as %s %s %s header %q body %q", c.Upstream, c.Method, c.Path, c.Header, c.Body)
+	}
+	if c := hc.calls[1]; c.Upstream != "nope" || c.Method != "GET" || c.Path != "/" {
+		t.Errorf("GET sent as %s %s %s", c.Upstream, c.Method, c.Path)
 	}
 }

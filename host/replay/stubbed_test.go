@@ -1,0 +1,232 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/informer-host/informer-host/host/internal/engine"
+)
+
+// Capabilities II in a replay: every k8s_write, http_request and
+// event_record call of a real example plugin is recorded into the output
+// and answered from the stubs, or, unanswered, ERR_UNAVAILABLE with the
+// stub to add.
+func TestCapabilitiesIIStubbed(t *testing.T) {
+	const pods = `{"informerHostEvents":1,"resources":{"pods":{"version":"v1","resource":"pods","kind":"Pod"}}}
+`
+	// label-enforcer applies the label to a Pod that lacks it.
+	const unlabelled = pods + `{"type":"add","resource":"pods","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","namespace":"shop","resourceVersion":"7"}}}
+`
+	wantApply := `{"body":{"apiVersion":"v1","kind":"Pod","metadata":{"labels":{"team":"unowned"},"name":"web-1","namespace":"shop"}},"name":"web-1","namespace":"shop","op":"apply","resource":"pods","resourceVersion":"7"}`
+	// crashloop-notifier posts a message when a container starts
+	// crash-looping.
+	const crashing = pods + `{"type":"update","resource":"pods",` +
+		`"oldObject":{"metadata":{"name":"web-0","namespace":"shop"},"status":{"containerStatuses":[{"name":"app","restartCount":2,"state":{"running":{}}}]}},` +
+		`"object":{"metadata":{"name":"web-0","namespace":"shop"},"status":{"containerStatuses":[{"name":"app","restartCount":3,"state":{"waiting":{"reason":"CrashLoopBackOff"}}}]}}}
+`
+	wantPost := `{"body":{"container":"app","namespace":"shop","pod":"web-0","reason":"CrashLoopBackOff","restartCount":3},"header":{"Content-Type":["application/json"]},"method":"POST","path":"/crashloop","upstream":"webhook"}`
+	// event-recorder records a Warning about a ConfigMap over maxBytes.
+	const big = `{"informerHostEvents":1,"resources":{"configmaps":{"version":"v1","resource":"configmaps","kind":"ConfigMap"}}}
+{"type":"add","resource":"configmaps","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big","namespace":"shop"},"data":{"k":"0123456789"}}}
+`
+	wantEvent := `{"message":"data is 10 bytes, over the limit of 4","object":{"apiVersion":"v1","kind":"ConfigMap","name":"big","namespace":"shop"},"reason":"ConfigMapTooLarge","type":"Warning"}`
+	for _, tc := range []struct {
+		name, plugin, events string
+		config               string
+		stubs                []Stub
+		result               string // of the ih_handle step
+		call                 Call   // the one capabilities II call (Request compared as canonical JSON)
+		logSub               string // in a log line of the step
+	}{
+		{name: "apply answered", plugin: "label-enforcer", events: unlabelled,
+			stubs:  []Stub{{Function: "k8s_write", Request: json.RawMessage(wantApply), Response: json.RawMessage(`{"metadata":{"name":"web-1"}}`)}},
+			result: "ok", call: Call{Function: "k8s_write", Request: json.RawMessage(wantApply), Response: json.RawMessage(`{"metadata":{"name":"web-1"}}`), Stubbed: true},
+			logSub: "labelled shop/web-1"},
+		{name: "apply answered without an object", plugin: "label-enforcer", events: unlabelled,
+			stubs:  []Stub{{Function: "k8s_write"}},
+			result: "ok", call: Call{Function: "k8s_write", Request: json.RawMessage(wantApply), Stubbed: true}, logSub: "labelled shop/web-1"},
+		{name: "apply conflict", plugin: "label-enforcer", events: unlabelled,
+			stubs:  []Stub{{Function: "k8s_write", Code: -9, Message: "the object has been modified"}},
+			result: "ok", call: Call{Function: "k8s_write", Request: json.RawMessage(wantApply), Code: -9, Message: "the object has been modified", Stubbed: true},
+			logSub: "stale shop/web-1"},
+		{name: "apply unanswered", plugin: "label-enforcer", events: unlabelled,
+			result: "retry-exhausted", call: Call{Function: "k8s_write", Request: json.RawMessage(wantApply), Code: -16,
+				Message: `replay: no stub answers k8s_write ` + wantApply + `; add {"function": "k8s_write", "request": ` + wantApply + `, "code": 0, "response": {the object the write returns}} to the stub file (--stubs)`}},
+		{name: "post answered", plugin: "crashloop-notifier", events: crashing,
+			stubs:  []Stub{{Function: "http_request", Request: json.RawMessage(wantPost), Code: 204}},
+			result: "ok", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: 204, Stubbed: true}},
+		{name: "post answered 503", plugin: "crashloop-notifier", events: crashing,
+			stubs:  []Stub{{Function: "http_request", Code: 503, Response: json.RawMessage(`{"header":{"retry-after":"5"},"bodyText":"busy"}`)}},
+			result: "retry-exhausted", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: 503, Response: json.RawMessage(`{"header":{"retry-after":"5"},"bodyText":"busy"}`), Stubbed: true},
+			logSub: "upstream answered 503"},
+		{name: "post timeout", plugin: "crashloop-notifier", events: crashing,
+			stubs:  []Stub{{Function: "http_request", Code: -15, Message: "no answer within 5s"}},
+			result: "retry-exhausted", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: -15, Message: "no answer within 5s", Stubbed: true},
+			logSub: "ERR_TIMEOUT: no answer within 5s"},
+		{name: "post unanswered", plugin: "crashloop-notifier", events: crashing,
+			result: "retry-exhausted", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: -16,
+				Message: `replay: no stub answers http_request ` + wantPost + `; add {"function": "http_request", "request": ` + wantPost + `, "code": 200, "response": {"header": {"Content-Type": "..."}, "body": ...}} to the stub file (--stubs)`}},
+		{name: "post bad stub code", plugin: "crashloop-notifier", events: crashing,
+			stubs:  []Stub{{Function: "http_request", Code: 0}},
+			result: "retry-exhausted", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: -16,
+				Message: "replay: the http_request stub's code 0 is neither an HTTP status (100-599) nor an ERR_* code", Stubbed: true}},
+		{name: "event answered", plugin: "event-recorder", events: big, config: `{"maxBytes": 4}`,
+			stubs:  []Stub{{Function: "event_record", Request: json.RawMessage(wantEvent)}},
+			result: "ok", call: Call{Function: "event_record", Request: json.RawMessage(wantEvent), Stubbed: true}},
+		{name: "event unanswered", plugin: "event-recorder", events: big, config: `{"maxBytes": 4}`,
+			result: "error", call: Call{Function: "event_record", Request: json.RawMessage(wantEvent), Code: -16,
+				Message: `replay: no stub answers event_record ` + wantEvent + `; add {"function": "event_record", "request": ` + wantEvent + `, "code": 0} to the stub file (--stubs)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wasm, err := os.ReadFile(filepath.Join("../../build/plugins", tc.plugin+".wasm"))
+			if err != nil {
+				t.Fatalf("example not built: run `make plugins` (make test does): %v", err)
+			}
+			rec, err := Read("events.jsonl", strings.NewReader(tc.events))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(context.Background(), Options{Plugin: tc.plugin + ".wasm", Wasm: wasm, Events: rec, Config: []byte(tc.config), Stubs: NewStubs(tc.stubs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var step *Step
+			for i := range rep.Steps {
+				if rep.Steps[i].Call == "ih_handle" {
+					step = &rep.Steps[i]
+					break
+				}
+			}
+			if step == nil {
+				t.Fatalf("no ih_handle step: %+v", rep.Steps)
+			}
+			if step.Result != tc.result {
+				t.Errorf("result %q (%s), want %q", step.Result, step.Message, tc.result)
+			}
+			if len(step.Calls) != 1 {
+				t.Fatalf("calls %+v, want one %s", step.Calls, tc.call.Function)
+			}
+			got := step.Calls[0]
+			got.Request, got.Response = canonical(got.Request), canonical(got.Response)
+			want := tc.call
+			want.Request, want.Response = canonical(want.Request), canonical(want.Response)
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(want)
+			if string(gb) != string(wb) {
+				t.Errorf("call\n %s\nwant\n %s", gb, wb)
+			}
+			if tc.logSub != "" {
+				found := false
+				for _, l := range step.Logs {
+					found = found || strings.Contains(l.Message, tc.logSub)
+				}
+				if !found {
+					t.Errorf("no log line with %q: %+v", tc.logSub, step.Logs)
+				}
+			}
+		})
+	}
+}
+
+// A stub file with a stub no call could use is refused, naming the stub.
+func TestReadStubsRefuses(t *testing.T) {
+	for _, tc := range []struct{ stubs, want string }{
+		{`[{"code": 0}]`, "stubs[0]: no function"},
+		{`[{"function": "event_record"}, {"function": "k8s_create"}]`, `stubs[1]: function "k8s_create" cannot be stubbed: the stubbed functions are k8s_write, http_request and event_record`},
+		{`[{"function": "state_set"}]`, `function "state_set" cannot be stubbed`},
+		{`[{"function": "http_request", "code": 0}]`, "http_request: code 0: want the HTTP status (100-599) or an ERR_* code"},
+		{`[{"function": "k8s_write", "code": 2}]`, "k8s_write: code 2: want 0 or an ERR_* code"},
+	} {
+		f := filepath.Join(t.TempDir(), "stubs.json")
+		if err := os.WriteFile(f, []byte(`{"informerHostStubs": 1, "stubs": `+tc.stubs+`}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadStubs(f)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), f) {
+			t.Errorf("%s: error %v, want %q with the file's name", tc.stubs, err, tc.want)
+		}
+	}
+	f := filepath.Join(t.TempDir(), "stubs.json")
+	ok := `{"informerHostStubs": 1, "stubs": [{"function": "http_request", "code": 204}, {"function": "http_request", "code": -15}, {"function": "k8s_write", "code": -9}]}`
+	if err := os.WriteFile(f, []byte(ok), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadStubs(f); err != nil {
+		t.Errorf("valid stubs refused: %v", err)
+	}
+}
+
+// An http_request stub's response reaches the plugin as the host would
+// give it: "Name: value\n" header lines with canonical names, sorted, and
+// the body from "body" (JSON text; a JSON string is the text itself),
+// "bodyText" or "bodyBase64". The recorded request shows the body as JSON
+// when it is, and the header by canonical name.
+func TestStubHTTPAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name, response, header, body string
+		reqBody                      string
+		request                      string
+	}{
+		{name: "json body", response: `{"header":{"x-b":["1","2"],"content-type":"application/json"},"body":{"ok":true}}`,
+			header: "Content-Type: application/json\nX-B: 1\nX-B: 2\n", body: `{"ok":true}`,
+			reqBody: `{"a":1}`, request: `{"body":{"a":1},"header":{"Content-Type":["text/plain"]},"method":"POST","path":"/p","upstream":"u"}`},
+		{name: "string body", response: `{"body":"plain"}`, body: "plain",
+			reqBody: "not json", request: `{"bodyText":"not json","header":{"Content-Type":["text/plain"]},"method":"POST","path":"/p","upstream":"u"}`},
+		{name: "base64 body", response: `{"bodyBase64":"/wA="}`, body: "\xff\x00",
+			reqBody: "\xff", request: `{"bodyBase64":"/w==","header":{"Content-Type":["text/plain"]},"method":"POST","path":"/p","upstream":"u"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Calls{stubs: NewStubs([]Stub{{Function: "http_request", Code: 200, Response: json.RawMessage(tc.response)}})}
+			var resp engine.HTTPResponse
+			code, msg := stubHTTP{c}.Do(context.Background(), &engine.HTTPRequest{Upstream: "u", Method: "POST", Path: "/p",
+				Header: []byte("content-type: text/plain\n"), Body: []byte(tc.reqBody)}, &resp)
+			if code != 200 || msg != "" {
+				t.Fatalf("code %d %q", code, msg)
+			}
+			if string(resp.Header) != tc.header || string(resp.Body) != tc.body {
+				t.Errorf("header %q body %q, want %q %q", resp.Header, resp.Body, tc.header, tc.body)
+			}
+			if got := c.take(); len(got) != 1 || string(got[0].Request) != tc.request {
+				t.Errorf("recorded %+v, want request %s", got, tc.request)
+			}
+		})
+	}
+}
+
+// A write whose arguments cannot work is refused as the host refuses it
+// (kubewrite.CheckArgs), recorded, and no stub is asked.
+func TestStubWritesCheckArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  engine.WriteRequest
+		code int32
+		msg  string
+	}{
+		{"create with preconditions", engine.WriteRequest{Op: 1, Resource: []byte("pods"), Body: []byte(`{}`), ResourceVersion: []byte("7")}, -5, "a create takes no preconditions"},
+		{"patch without a name", engine.WriteRequest{Op: 2, Resource: []byte("pods"), Body: []byte(`{}`)}, -5, "a name is required (only a create may leave it to the body)"},
+		{"force on a delete", engine.WriteRequest{Op: 5, Resource: []byte("pods"), Name: []byte("a"), Force: true}, -5, "force applies to apply only"},
+		{"apply", engine.WriteRequest{Op: 4, Resource: []byte("pods"), Name: []byte("a"), Body: []byte(`{}`), Force: true}, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Calls{stubs: NewStubs([]Stub{{Function: "k8s_write"}})}
+			code, msg := stubWrites{c}.Check(&tc.req)
+			if code != tc.code || msg != tc.msg {
+				t.Errorf("check: %d %q, want %d %q", code, msg, tc.code, tc.msg)
+			}
+			got := c.take()
+			if tc.code == 0 {
+				if len(got) != 0 {
+					t.Errorf("a request that goes on is recorded by Do, not Check: %+v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Code != tc.code || got[0].Message != tc.msg || got[0].Stubbed {
+				t.Errorf("recorded %+v", got)
+			}
+		})
+	}
+}
