@@ -60,7 +60,12 @@ func startRecording(t *testing.T, cfgYAML string, plugins map[string][]byte, bef
 	if err := p.Apply(context.Background(), cfg.Resources); err != nil {
 		t.Fatal(err)
 	}
-	if lr.h, err = NewRecording(context.Background(), Options{Pipeline: p, Config: cfg, Logger: log, CacheDir: "-"}, lr.rec); err != nil {
+	writes, err := NewWritesClient(env.Config, p, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lr.h, err = NewRecording(context.Background(), Options{Pipeline: p, Config: cfg, Logger: log, CacheDir: "-",
+		RESTConfig: env.Config, Writes: writes}, lr.rec); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -3,10 +3,14 @@ package host
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -158,22 +162,164 @@ plugins:
 			}
 		}
 		if os.Getenv("INFORMER_HOST_WRITE_RECORDINGS") == "1" {
-			var buf bytes.Buffer
-			if err := lr.rec.Write(name+".wasm", &buf); err != nil {
-				t.Fatal(err)
-			}
-			dir := filepath.Join("..", "plugins", "examples", name, "testdata")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "events.jsonl"), buf.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if len(cfgJSON) > 0 && string(cfgJSON) != "null" {
-				if err := os.WriteFile(filepath.Join(dir, "config.json"), cfgJSON, 0o644); err != nil {
-					t.Fatal(err)
+			writeRecording(t, lr, name, cfgJSON)
+		}
+	}
+}
+
+// capIIExamples are the examples that act outside the host (ABI.md §17),
+// each with the one host function its recording's replay must see it call
+// (answered there from testdata/stubs.json).
+var capIIExamples = map[string]replay.Stub{
+	"label-enforcer":     {Function: "k8s_write", Code: 0},
+	"crashloop-notifier": {Function: "http_request", Code: 204},
+	"event-recorder":     {Function: "event_record", Code: 0},
+}
+
+// TestRecordCapabilitiesIIExamples is TestRecordExamples for the examples
+// that write, post and record Events: each runs live against the control
+// plane (a real write, a loopback webhook, a real Event), its stream is
+// recorded, and the replay of that stream, with the stub its live call got
+// in place of the cluster, gives the same results and makes the same call.
+// With INFORMER_HOST_WRITE_RECORDINGS=1 it writes the recordings and
+// stubs.json.
+func TestRecordCapabilitiesIIExamples(t *testing.T) {
+	plugins := map[string][]byte{}
+	for name := range capIIExamples {
+		plugins[name+".wasm"] = example(t, name)
+	}
+	var posts atomic.Int32
+	webhook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(webhook.Close)
+	lr := startRecording(t, strings.ReplaceAll(`
+apiVersion: informer-host/v1
+resources:
+- {name: pods, version: v1, resource: pods, namespaces: [NS]}
+- {name: configmaps, version: v1, resource: configmaps, namespaces: [NS]}
+upstreams:
+- {name: webhook, url: "SRV", methods: [POST]}
+plugins:
+  directory: DIR
+  modules:
+  - file: label-enforcer.wasm
+    bindings: [{resource: pods, events: [add, update]}]
+    config: {key: team, value: unowned}
+    grants:
+      writes:
+        resources: [{resource: pods, verbs: [apply]}]
+  - file: crashloop-notifier.wasm
+    bindings: [{resource: pods}]
+    grants: {http: {upstreams: [webhook]}}
+  - file: event-recorder.wasm
+    bindings: [{resource: configmaps}]
+    config: {maxBytes: 64}
+    grants: {events: {}}
+`, "SRV", webhook.URL), plugins, nil)
+	ctx := context.Background()
+	ns := lr.ns
+	caughtUp := func(plugin, rv string) {
+		eventually(t, plugin+" to handle resourceVersion "+rv, func() bool {
+			lr.rec.mu.Lock()
+			defer lr.rec.mu.Unlock()
+			s := lr.rec.streams[plugin+".wasm"]
+			return s != nil && len(s.lines) > 0 && strings.Contains(fmt.Sprint(s.lines[len(s.lines)-1].Object["metadata"]), rv)
+		})
+	}
+	pod, err := env.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p1"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "label-enforcer to label the pod", func() bool {
+		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "p1", metav1.GetOptions{})
+		if err == nil {
+			pod = p
+		}
+		return err == nil && p.Labels["team"] == "unowned"
+	})
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", Image: "x",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
+	if pod, err = env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "crashloop-notifier to post", func() bool { return posts.Load() == 1 })
+	// A small ConfigMap first: no Event for it, live or in the replay.
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "small"},
+		Data: map[string]string{"x": "y"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "big"},
+		Data: map[string]string{"x": strings.Repeat("x", 200)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "event-recorder's Event", func() bool {
+		evs, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=big"})
+		return err == nil && len(evs.Items) > 0
+	})
+	caughtUp("label-enforcer", pod.ResourceVersion)
+	caughtUp("crashloop-notifier", pod.ResourceVersion)
+	caughtUp("event-recorder", cm.ResourceVersion)
+
+	recs := lr.stop()
+	for name, stub := range capIIExamples {
+		rec := recs[name+".wasm"]
+		if rec == nil || len(rec.Lines) == 0 {
+			t.Errorf("%s: nothing recorded", name)
+			continue
+		}
+		cfgJSON, _ := lr.cfg.ConfigJSON(name + ".wasm")
+		rep, err := replay.Run(ctx, replay.Options{Plugin: name + ".wasm", Wasm: plugins[name+".wasm"], Events: rec, Config: cfgJSON,
+			Stubs: replay.NewStubs([]replay.Stub{stub})})
+		if err != nil {
+			t.Errorf("%s: replay: %v", name, err)
+			continue
+		}
+		if rep.Counts.Mismatches != 0 || rep.Counts.Failures != 0 || rep.Counts.Events < 2 {
+			t.Errorf("%s: replay counts %+v", name, rep.Counts)
+		}
+		calls := 0
+		for _, s := range rep.Steps {
+			for _, c := range s.Calls {
+				if c.Function == stub.Function && c.Code == stub.Code {
+					calls++
 				}
 			}
+		}
+		if calls != 1 {
+			t.Errorf("%s: the replay made %d answered %s calls, want the 1 it made live", name, calls, stub.Function)
+		}
+		if os.Getenv("INFORMER_HOST_WRITE_RECORDINGS") == "1" {
+			writeRecording(t, lr, name, cfgJSON)
+			b, _ := json.MarshalIndent(map[string]any{"informerHostStubs": replay.StubFormatVersion, "stubs": []replay.Stub{stub}}, "", "  ")
+			if err := os.WriteFile(filepath.Join("..", "plugins", "examples", name, "testdata", "stubs.json"), append(b, '\n'), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// writeRecording writes plugin name's recording (and its config, if any)
+// to plugins/examples/<name>/testdata.
+func writeRecording(t *testing.T, lr *liveRun, name string, cfgJSON []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := lr.rec.Write(name+".wasm", &buf); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("..", "plugins", "examples", name, "testdata")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "events.jsonl"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfgJSON) > 0 && string(cfgJSON) != "null" {
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), cfgJSON, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

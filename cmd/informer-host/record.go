@@ -81,7 +81,13 @@ func record(ctx context.Context, cfg *config.Config, log *slog.Logger, rec *host
 	if err := p.Apply(ctx, cfg.Resources); err != nil {
 		return nil, err
 	}
-	h, err := host.NewRecording(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, CacheDir: "-"}, rec)
+	// The plugins act as under run: their writes, Events and HTTP calls
+	// are real (a recording is of a live run).
+	writes, err := host.NewWritesClient(restCfg, p, log)
+	if err != nil {
+		return nil, err
+	}
+	h, err := host.NewRecording(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, CacheDir: "-", RESTConfig: restCfg, Writes: writes}, rec)
 	if err != nil {
 		return nil, err
 	}
