@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,6 +22,9 @@ func inspectCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	startTimeout := fs.Duration("start-timeout", 10*time.Second, "how long the start functions, _initialize and ih_init may take, as in run")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // -h asked for the usage, as every other command
+		}
 		return 2
 	}
 	if fs.NArg() != 1 {

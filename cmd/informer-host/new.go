@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +21,9 @@ func newCommand(_ context.Context, args []string, stdout, stderr io.Writer) int 
 	repo := fs.String("repo", "", "the informer-host source `directory` (the Go kit, the C header, the Rust and AssemblyScript kits); default: the current directory if it is one")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // -h asked for the usage, as every other command
+		}
 		return 2
 	}
 	if fs.NArg() != 1 {

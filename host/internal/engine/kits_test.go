@@ -134,12 +134,12 @@ func TestKitRustExample(t *testing.T) {
 # TYPE informer_host_plugin_metric_pod_phase_changes_total counter
 informer_host_plugin_metric_pod_phase_changes_total{namespace="ns",phase="Pending",plugin="pod-phase-rs.wasm"} 1
 informer_host_plugin_metric_pod_phase_changes_total{namespace="ns",phase="Running",plugin="pod-phase-rs.wasm"} 2
-# HELP informer_host_plugin_metric_pods Pods in the namespace, from the host's cache.
-# TYPE informer_host_plugin_metric_pods gauge
-informer_host_plugin_metric_pods{namespace="ns",plugin="pod-phase-rs.wasm"} 2
+# HELP informer_host_plugin_metric_namespace_pods Pods in the namespace, from the host's cache.
+# TYPE informer_host_plugin_metric_namespace_pods gauge
+informer_host_plugin_metric_namespace_pods{namespace="ns",plugin="pod-phase-rs.wasm"} 2
 `
 			if err := testutil.CollectAndCompare(reg, strings.NewReader(want),
-				"informer_host_plugin_metric_pod_phase_changes_total", "informer_host_plugin_metric_pods"); err != nil {
+				"informer_host_plugin_metric_pod_phase_changes_total", "informer_host_plugin_metric_namespace_pods"); err != nil {
 				t.Error(err)
 			}
 		})
