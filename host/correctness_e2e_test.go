@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // createMany creates n ConfigMaps named prefix0..prefix(n-1), a few at a
@@ -191,9 +192,19 @@ plugins:
 			t.Errorf("%s: informer_host_plugin_degraded %v while degraded, want 1", p, v)
 		}
 	}
+	// The repair replays the informer's cache, which learns of the last
+	// deletes a moment after the apiserver acknowledged them: wait until
+	// it holds the cluster, so that "after the repair" means exactly it.
+	want := hs.clusterCMs()
+	eventually(t, "the informer cache to hold the cluster's ConfigMaps", func() bool {
+		cached := map[string]string{}
+		hs.p.CacheList("cms", hs.ns, nil, func(u *unstructured.Unstructured) {
+			cached[u.GetNamespace()+"/"+u.GetName()] = u.GetResourceVersion()
+		})
+		return equalViews(cached, want)
+	})
 	openEvery()
 	openLatest()
-	want := hs.clusterCMs()
 	for _, p := range []string{"every.wasm", "latest.wasm"} {
 		eventually(t, p+" to be repaired", func() bool { return !hs.status(p).Degraded })
 		if got := view(hs.rec.of(p), "cms"); !equalViews(got, want) {
