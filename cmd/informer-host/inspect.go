@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,18 +19,10 @@ func inspectCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	startTimeout := fs.Duration("start-timeout", 10*time.Second, "how long the start functions, _initialize and ih_init may take, as in run")
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0 // -h asked for the usage, as every other command
-		}
-		return 2
+	path, code, ok := parseOneArg(fs, args, stderr, "usage: informer-host inspect [--json] X.wasm")
+	if !ok {
+		return code
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: informer-host inspect [--json] X.wasm")
-		return 2
-	}
-	path := fs.Arg(0)
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "informer-host inspect: %v\n", err)

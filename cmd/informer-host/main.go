@@ -81,15 +81,37 @@ Run "informer-host <command> -h" for a command's flags.
 
 // parseFlags parses a command's flags; a false return means exit with code.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	if code, ok := parseOnly(fs, args, stderr); !ok {
+		return code, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "informer-host %s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		return 2, false
+	}
+	return 0, true
+}
+
+// parseOneArg is parseFlags for a command that takes exactly one argument
+// after its flags (a module file, a project name); usage is printed when
+// it is missing or there are more.
+func parseOneArg(fs *flag.FlagSet, args []string, stderr io.Writer, usage string) (arg string, code int, ok bool) {
+	if code, ok := parseOnly(fs, args, stderr); !ok {
+		return "", code, false
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, usage)
+		return "", 2, false
+	}
+	return fs.Arg(0), 0, true
+}
+
+// parseOnly parses the flags: -h is the usage and exit 0, a bad flag exit 2.
+func parseOnly(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, false
 		}
-		return 2, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "informer-host %s: unexpected arguments %q\n", fs.Name(), fs.Args())
 		return 2, false
 	}
 	return 0, true

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,18 +18,10 @@ func newCommand(_ context.Context, args []string, stdout, stderr io.Writer) int 
 	lang := fs.String("lang", "go", "the plugin's language: "+strings.Join(scaffold.Languages(), ", "))
 	dir := fs.String("dir", "", "where to create the project (default: ./NAME)")
 	repo := fs.String("repo", "", "the informer-host source `directory` (the Go kit, the C header, the Rust and AssemblyScript kits); default: the current directory if it is one")
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0 // -h asked for the usage, as every other command
-		}
-		return 2
+	name, code, ok := parseOneArg(fs, args, stderr, "usage: informer-host new [--lang LANG] [--dir DIR] [--repo DIR] NAME")
+	if !ok {
+		return code
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: informer-host new [--lang LANG] [--dir DIR] [--repo DIR] NAME")
-		return 2
-	}
-	name := fs.Arg(0)
 	if *dir == "" {
 		*dir = name
 	}
