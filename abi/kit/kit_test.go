@@ -1,7 +1,6 @@
 package kit
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -58,45 +57,7 @@ func (h *fakeHost) fieldRead(which int32, path string, buf []byte) int64 {
 	if o == nil {
 		return int64(abi.ErrAbsent)
 	}
-	segs, err := abi.ParsePath(path)
-	if err != nil {
-		return int64(abi.ErrBadPath)
-	}
-	var cur any
-	json.Unmarshal(o, &cur)
-	for _, s := range segs {
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[s.Key]
-			if !ok || s.IsIndex {
-				return int64(abi.ErrNotFound)
-			}
-			cur = v
-		case []any:
-			if !s.IsIndex || s.Index >= len(c) {
-				return int64(abi.ErrNotFound)
-			}
-			cur = c[s.Index]
-		default:
-			return int64(abi.ErrNotFound)
-		}
-	}
-	if s, ok := cur.(string); ok {
-		return abi.PackField(abi.KindString, uint32(copySized(buf, []byte(s))))
-	}
-	b, _ := json.Marshal(cur)
-	kind := abi.KindNumber
-	switch b[0] {
-	case '{':
-		kind = abi.KindObject
-	case '[':
-		kind = abi.KindArray
-	case 't', 'f':
-		kind = abi.KindBool
-	case 'n':
-		kind = abi.KindNull
-	}
-	return abi.PackField(kind, uint32(copySized(buf, b)))
+	return NativeFieldRead(o, path, buf)
 }
 
 func (h *fakeHost) configRead(buf []byte) int32 { return copySized(buf, h.config) }

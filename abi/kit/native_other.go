@@ -2,6 +2,12 @@
 
 package kit
 
+import (
+	"encoding/json"
+
+	"github.com/informer-host/informer-host/abi"
+)
+
 // Native is the host's side of the ABI as Go methods, one per import
 // (abi/ABI.md §6, §16), with the imports' codes and size protocol. Package
 // kittest implements it so that `go test` runs a plugin's handlers
@@ -76,3 +82,57 @@ func NativeInit(configLen int32) int32   { return the.init(configLen) }
 func NativeHandle(headerLen int32) int32 { return the.handle(headerLen) }
 func NativeSynced(headerLen int32)       { the.synced(headerLen) }
 func NativeShutdown()                    { the.shutdown() }
+
+// NativeFieldRead is field_read over an object's JSON, as the host answers
+// it (kinds, codes and the size protocol), for a Native that keeps objects
+// as JSON: ERR_BAD_PATH for a path that does not parse, ERR_NOT_FOUND for
+// one that does not resolve, ERR_INTERNAL for an object that is not JSON.
+func NativeFieldRead(obj []byte, path string, buf []byte) int64 {
+	segs, err := abi.ParsePath(path)
+	if err != nil {
+		return int64(abi.ErrBadPath)
+	}
+	var cur any
+	if err := json.Unmarshal(obj, &cur); err != nil {
+		return int64(abi.ErrInternal)
+	}
+	for _, s := range segs {
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[s.Key]
+			if !ok || s.IsIndex {
+				return int64(abi.ErrNotFound)
+			}
+			cur = v
+		case []any:
+			if !s.IsIndex || s.Index >= len(c) {
+				return int64(abi.ErrNotFound)
+			}
+			cur = c[s.Index]
+		default:
+			return int64(abi.ErrNotFound)
+		}
+	}
+	out := func(kind int32, data []byte) int64 {
+		if len(data) <= len(buf) {
+			copy(buf, data)
+		}
+		return abi.PackField(kind, uint32(len(data)))
+	}
+	if s, ok := cur.(string); ok {
+		return out(abi.KindString, []byte(s))
+	}
+	b, _ := json.Marshal(cur)
+	kind := abi.KindNumber
+	switch b[0] {
+	case '{':
+		kind = abi.KindObject
+	case '[':
+		kind = abi.KindArray
+	case 't', 'f':
+		kind = abi.KindBool
+	case 'n':
+		kind = abi.KindNull
+	}
+	return out(kind, b)
+}
