@@ -54,7 +54,32 @@ type Limits struct {
 	// makes loops in the plugin run faster (up to 3x) but lets a looping
 	// plugin hang its instance forever. Use zero only for trusted plugins.
 	CallTimeout time.Duration
+	// MaxCallTime bounds the wall time of every call, host calls included.
+	// CallTimeout does not count the time a capability waits on the
+	// network (callState.io), so without this bound a plugin could loop
+	// on short network waits forever. Zero means DefaultMaxCallTimeFactor
+	// times CallTimeout. It applies only with a CallTimeout: a plugin
+	// without a deadline has no checks to be stopped by.
+	MaxCallTime time.Duration
+	// MaxHostCallsPerCall caps the informer_host_v1 calls one export call
+	// may make; the call that would make one more is stopped as a
+	// deadline failure. Zero means DefaultMaxHostCallsPerCall. It applies
+	// with or without a CallTimeout: the host enforces it in the host
+	// function itself.
+	MaxHostCallsPerCall int
 }
+
+// Defaults of the bounds on a call besides CallTimeout (Limits).
+const (
+	// DefaultMaxCallTimeFactor: MaxCallTime defaults to this many
+	// CallTimeouts, room for network waits (an upstream or the apiserver)
+	// that a handler's CPU budget is far shorter than.
+	DefaultMaxCallTimeFactor = 10
+	// DefaultMaxHostCallsPerCall is far above what a handler makes (tens
+	// of field reads, a few writes or requests) and low enough that a
+	// handler looping on a fast capability ends in seconds.
+	DefaultMaxHostCallsPerCall = 100_000
+)
 
 // Engine loads and runs plugins. It is safe for concurrent use.
 //
@@ -283,6 +308,18 @@ func (e *Engine) Load(ctx context.Context, name string, wasm []byte, limits Limi
 	}
 	if limits.CallTimeout < 0 {
 		return nil, fmt.Errorf("plugin %q: negative call timeout %v", name, limits.CallTimeout)
+	}
+	if limits.MaxCallTime < 0 || limits.MaxHostCallsPerCall < 0 {
+		return nil, fmt.Errorf("plugin %q: negative call bound (max call time %v, max host calls per call %d)", name, limits.MaxCallTime, limits.MaxHostCallsPerCall)
+	}
+	switch {
+	case limits.CallTimeout == 0:
+		limits.MaxCallTime = 0 // nothing can stop the call
+	case limits.MaxCallTime == 0:
+		limits.MaxCallTime = DefaultMaxCallTimeFactor * limits.CallTimeout
+	}
+	if limits.MaxHostCallsPerCall == 0 {
+		limits.MaxHostCallsPerCall = DefaultMaxHostCallsPerCall
 	}
 	key := compileKey{sum: sha256.Sum256(wasm), class: classKey{pages: pages, deadline: limits.CallTimeout > 0}}
 	c, err := e.acquire(ctx, name, key, wasm)

@@ -379,10 +379,24 @@ func instantiateHostModule(ctx context.Context, r wazero.Runtime) (api.Module, e
 	b := r.NewHostModuleBuilder(abi.ImportModule)
 	for _, f := range abi.Imports() {
 		b.NewFunctionBuilder().
-			WithGoModuleFunction(fns[f.Name], valueTypes(f.Signature.Params), valueTypes(f.Signature.Results)).
+			WithGoModuleFunction(counted(fns[f.Name]), valueTypes(f.Signature.Params), valueTypes(f.Signature.Results)).
 			Export(f.Name)
 	}
 	return b.Instantiate(ctx)
+}
+
+// counted makes f count against the call's cap on host calls
+// (Limits.MaxHostCallsPerCall) before it does anything. Every function of
+// the module is counted, whatever it costs: the cap bounds how often a
+// call may come back to the host, which CallTimeout does not when the
+// calls wait on the network.
+func counted(f api.GoModuleFunc) api.GoModuleFunc {
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		if st := stateOf(ctx); st != nil {
+			st.countHostCall()
+		}
+		f(ctx, mod, stack)
+	}
 }
 
 func valueTypes(ts []abi.ValType) []api.ValueType {

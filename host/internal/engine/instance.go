@@ -204,6 +204,10 @@ type callState struct {
 	// flags are header flags the host adds for this plugin to the shared
 	// envelope's (abi.FlagSelfWrite), set by HandleWith for one call.
 	flags uint8
+	// hostCalls counts the informer_host_v1 calls of the current export
+	// call (countHostCall), against maxHostCalls (Limits.
+	// MaxHostCallsPerCall; 0: no cap). Reset at every call.
+	hostCalls, maxHostCalls int
 }
 
 // aborted reports whether the current call is being killed.
@@ -270,6 +274,10 @@ type instanceCtx struct {
 	st     *callState
 	done   chan struct{} // nil without a deadline
 	killed atomic.Bool
+	// why is the limit that stopped the call (a stopReason; 0 while none
+	// has). Every stop sets it before killed, and only the first stop
+	// sets it, so whoever sees killed finds the reason.
+	why atomic.Int32
 	// stop is the injected termination flag (checks.go) of an instance
 	// compiled with injected checks, else nil. Set once, before the first
 	// call that can be killed.
@@ -291,7 +299,17 @@ func (c *instanceCtx) Value(k any) any {
 	return nil
 }
 
-// kill makes the running call fail with a deadline error. Idempotent.
+// stopReason is the limit a call was stopped by (instanceCtx.why).
+type stopReason int32
+
+const (
+	stopCPU       stopReason = iota + 1 // CallTimeout, or StartTimeout while instantiating
+	stopTotal                           // MaxCallTime
+	stopHostCalls                       // MaxHostCallsPerCall
+)
+
+// kill makes the running call fail with a deadline error, why naming the
+// limit. Idempotent: the first reason stays.
 // With injected checks, setting the flag makes the guest trap at its next
 // exit to Go (within checkBudget units of work); with wazero's, closing
 // done makes wazero close the module. Either way a guest sleeping in
@@ -299,7 +317,8 @@ func (c *instanceCtx) Value(k any) any {
 // (done, callState.abort). Called from the watchdog's goroutine or the
 // start timer's while the guest runs on another: see abi/RATIONALE.md,
 // Deadlines, for why the flag's Set is safe there.
-func (c *instanceCtx) kill() {
+func (c *instanceCtx) kill(why stopReason) {
+	c.why.CompareAndSwap(0, int32(why))
 	if c.done != nil && c.killed.CompareAndSwap(false, true) {
 		close(c.done)
 		if c.stop != nil {
@@ -357,6 +376,16 @@ type Instance struct {
 	// callState.io moves it forward by the time spent waiting on the
 	// network. Caller goroutine only.
 	curStart int64
+
+	// maxCallTime is Limits.MaxCallTime in ns (0: none), the bound on a
+	// call's wall time, network waits included.
+	maxCallTime int64
+	// wallStart is the watchdog's view of the running call for
+	// maxCallTime, with callStart's protocol: 0 when idle, the call's
+	// start time while it runs (the value callStart started from, so
+	// unique per instance; callState.io does not move it), callKilled
+	// once the watchdog killed the call for its total time.
+	wallStart atomic.Int64
 }
 
 // callStart values besides start times (which are positive).
@@ -415,8 +444,11 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		stderr:  &lineWriter{out: out, st: st, level: slog.LevelInfo, stream: "stderr"},
 		stack:   make([]uint64, 1),
 		timeout: limits.CallTimeout,
+
+		maxCallTime: int64(limits.MaxCallTime),
 	}
 	st.inst = i
+	st.maxHostCalls = limits.MaxHostCallsPerCall
 	if c.key.class.deadline {
 		i.ctx.done = make(chan struct{})
 	}
@@ -479,7 +511,7 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 		i.callStart.Store(callInit)
 		killInit := func() {
 			if i.callStart.CompareAndSwap(callInit, callKilled) {
-				i.ctx.kill()
+				i.ctx.kill(stopCPU)
 			}
 		}
 		t := time.AfterFunc(e.startTimeout, killInit)
@@ -540,6 +572,7 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 func (i *Instance) callInit(ctx context.Context, fn api.Function) (err error) {
 	i.st.errMsg, i.st.errSet = i.st.errMsg[:0], false
 	i.st.resultMsg = i.st.resultMsg[:0]
+	i.st.hostCalls = 0
 	i.st.out.resetCall()
 	i.st.callCtx = ctx
 	defer func() {
@@ -640,6 +673,7 @@ func (i *Instance) call(fn api.Function) (err error) {
 	}
 	i.st.errMsg, i.st.errSet = i.st.errMsg[:0], false
 	i.st.resultMsg = i.st.resultMsg[:0]
+	i.st.hostCalls = 0
 	i.st.out.resetCall()
 	defer func() {
 		if r := recover(); r != nil { // wazero recovers guest panics itself; this guards the host side
@@ -668,9 +702,11 @@ func (i *Instance) call(fn api.Function) (err error) {
 		start = i.lastStart + 1
 	}
 	i.lastStart, i.curStart = start, start
+	i.wallStart.Store(start)
 	i.callStart.Store(start)
 	err = fn.CallWithStack(i.ctx, i.stack)
-	if !i.callStart.CompareAndSwap(i.curStart, 0) {
+	cpuOK := i.callStart.CompareAndSwap(i.curStart, 0)
+	if wallOK := i.wallStart.CompareAndSwap(start, 0); !cpuOK || !wallOK {
 		// The watchdog killed this call. It may have returned normally an
 		// instant later, but its module is closed: it is a timeout.
 		if err == nil {
@@ -678,6 +714,19 @@ func (i *Instance) call(fn api.Function) (err error) {
 		}
 	}
 	return err
+}
+
+// countHostCall counts one informer_host_v1 call of the running export
+// call and stops the call, as a deadline failure, at once when it is one
+// more than Limits.MaxHostCallsPerCall. Called by every host function of
+// the module before anything else (instantiateHostModule), on the
+// instance's goroutine.
+func (st *callState) countHostCall() {
+	st.hostCalls++
+	if st.maxHostCalls > 0 && st.hostCalls > st.maxHostCalls && st.inst != nil {
+		st.inst.ctx.kill(stopHostCalls)
+		abortCall()
+	}
 }
 
 // Shutdown calls ih_shutdown, if the plugin exports it, under CallTimeout.
@@ -735,23 +784,16 @@ func (i *Instance) failure(ctx context.Context, phase string, err error, running
 		// (Injected checks only) the caller gave up on the instantiation.
 		return fmt.Errorf("plugin %q: %s: %w", i.name, phase, ctx.Err())
 	case i.ctx.killed.Load():
-		// The watchdog killed a call, or (injected checks only) the start
-		// timer killed the instantiation.
+		// The watchdog killed a call, a host function stopped it at the
+		// host call cap, or (injected checks only) the start timer killed
+		// the instantiation.
 		f.Kind = KindTimeout
-		limit := i.timeout
-		if !running {
-			limit = i.e.startTimeout
-		}
-		f.Err = fmt.Errorf("call exceeded its %v limit", limit)
+		f.Err = i.stopError(running)
 	case errors.As(err, &exit):
 		switch code := exit.ExitCode(); code {
 		case sys.ExitCodeDeadlineExceeded:
 			f.Kind = KindTimeout
-			limit := i.timeout
-			if !running {
-				limit = i.e.startTimeout
-			}
-			f.Err = fmt.Errorf("call exceeded its %v limit", limit)
+			f.Err = i.stopError(running)
 		case sys.ExitCodeContextCanceled:
 			if ctx.Err() != nil {
 				return fmt.Errorf("plugin %q: %s: %w", i.name, phase, ctx.Err())
@@ -784,6 +826,46 @@ func (i *Instance) failure(ctx context.Context, phase string, err error, running
 		i.dead = f
 	}
 	return f
+}
+
+// The limits that stop a call (ABI.md §12). A KindTimeout Failure's Err
+// wraps one of them (errors.Is), with the limit's value in its message.
+var (
+	// ErrCallTimeout: the call's CPU time, network waits excluded, passed
+	// Limits.CallTimeout (or the instantiation passed the start timeout).
+	ErrCallTimeout = errors.New("call exceeded its deadline")
+	// ErrMaxCallTime: the call's wall time, host calls included, passed
+	// Limits.MaxCallTime.
+	ErrMaxCallTime = errors.New("call exceeded its total time limit")
+	// ErrMaxHostCalls: the call made more host calls than
+	// Limits.MaxHostCallsPerCall.
+	ErrMaxHostCalls = errors.New("call made too many host calls")
+)
+
+// stopError is the error of a stopped call: its own message, one of the
+// limit errors above underneath.
+type stopError struct {
+	msg   string
+	limit error
+}
+
+func (e *stopError) Error() string { return e.msg }
+func (e *stopError) Unwrap() error { return e.limit }
+
+// stopError says which limit stopped the call, and its value. running
+// tells a call from an instantiation.
+func (i *Instance) stopError(running bool) error {
+	switch stopReason(i.ctx.why.Load()) {
+	case stopTotal:
+		return &stopError{fmt.Sprintf("call exceeded its %v total time limit (limits.maxCallTime, host calls included)", time.Duration(i.maxCallTime)), ErrMaxCallTime}
+	case stopHostCalls:
+		return &stopError{fmt.Sprintf("call made more than %d host calls (limits.maxHostCallsPerCall)", i.st.maxHostCalls), ErrMaxHostCalls}
+	}
+	limit := i.timeout
+	if !running {
+		limit = i.e.startTimeout
+	}
+	return &stopError{fmt.Sprintf("call exceeded its %v limit", limit), ErrCallTimeout}
 }
 
 func (i *Instance) memoryPages() uint32 {

@@ -12,21 +12,28 @@ import (
 // The functions of capabilities II (ABI.md §17: Kubernetes writes, Events,
 // HTTP upstreams) wait on the network. That wait is not the plugin's CPU:
 // it does not count against CallTimeout, and is bounded instead by the
-// I/O timeout the capability applies itself. callState.io is the one way
-// a host function waits, so the watchdog always knows the difference.
+// I/O timeout the capability applies itself and, over the whole call, by
+// MaxCallTime (wallStart), which counts it. callState.io is the one way a
+// host function waits, so the watchdog always knows the difference.
 
 // callIO is the callStart value while the running call waits in
-// callState.io. The watchdog kills only positive start times, so a call
-// waiting on the network is never killed for its CPU deadline; the I/O
-// timeout and the host's own stop (the export call's context) bound it.
+// callState.io. The watchdog kills only positive start times for the CPU
+// deadline, so a call waiting on the network is never killed for it; the
+// I/O timeout, the host's own stop (the export call's context) and
+// MaxCallTime bound it.
 const callIO = -3
 
 // io runs wait, a host function's network round trip, outside the call's
-// CPU deadline, and returns its code. wait gets the context of the export
-// call (canceled when the host stops the call: shutdown, reload, lost
-// lease); it applies its own I/O timeout and returns abi.ErrCanceled when
-// ctx ends first. A call the watchdog has already killed does not wait at
-// all: ErrCanceled.
+// CPU deadline, and returns its code. wait gets a context that ends when
+// the host stops the export call (shutdown, reload, lost lease: wait
+// returns abi.ErrCanceled) and when the call is killed (MaxCallTime, or
+// StartTimeout during ih_init); it applies its own I/O timeout.
+//
+// A call that is killed, before or during the wait, ends at once: io does
+// not return to the guest (abortCall), and the call fails as a deadline
+// failure. Without that a guest looping on a capability would go on
+// until its next termination check, and every wait it started in between
+// would cost a network round trip.
 //
 // The time spent in wait is added to the call's start time afterwards, so
 // the CPU deadline resumes where it stopped. Called on the instance's
@@ -48,16 +55,16 @@ func (st *callState) io(wait func(ctx context.Context) int32) int32 {
 	start := i.callStart.Load()
 	switch {
 	case start == callKilled:
-		return abi.ErrCanceled
+		abortCall()
 	case start <= 0:
 		// Instantiating under the start timer (callInit): ih_init's waits
 		// count against StartTimeout, which is the whole start's bound.
-		return wait(ctx)
+		return i.killable(ctx, wait)
 	case !i.callStart.CompareAndSwap(start, callIO):
-		return abi.ErrCanceled // the watchdog killed it just now
+		abortCall() // the watchdog killed it just now
 	}
 	t0 := i.e.now()
-	code := wait(ctx)
+	code := i.killable(ctx, wait)
 	resumed := start + (i.e.now() - t0)
 	if resumed <= i.lastStart {
 		resumed = i.lastStart + 1
@@ -65,6 +72,21 @@ func (st *callState) io(wait func(ctx context.Context) int32) int32 {
 	i.lastStart, i.curStart = resumed, resumed
 	// Only this goroutine leaves callIO, so the swap cannot fail.
 	i.callStart.Store(resumed)
+	return code
+}
+
+// killable runs wait under ctx and the instance's own context, which the
+// watchdog (or the start timer) closes when it kills the call, and ends
+// the call if that happened.
+func (i *Instance) killable(ctx context.Context, wait func(ctx context.Context) int32) int32 {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(i.ctx, cancel)
+	code := wait(wctx)
+	stop()
+	if i.ctx.killed.Load() {
+		abortCall()
+	}
 	return code
 }
 

@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/informer-host/informer-host/abi"
 )
@@ -62,29 +65,76 @@ func TestIOWaitDoesNotCountAgainstTheDeadline(t *testing.T) {
 	}
 }
 
-// A killed call, and a call whose export context the host canceled, get
-// ERR_CANCELED without waiting.
+// A call whose export context the host canceled gets ERR_CANCELED
+// without waiting; a killed call does not get back to the guest at all:
+// io ends it (abortCall) without waiting.
 func TestIOCanceled(t *testing.T) {
-	for name, setup := range map[string]func(*Instance, *callState){
-		"killed": func(i *Instance, _ *callState) { i.callStart.Store(callKilled) },
-		"host stopped the call": func(i *Instance, st *callState) {
+	for name, tc := range map[string]struct {
+		setup func(*Instance, *callState)
+		abort bool
+	}{
+		"killed": {setup: func(i *Instance, _ *callState) { i.callStart.Store(callKilled) }, abort: true},
+		"host stopped the call": {setup: func(i *Instance, st *callState) {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			st.callCtx = ctx
 			i.callStart.Store(5)
-		},
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			i, st := ioCall(time.Second)
-			setup(i, st)
+			tc.setup(i, st)
 			waited := false
-			if code := st.io(func(context.Context) int32 { waited = true; return 0 }); code != abi.ErrCanceled {
-				t.Fatalf("io = %d, want ERR_CANCELED", code)
+			code, aborted := ioAborts(st, func(context.Context) int32 { waited = true; return 0 })
+			if aborted != tc.abort || (!aborted && code != abi.ErrCanceled) {
+				t.Fatalf("io = %d, aborted %v; want aborted %v or ERR_CANCELED", code, aborted, tc.abort)
 			}
 			if waited {
 				t.Fatal("the wait ran")
 			}
 		})
+	}
+}
+
+// ioAborts runs st.io(wait) and reports whether it ended the call
+// (abortCall's panic) rather than returning a code.
+func ioAborts(st *callState, wait func(context.Context) int32) (code int32, aborted bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			var exit *sys.ExitError
+			if err, ok := r.(error); !ok || !errors.As(err, &exit) || exit.ExitCode() != sys.ExitCodeDeadlineExceeded {
+				panic(r)
+			}
+			aborted = true
+		}
+	}()
+	return st.io(wait), false
+}
+
+// A kill during the wait (MaxCallTime, by the watchdog) cancels the
+// wait's context, and io ends the call instead of returning to the guest.
+func TestIOKilledDuringTheWait(t *testing.T) {
+	var now atomic.Int64
+	w := newWatchdog(now.Load)
+	defer w.close()
+	i, st := ioCall(10 * time.Millisecond)
+	i.maxCallTime = int64(50 * time.Millisecond)
+	w.add(i)
+	const start = int64(time.Millisecond)
+	i.lastStart, i.curStart = start, start
+	i.wallStart.Store(start)
+	i.callStart.Store(start)
+	_, aborted := ioAborts(st, func(ctx context.Context) int32 {
+		now.Store(start + int64(50*time.Millisecond) + 1)
+		w.scan()
+		<-ctx.Done() // without the kill reaching it, this never ends
+		return abi.ErrCanceled
+	})
+	if !aborted {
+		t.Fatal("io returned to the guest after the call was killed")
+	}
+	if got := stopReason(i.ctx.why.Load()); got != stopTotal {
+		t.Fatalf("stopped by %d, want stopTotal", got)
 	}
 }
 

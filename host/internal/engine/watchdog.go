@@ -20,9 +20,11 @@ import (
 //
 // The watchdog wakes every tick while at least one instance with a
 // deadline exists, and kills the calls that have run longer than their
-// timeout. A call is therefore stopped between its timeout and its timeout
+// timeout (CPU time: callStart, which stands still while the call waits
+// on the network) or than their MaxCallTime (wall time: wallStart, which
+// does not). A call is therefore stopped between its bound and its bound
 // plus one tick (plus scheduling delay). The tick is a tenth of the
-// shortest timeout, clamped to [1ms, 100ms].
+// shortest bound, clamped to [1ms, 100ms].
 type watchdog struct {
 	now func() int64
 
@@ -72,7 +74,11 @@ func (w *watchdog) retick() {
 	}
 	tick := maxTick
 	for i := range w.insts {
-		if t := i.timeout / 10; t < tick {
+		bound := i.timeout
+		if m := time.Duration(i.maxCallTime); m > 0 && m < bound {
+			bound = m
+		}
+		if t := bound / 10; t < tick {
 			tick = t
 		}
 	}
@@ -118,7 +124,14 @@ func (w *watchdog) scan() {
 	for i := range w.insts {
 		start := i.callStart.Load()
 		if start > 0 && now-start > int64(i.timeout) && i.callStart.CompareAndSwap(start, callKilled) {
-			i.ctx.kill()
+			i.ctx.kill(stopCPU)
+			continue
+		}
+		// A call waiting on the network (callStart callIO) is killed
+		// here too: io's wait ends with the instance's context.
+		began := i.wallStart.Load()
+		if i.maxCallTime > 0 && began > 0 && now-began > i.maxCallTime && i.wallStart.CompareAndSwap(began, callKilled) {
+			i.ctx.kill(stopTotal)
 		}
 	}
 }
