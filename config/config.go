@@ -69,6 +69,8 @@ const (
 	MaxMaxRetries  = 100
 	MaxMemoryPages = 65536 // the wasm32 limit: 4 GiB
 	MaxModuleSize  = Size(1 << 30)
+	// MaxHostCallsPerCall bounds limits.maxHostCallsPerCall.
+	MaxHostCallsPerCall = 1 << 30
 )
 
 // serviceAccountNamespaceFile is where a pod learns its own namespace; the
@@ -231,6 +233,14 @@ type Limits struct {
 	MaxConsecutiveFailures int      `yaml:"maxConsecutiveFailures" json:"maxConsecutiveFailures"` // then quarantine; default 5
 	RestartBackoff         Duration `yaml:"restartBackoff" json:"restartBackoff"`                 // first restart delay, doubles; default 1s
 	MaxRestartBackoff      Duration `yaml:"maxRestartBackoff" json:"maxRestartBackoff"`           // default 1m
+	// MaxCallTime bounds one call's wall time, the waits of its host calls
+	// (HTTP requests, writes) included, which CallTimeout does not count;
+	// at least CallTimeout. Absent (zero): 10 times CallTimeout. It
+	// applies only with a CallTimeout (abi/ABI.md §12).
+	MaxCallTime Duration `yaml:"maxCallTime" json:"maxCallTime"`
+	// MaxHostCallsPerCall caps the host calls of one call; the call that
+	// would make one more is stopped as a timeout. Absent (zero): 100000.
+	MaxHostCallsPerCall int `yaml:"maxHostCallsPerCall" json:"maxHostCallsPerCall"`
 }
 
 // Server configures the HTTP endpoint for metrics, /healthz, /readyz and

@@ -745,3 +745,48 @@ func TestFilterProblems(t *testing.T) {
 		t.Errorf("filter fields lost: %+v", b)
 	}
 }
+
+// The call bounds besides callTimeout: absent they stay zero (the
+// engine's defaults, which follow callTimeout), a module inherits them
+// from plugins.default like any limit, and values that would defeat them
+// are refused.
+func TestCallBoundLimits(t *testing.T) {
+	c, err := Parse("", []byte(withHead("plugins:",
+		"  default:",
+		"    limits: {maxCallTime: 20s, maxHostCallsPerCall: 500}",
+		"  modules:",
+		"  - file: a.wasm",
+		"  - file: b.wasm",
+		"    limits: {maxHostCallsPerCall: 7}",
+	)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]Limits{
+		"a.wasm": {MaxCallTime: NewDuration(20 * time.Second), MaxHostCallsPerCall: 500},
+		"b.wasm": {MaxCallTime: NewDuration(20 * time.Second), MaxHostCallsPerCall: 7},
+	} {
+		if got := c.SettingsFor(file).Limits; got.MaxCallTime != want.MaxCallTime || got.MaxHostCallsPerCall != want.MaxHostCallsPerCall {
+			t.Errorf("%s: maxCallTime %+v maxHostCallsPerCall %d, want %+v %d", file, got.MaxCallTime, got.MaxHostCallsPerCall, want.MaxCallTime, want.MaxHostCallsPerCall)
+		}
+	}
+	bare, err := Parse("", []byte(withHead()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := bare.SettingsFor("x.wasm").Limits; l.MaxCallTime.Duration != 0 || l.MaxHostCallsPerCall != 0 {
+		t.Errorf("absent: %+v, want zeros (the engine's defaults)", l)
+	}
+
+	for _, tc := range []struct{ limits, problem string }{
+		{"{maxCallTime: 0s}", "limits.maxCallTime: must be greater than 0"},
+		{"{maxCallTime: -1s}", "limits.maxCallTime: must not be negative"},
+		{"{callTimeout: 2s, maxCallTime: 1s}", "limits.maxCallTime: 1s is below callTimeout (2s)"},
+		{"{maxHostCallsPerCall: 0}", "limits.maxHostCallsPerCall: 0 is out of range"},
+	} {
+		_, err := Parse("", []byte(withHead("plugins:", "  default:", "    limits: "+tc.limits)))
+		if err == nil || !strings.Contains(err.Error(), tc.problem) {
+			t.Errorf("limits %s: %v, want a problem %q", tc.limits, err, tc.problem)
+		}
+	}
+}

@@ -32,8 +32,10 @@ const (
 	setGrantDryRun
 	setGrantEvents
 	setGrantHTTP
+	setMaxCallTime
+	setMaxHostCallsPerCall
 
-	allFields = setGrantHTTP<<1 - 1
+	allFields = setMaxHostCallsPerCall<<1 - 1
 )
 
 // fieldsSet says which of s's fields the document sets under sp. Bindings
@@ -66,6 +68,8 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 		{setGrantDryRun, sp.key("grants").key("dryRun")},
 		{setGrantEvents, sp.key("grants").key("events")},
 		{setGrantHTTP, sp.key("grants").key("http")},
+		{setMaxCallTime, l.key("maxCallTime")},
+		{setMaxHostCallsPerCall, l.key("maxHostCallsPerCall")},
 	} {
 		if p.present(x.at) {
 			f |= x.bit
@@ -107,6 +111,8 @@ func setByValue(s PluginSettings) fieldSet {
 	mark(setGrantDryRun, s.Grants.DryRun != nil)
 	mark(setGrantEvents, s.Grants.Events != nil)
 	mark(setGrantHTTP, s.Grants.HTTP != nil)
+	mark(setMaxCallTime, isSet(s.Limits.MaxCallTime))
+	mark(setMaxHostCallsPerCall, s.Limits.MaxHostCallsPerCall != 0)
 	return f
 }
 
@@ -166,6 +172,15 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 		MaxConsecutiveFailures: num(setMaxConsecutiveFailures, func(s *PluginSettings) int { return s.Limits.MaxConsecutiveFailures }, DefaultMaxConsecutiveFailures),
 		RestartBackoff:         dur(setRestartBackoff, func(s *PluginSettings) Duration { return s.Limits.RestartBackoff }, DefaultRestartBackoff),
 		MaxRestartBackoff:      dur(setMaxRestartBackoff, func(s *PluginSettings) Duration { return s.Limits.MaxRestartBackoff }, DefaultMaxRestartBackoff),
+	}
+	// The call bounds stay zero when absent: zero selects the engine's
+	// defaults (DefaultMaxCallTimeFactor times callTimeout, and
+	// DefaultMaxHostCallsPerCall), which follow the resolved callTimeout.
+	if s, ok := pick(setMaxCallTime); ok {
+		out.Limits.MaxCallTime = s.Limits.MaxCallTime
+	}
+	if s, ok := pick(setMaxHostCallsPerCall); ok {
+		out.Limits.MaxHostCallsPerCall = s.Limits.MaxHostCallsPerCall
 	}
 	if s, ok := pick(setGrantMetrics); ok {
 		out.Grants.Metrics = s.Grants.Metrics.resolved()

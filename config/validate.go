@@ -260,6 +260,13 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 	// A zero restart delay would let a crashing plugin spin a core.
 	positive(p, lp.key("restartBackoff"), l.RestartBackoff)
 	positive(p, lp.key("maxRestartBackoff"), l.MaxRestartBackoff)
+	// Below callTimeout, maxCallTime would make callTimeout meaningless:
+	// most likely a typo, as is an explicit 0s (there is no unbounded call
+	// with a deadline).
+	if positive(p, lp.key("maxCallTime"), l.MaxCallTime) && l.MaxCallTime.Duration > 0 && l.MaxCallTime.Duration < l.CallTimeout.Duration {
+		p.add(lp.key("maxCallTime"), "%s is below callTimeout (%s); it bounds the whole call, callTimeout its CPU time", l.MaxCallTime.Duration, l.CallTimeout.Duration)
+	}
+	inRange(p, lp.key("maxHostCallsPerCall"), l.MaxHostCallsPerCall, 1, MaxHostCallsPerCall)
 
 	validateGrants(p, sp, &s.Grants, names, complete)
 	validateStateGrant(p, sp.key("grants").key("state"), s.Grants.State)

@@ -299,10 +299,7 @@ func (h *Host) load(ctx context.Context, path string, force bool) error {
 		return slot.loadFailed(fmt.Errorf("plugin %q: %w", name, err), sha)
 	}
 	start := time.Now()
-	mod, err := h.engine.Load(ctx, name, wasm, engine.Limits{
-		MemoryPages: settings.Limits.MemoryPages,
-		CallTimeout: settings.Limits.CallTimeout.Duration,
-	})
+	mod, err := h.engine.Load(ctx, name, wasm, engineLimits(settings.Limits))
 	if err != nil {
 		return slot.loadFailed(err, sha)
 	}

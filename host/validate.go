@@ -69,10 +69,7 @@ func validateModule(ctx context.Context, eng *engine.Engine, cfg *config.Config,
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", name, err)
 	}
-	mod, err := eng.Load(ctx, name, wasm, engine.Limits{
-		MemoryPages: settings.Limits.MemoryPages,
-		CallTimeout: settings.Limits.CallTimeout.Duration,
-	})
+	mod, err := eng.Load(ctx, name, wasm, engineLimits(settings.Limits))
 	if err != nil {
 		return nil, err
 	}
@@ -85,4 +82,15 @@ func validateModule(ctx context.Context, eng *engine.Engine, cfg *config.Config,
 		return requested, err
 	}
 	return requested, inst.Close(context.Background())
+}
+
+// engineLimits is the engine's view of a plugin's limits: those that
+// confine its instances (the others are the host's: failures, restarts).
+func engineLimits(l config.Limits) engine.Limits {
+	return engine.Limits{
+		MemoryPages:         l.MemoryPages,
+		CallTimeout:         l.CallTimeout.Duration,
+		MaxCallTime:         l.MaxCallTime.Duration,
+		MaxHostCallsPerCall: l.MaxHostCallsPerCall,
+	}
 }
