@@ -16,6 +16,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/informer-host/informer-host/host/internal/engine"
 )
 
 // variant returns wasm with a custom section appended: a valid module
@@ -87,9 +89,21 @@ var fastWatch = WatchOptions{Debounce: 50 * time.Millisecond, StableFor: 20 * ti
 // lose no event: the final version's count equals the cluster's.
 func TestReloadsUnderChurnLoseNoEvent(t *testing.T) {
 	counter := testPlugin(t, "counter")
-	hs, err := newHarness(t, reloadConfig, map[string][]byte{"counter.wasm": counter})
+	// The test reads each version's count from its log lines, one per
+	// event: under the default log rate (bursts of 200 lines) a version
+	// that replays more objects than that, as under load when churn runs
+	// longer between reloads, loses its last lines and seems to count
+	// wrong.
+	hs, err := newHarness(t, reloadConfig, map[string][]byte{"counter.wasm": counter}, func(hs *harness) {
+		hs.logRate = engine.LogRate{PerSecond: 1e6, Burst: 1e6}
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// More objects than a log burst from the start, so every version's
+	// replay is larger than one: the case load used to make.
+	for i := range 250 {
+		hs.createCM(fmt.Sprintf("pre%d", i), nil)
 	}
 	hs.watch(fastWatch)
 
