@@ -75,7 +75,7 @@ server:
 	daemons := make(chan *daemon, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), runOptions{drainTimeout: 10 * time.Second, klogSet: true,
+		done <- serve(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), runOptions{drainTimeout: 10 * time.Second,
 			started: func(d *daemon) { daemons <- d }})
 	}()
 	defer func() {

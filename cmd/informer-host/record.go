@@ -42,6 +42,7 @@ func recordCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "informer-host record:", err)
 		return 2
 	}
+	klog.SetSlogLogger(log) // process-wide: the command's, not record's (runCommand)
 	cfg, err := config.Load(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -68,7 +69,6 @@ func recordCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 // record runs the pipeline and the plugins until ctx ends and writes the
 // recordings; it returns the files written.
 func record(ctx context.Context, cfg *config.Config, log *slog.Logger, rec *host.Recorder, only, out string) ([]string, error) {
-	klog.SetSlogLogger(log)
 	restCfg, _, err := restConfig(cfg)
 	if err != nil {
 		return nil, err

@@ -76,6 +76,12 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ro
 		fmt.Fprintln(stderr, "informer-host run:", err)
 		return 2
 	}
+	// client-go logs through klog; send it to the same handler. klog is
+	// process-wide, so the command sets it, once, before any client-go
+	// goroutine runs: serve may run several times in one process (tests
+	// run replicas side by side), and setting it there raced the klog
+	// reads of the daemons already running.
+	klog.SetSlogLogger(log)
 	cfg, err := config.Load(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -91,10 +97,6 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ro
 // serve starts the HTTP endpoint, then runs the daemon: at once, or, with
 // leader election, whenever this replica holds the lease.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions) error {
-	// client-go logs through klog; send it to the same handler.
-	if !o.klogSet {
-		klog.SetSlogLogger(log)
-	}
 	var srv *server.Server
 	if cfg.Server.Address != config.ServerOff {
 		so := server.Options{Address: cfg.Server.Address, Logger: log, MaxConnections: o.maxConnections,
@@ -169,9 +171,6 @@ type runOptions struct {
 	// abandonLease makes a leader that stops keep its lease until it
 	// expires, as a crashed one does (tests).
 	abandonLease bool
-	// klogSet leaves klog, which is process-wide, as it is: for a second
-	// daemon in one test process, whose client-go would race the first's.
-	klogSet bool
 }
 
 // daemon is a running informer-host: the pipeline, the plugins, the HTTP

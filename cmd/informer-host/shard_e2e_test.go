@@ -31,7 +31,7 @@ func TestShardedDaemons(t *testing.T) {
 		}
 	}
 	a := startReplica(t, cfg, runOptions{})
-	b := startReplica(t, cfg, runOptions{klogSet: true})
+	b := startReplica(t, cfg, runOptions{})
 	defer a.cancel()
 	defer b.cancel()
 

@@ -98,13 +98,7 @@ func testWarmStandby(t *testing.T, crash bool) {
 		create(fmt.Sprintf("before%d", i))
 	}
 
-	started := 0
-	start := func() *replica {
-		r := startReplica(t, cfg, runOptions{abandonLease: crash, klogSet: started > 0}) // klog is the first replica's
-		started++
-		return r
-	}
-	a, b := start(), start()
+	a, b := startReplica(t, cfg, runOptions{abandonLease: crash}), startReplica(t, cfg, runOptions{abandonLease: crash})
 	defer a.cancel()
 	defer b.cancel()
 
