@@ -64,6 +64,10 @@
 // size end a call that is being killed. A valid module the rewriter cannot
 // read is refused: wazero's own checks, at loop headers only, would leave
 // recursion unbounded.
+// CallTimeout is CPU time: a capability's network wait (io.go) is not in
+// it. Limits.MaxCallTime bounds the call's wall time, waits included, and
+// Limits.MaxHostCallsPerCall its host calls; a call killed while it waits
+// ends that wait at once and does not get back to the guest.
 // Without CallTimeout there are no checks: a plugin that loops forever
 // hangs its instance (and, being compiled code the Go runtime cannot
 // preempt, stalls the next garbage collection); Load still runs its start

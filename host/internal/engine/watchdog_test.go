@@ -139,3 +139,71 @@ func TestWatchdogTick(t *testing.T) {
 		t.Error("add after close started the goroutine")
 	}
 }
+
+// MaxCallTime is watched on wallStart, which a network wait does not
+// pause: a call past it is killed whether it is waiting (callStart
+// callIO) or running within its CPU deadline, once, with the reason
+// recorded; a call within it, an idle instance and a call that returned
+// and started again since the scan read it are not.
+func TestWatchdogScanMaxCallTime(t *testing.T) {
+	var now atomic.Int64
+	w := newWatchdog(now.Load)
+	defer w.close()
+	const ms = int64(time.Millisecond)
+	now.Store(1000 * ms)
+	for _, tc := range []struct {
+		name             string
+		callStart, began int64 // began: wallStart
+		kill             bool
+	}{
+		{"waiting past it", callIO, 899 * ms, true},
+		{"running past it, within its CPU deadline", 995 * ms, 899 * ms, true},
+		{"waiting within it", callIO, 901 * ms, false},
+		{"exactly at it", callIO, 900 * ms, false},
+		{"idle", 0, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			i := fakeCall(10 * time.Millisecond)
+			i.maxCallTime = 100 * ms
+			w.add(i)
+			defer w.remove(i)
+			i.callStart.Store(tc.callStart)
+			i.wallStart.Store(tc.began)
+			w.scan()
+			if got := i.ctx.killed.Load(); got != tc.kill {
+				t.Fatalf("killed=%v, want %v", got, tc.kill)
+			}
+			if !tc.kill {
+				return
+			}
+			if got := stopReason(i.ctx.why.Load()); got != stopTotal {
+				t.Errorf("reason %d, want stopTotal", got)
+			}
+			if i.wallStart.Load() != callKilled || i.callStart.Load() != tc.callStart {
+				t.Errorf("wallStart %d callStart %d: want wallStart killed, callStart untouched", i.wallStart.Load(), i.callStart.Load())
+			}
+		})
+	}
+
+	// A call that returned and started again after the scan read its
+	// wall start is not killed for the earlier call's time.
+	i := fakeCall(time.Hour)
+	i.maxCallTime = 100 * ms
+	w.add(i)
+	i.wallStart.Store(899 * ms)
+	if i.wallStart.CompareAndSwap(899*ms, 0) { // as Instance.call returning
+		i.wallStart.Store(999 * ms)
+	}
+	w.scan()
+	if i.ctx.killed.Load() {
+		t.Error("a call started 1ms ago was killed for its total time")
+	}
+
+	// The tick follows the shorter of the two bounds.
+	w.mu.Lock()
+	tick := w.tick
+	w.mu.Unlock()
+	if tick != 10*time.Millisecond {
+		t.Errorf("tick %v with a 100ms MaxCallTime under a 1h timeout, want 10ms", tick)
+	}
+}
