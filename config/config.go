@@ -235,7 +235,8 @@ type Limits struct {
 	MaxRestartBackoff      Duration `yaml:"maxRestartBackoff" json:"maxRestartBackoff"`           // default 1m
 	// MaxCallTime bounds one call's wall time, the waits of its host calls
 	// (HTTP requests, writes) included, which CallTimeout does not count;
-	// at least CallTimeout. Absent (zero): 10 times CallTimeout. It
+	// at least CallTimeout. Absent (zero): 10 times CallTimeout, at least
+	// 1m. It
 	// applies only with a CallTimeout (abi/ABI.md §12).
 	MaxCallTime Duration `yaml:"maxCallTime" json:"maxCallTime"`
 	// MaxHostCallsPerCall caps the host calls of one call; the call that

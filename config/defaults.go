@@ -174,7 +174,8 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 		MaxRestartBackoff:      dur(setMaxRestartBackoff, func(s *PluginSettings) Duration { return s.Limits.MaxRestartBackoff }, DefaultMaxRestartBackoff),
 	}
 	// The call bounds stay zero when absent: zero selects the engine's
-	// defaults (DefaultMaxCallTimeFactor times callTimeout, and
+	// defaults (DefaultMaxCallTimeFactor times callTimeout, at least a
+	// minute, and
 	// DefaultMaxHostCallsPerCall), which follow the resolved callTimeout.
 	if s, ok := pick(setMaxCallTime); ok {
 		out.Limits.MaxCallTime = s.Limits.MaxCallTime

@@ -239,3 +239,29 @@ func TestMaxCallTimeEndsTheHostCallItStopsIn(t *testing.T) {
 		t.Fatalf("the guest ran on after the stopped host call (%d calls returned)", n)
 	}
 }
+
+// The bounds' defaults follow CallTimeout: ten of it, never under a
+// minute (so a wait that times out reaches the plugin as ERR_TIMEOUT);
+// none without a deadline, which has no checks to stop a call by; a
+// given value is kept.
+func TestCallBoundDefaults(t *testing.T) {
+	e := newEngine(t, Options{})
+	for _, tc := range []struct {
+		in        Limits
+		wantTime  time.Duration
+		wantCalls int
+	}{
+		{Limits{CallTimeout: time.Second}, time.Minute, DefaultMaxHostCallsPerCall},
+		{Limits{CallTimeout: 30 * time.Second}, 5 * time.Minute, DefaultMaxHostCallsPerCall},
+		{Limits{CallTimeout: time.Second, MaxCallTime: 3 * time.Second, MaxHostCallsPerCall: 9}, 3 * time.Second, 9},
+		{Limits{}, 0, DefaultMaxHostCallsPerCall},
+	} {
+		m := load(t, e, "healthy", tc.in)
+		if got := m.Limits(); got.MaxCallTime != tc.wantTime || got.MaxHostCallsPerCall != tc.wantCalls {
+			t.Errorf("Load(%+v): MaxCallTime %v MaxHostCallsPerCall %d, want %v %d", tc.in, got.MaxCallTime, got.MaxHostCallsPerCall, tc.wantTime, tc.wantCalls)
+		}
+	}
+	if _, err := e.Load(context.Background(), "x.wasm", fixture(t, "healthy"), Limits{CallTimeout: time.Second, MaxCallTime: -1}); err == nil {
+		t.Error("a negative MaxCallTime was accepted")
+	}
+}

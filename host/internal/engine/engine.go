@@ -58,8 +58,9 @@ type Limits struct {
 	// CallTimeout does not count the time a capability waits on the
 	// network (callState.io), so without this bound a plugin could loop
 	// on short network waits forever. Zero means DefaultMaxCallTimeFactor
-	// times CallTimeout. It applies only with a CallTimeout: a plugin
-	// without a deadline has no checks to be stopped by.
+	// times CallTimeout, and at least MinDefaultMaxCallTime. It applies
+	// only with a CallTimeout: a plugin without a deadline has no checks to
+	// be stopped by.
 	MaxCallTime time.Duration
 	// MaxHostCallsPerCall caps the informer_host_v1 calls one export call
 	// may make; the call that would make one more is stopped as a
@@ -73,8 +74,13 @@ type Limits struct {
 const (
 	// DefaultMaxCallTimeFactor: MaxCallTime defaults to this many
 	// CallTimeouts, room for network waits (an upstream or the apiserver)
-	// that a handler's CPU budget is far shorter than.
+	// that a handler's CPU budget is far shorter than...
 	DefaultMaxCallTimeFactor = 10
+	// MinDefaultMaxCallTime: ...and to no less than this, six of the
+	// default I/O timeouts (10s, writes and upstreams), so that a wait
+	// that times out ends with ERR_TIMEOUT to the plugin, as ABI.md §17
+	// says, rather than with the call killed around it.
+	MinDefaultMaxCallTime = time.Minute
 	// DefaultMaxHostCallsPerCall is far above what a handler makes (tens
 	// of field reads, a few writes or requests) and low enough that a
 	// handler looping on a fast capability ends in seconds.
@@ -316,7 +322,7 @@ func (e *Engine) Load(ctx context.Context, name string, wasm []byte, limits Limi
 	case limits.CallTimeout == 0:
 		limits.MaxCallTime = 0 // nothing can stop the call
 	case limits.MaxCallTime == 0:
-		limits.MaxCallTime = DefaultMaxCallTimeFactor * limits.CallTimeout
+		limits.MaxCallTime = max(DefaultMaxCallTimeFactor*limits.CallTimeout, MinDefaultMaxCallTime)
 	}
 	if limits.MaxHostCallsPerCall == 0 {
 		limits.MaxHostCallsPerCall = DefaultMaxHostCallsPerCall
