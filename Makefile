@@ -37,12 +37,15 @@ $(KUBEBUILDER_ASSETS)/kube-apiserver $(KUBEBUILDER_ASSETS)/etcd:
 -include mk/kits.mk
 -include mk/bench.mk
 -include mk/toolkit.mk
+-include mk/race.mk
 
-# Every test, the e2e ones against the real apiserver included, then every
+# Every test, the e2e ones against the real apiserver included, the
+# concurrent ones again under the race detector (mk/race.mk), then every
 # benchmark once with tiny sizes so they keep working (no time is asserted).
 test: deps controlplane plugins fixtures
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+	$(MAKE) test-race
 	$(MAKE) bench-smoke
 
 vet:
