@@ -38,7 +38,7 @@ RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestStopDrainsBuffers|TestStopAbandonsAStu
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestStuckRetirementDoesNotWedgeTheWatcher|TestRestartKeepsListenersRegistered
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestStandbyHoldsThenActivates|TestSharding
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestDeliveryModesUnderABurstToASlowPlugin|TestOverflowIsRepairedFromTheCache
-RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestWriteSlowerThanCallTimeout|TestCrashloopNotifierSlowWebhook|TestEventRecorder
+RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestWriteSlowerThanCallTimeout|TestCrashloopNotifierSlowWebhook|TestEventRecorder|TestCallBoundsStopARequestLoop
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestLabelEnforcerExample|TestRestartedPluginGetsTheCacheAgain|TestStateSurvivesTrapsAndReloads
 
 .PHONY: test-race
