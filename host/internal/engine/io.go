@@ -54,7 +54,9 @@ func (st *callState) io(wait func(ctx context.Context) int32) int32 {
 	}
 	start := i.callStart.Load()
 	switch {
-	case start == callKilled:
+	case start == callKilled || i.ctx.killed.Load():
+		// Killed already, for its CPU deadline or its total time: no
+		// wait is started for a call that is over.
 		abortCall()
 	case start <= 0:
 		// Instantiating under the start timer (callInit): ih_init's waits

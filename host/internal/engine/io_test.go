@@ -66,14 +66,19 @@ func TestIOWaitDoesNotCountAgainstTheDeadline(t *testing.T) {
 }
 
 // A call whose export context the host canceled gets ERR_CANCELED
-// without waiting; a killed call does not get back to the guest at all:
-// io ends it (abortCall) without waiting.
+// without waiting; a killed call, for either bound, does not get back to
+// the guest at all: io ends it (abortCall) without waiting.
 func TestIOCanceled(t *testing.T) {
 	for name, tc := range map[string]struct {
 		setup func(*Instance, *callState)
 		abort bool
 	}{
 		"killed": {setup: func(i *Instance, _ *callState) { i.callStart.Store(callKilled) }, abort: true},
+		"killed for its total time": {setup: func(i *Instance, _ *callState) {
+			i.callStart.Store(5) // its CPU deadline is not past
+			i.wallStart.Store(callKilled)
+			i.ctx.kill(stopTotal)
+		}, abort: true},
 		"host stopped the call": {setup: func(i *Instance, st *callState) {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
