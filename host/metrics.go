@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/pluginmetrics"
 )
 
 // metrics are the host's Prometheus metrics. Counters and gauges are read
@@ -187,5 +188,6 @@ func (g *generation) metricSet() engine.MetricSet {
 		g.slot.h.pluginMetrics.Forget(g.slot.name)
 		return nil
 	}
-	return g.slot.h.pluginMetrics.Plugin(g.slot.name, mg.MaxSeries).Instance()
+	lim := pluginmetrics.Limits{MaxSeries: mg.MaxSeries, MaxBytes: int64(mg.MaxBytes)}
+	return g.slot.h.pluginMetrics.PluginLimits(g.slot.name, lim).Instance()
 }
