@@ -123,12 +123,12 @@ func bigMetrics(t testing.TB, s *Server, n int64) {
 // timeout, not the server's write timeout.
 func TestScrapeTimeoutFreesTheSlot(t *testing.T) {
 	s, err := Start(context.Background(), Options{Address: "127.0.0.1:0", Logger: discard,
-		MaxConcurrentScrapes: 1, ScrapeTimeout: time.Second, WriteTimeout: time.Hour, MaxMetricsBytes: 64 << 20})
+		MaxConcurrentScrapes: 1, ScrapeTimeout: 5 * time.Second, WriteTimeout: time.Hour, MaxMetricsBytes: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-	bigMetrics(t, s, 12<<20) // past what the sockets' buffers take (4 MiB on Linux)
+	bigMetrics(t, s, 3<<20) // past what the sockets take (ConnWriteBuffer)
 	addr := s.Addr().String()
 	if _, status := testenv.StalledGet(t, addr, "/metrics"); status != "200" {
 		t.Fatalf("stalled scrape: %s", status)

@@ -51,7 +51,8 @@ type Options struct {
 	// MaxConcurrentScrapes bounds the /metrics requests served at once,
 	// and apart from them the /debug/plugins requests: each holds its
 	// response in memory while its client reads it. Past the bound a
-	// request gets 503 with Retry-After at once. Default 4.
+	// request gets 503 with Retry-After at once. Default
+	// DefaultMaxConcurrentScrapes.
 	MaxConcurrentScrapes int
 	// ScrapeTimeout bounds rendering and writing one /metrics or
 	// /debug/plugins response; a client that reads slower is cut off, so
@@ -108,17 +109,21 @@ func (o *Options) defaults() {
 		o.ConnWriteBuffer = 256 << 10
 	}
 	if o.MaxConcurrentScrapes <= 0 {
-		o.MaxConcurrentScrapes = 4
+		o.MaxConcurrentScrapes = DefaultMaxConcurrentScrapes
 	}
 }
 
 const (
+	// DefaultMaxConcurrentScrapes is Options.MaxConcurrentScrapes's
+	// default: an HA pair of Prometheus servers and two people with curl.
+	DefaultMaxConcurrentScrapes = 4
 	// DefaultHostMetricsBytes is what /metrics may take beyond the
 	// plugins' own metrics: the host's metrics per plugin and resource
 	// and the Go runtime's are a few KB each.
 	DefaultHostMetricsBytes = 8 << 20
 	// maxDebugBytes bounds a /debug/plugins response: a plugin's status
-	// is a few KB (its last error is cut at 4 KiB).
+	// is a few KB, so this is thousands of plugins, and what one
+	// pathological status could make every client hold is bounded.
 	maxDebugBytes = 16 << 20
 )
 
