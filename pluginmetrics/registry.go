@@ -28,7 +28,7 @@ const (
 	MaxLabelValueLen = 1024     // bytes of one label value
 	MaxDeclBytes     = 16 << 10 // bytes of one declaration
 	DefaultMaxSeries = 1000     // series of one plugin when the grant names no cap
-	DefaultMaxBytes  = 1 << 20  // bytes of one plugin's series (SeriesCost) when the grant names no budget
+	DefaultMaxBytes  = 1 << 20  // bytes one plugin's metrics may add to a /metrics response when the grant names no budget
 	maxViewIDs       = 4 * MaxMetrics
 )
 
@@ -355,25 +355,19 @@ func (v *View) Declare(kind int32, decl []byte) int32 {
 		if f == nil && len(s.families) >= MaxMetrics {
 			return abi.ErrInvalid
 		}
-		// The new declaration must fit once the one it replaces has given
-		// its bytes back; a refusal keeps the old one.
+		// The declaration and, without labels, its one series are charged
+		// here, before the metric exists.
 		cost := r.declCost(&d)
 		if len(d.Labels) == 0 {
 			cost += r.lines(kind, &d) * r.lineCost(s.file, &d)
 		}
-		held := int64(0)
-		if f != nil {
-			f.mu.RLock()
-			held = f.bytes
-			f.mu.RUnlock()
-		}
-		if s.bytes.Load()-held+cost > s.maxBytes.Load() {
+		if !s.chargeReplacing(f, cost) {
 			return abi.ErrQuota
 		}
 		if f != nil {
 			r.retire(f)
 		}
-		f = r.newFamily(s, kind, d, full)
+		f = r.newFamily(s, kind, d, full, cost)
 		s.families[d.Name] = f
 		if u := r.names[full]; u != nil {
 			u.n++
@@ -393,10 +387,11 @@ func (v *View) Declare(kind int32, decl []byte) int32 {
 	return int32(len(v.ids) - 1)
 }
 
-func (r *Registry) newFamily(s *Set, kind int32, d Decl, full string) *family {
+// newFamily makes the metric of d, whose declaration and no-label series
+// the caller has charged to s as cost.
+func (r *Registry) newFamily(s *Set, kind int32, d Decl, full string, cost int64) *family {
 	f := &family{set: s, kind: kind, decl: d, fullName: full,
-		lineBytes: r.lineCost(s.file, &d), lines: r.lines(kind, &d), bytes: r.declCost(&d)}
-	s.bytes.Add(f.bytes)
+		lineBytes: r.lineCost(s.file, &d), lines: r.lines(kind, &d), bytes: cost}
 	cl := prometheus.Labels{r.opts.PluginLabel: s.file}
 	switch kind {
 	case abi.MetricCounter:
@@ -412,17 +407,18 @@ func (r *Registry) newFamily(s *Set, kind int32, d Decl, full string) *family {
 	if len(d.Labels) == 0 {
 		// A metric without labels has its one series from the start, so a
 		// plugin that declares it shows it at zero before the first update.
+		// Past the series cap it has none, and its bytes go back.
 		if s.series.Add(1) > s.maxSeries.Load() {
-			s.series.Add(-1)
-		} else if !s.charge(f.lines * f.lineBytes) {
 			s.series.Add(-1)
 		} else if sr, err := f.child(nil); err != nil {
 			s.series.Add(-1)
-			s.bytes.Add(-f.lines * f.lineBytes)
 		} else {
 			f.noLabel = sr
 			f.series = map[string]*series{"": sr}
-			f.bytes += f.lines * f.lineBytes
+		}
+		if f.noLabel == nil {
+			s.bytes.Add(-f.lines * f.lineBytes)
+			f.bytes -= f.lines * f.lineBytes
 		}
 	}
 	f.live.Store(true)
@@ -483,6 +479,23 @@ func (s *Set) charge(n int64) bool {
 		s.bytes.Add(-n)
 		return false
 	}
+	return true
+}
+
+// chargeReplacing charges cost for a declaration that replaces old (or
+// nil): it must fit once old's bytes are given back, and a refusal keeps
+// old. On success old's bytes are given back already, so retiring it
+// gives back only the series it creates meanwhile.
+func (s *Set) chargeReplacing(old *family, cost int64) bool {
+	if old == nil {
+		return s.charge(cost)
+	}
+	old.mu.Lock() // no new series of old while its bytes move
+	defer old.mu.Unlock()
+	if !s.charge(cost - old.bytes) {
+		return false
+	}
+	old.bytes = 0
 	return true
 }
 

@@ -311,10 +311,11 @@ func BenchmarkAdd(b *testing.B) {
 }
 
 // Updates, scrapes, redeclarations and Forget at once (run with -race):
-// the counts stay within the cap and nothing panics.
+// the counts stay within the cap and the budget, and nothing panics.
 func TestConcurrent(t *testing.T) {
+	const budget = 2 << 10 // fewer bytes than 20 series take
 	r := New(Options{})
-	s := r.Plugin("a.wasm", 20)
+	s := r.PluginLimits("a.wasm", Limits{MaxSeries: 20, MaxBytes: budget})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(r)
 	done := make(chan struct{})
@@ -355,6 +356,9 @@ func TestConcurrent(t *testing.T) {
 	for range 200 {
 		if n := s.Series(); n > 20 || n < 0 {
 			t.Fatalf("series %d", n)
+		}
+		if b := s.Bytes(); b > budget || b < 0 {
+			t.Fatalf("bytes %d, budget %d", b, budget)
 		}
 	}
 	close(done)
