@@ -143,10 +143,13 @@ IH_IMPORT("state_list") int64_t ih_state_list(const void *prefix, int32_t prefix
  * declaration is JSON: {"name":"pods","help":"...","labels":["namespace"],
  * "buckets":[0.1,1]} (buckets for histograms only). metric_declare returns
  * an id (>= 0) for the updates, or IH_ERR_DENIED / IH_ERR_INVALID /
- * IH_ERR_EXISTS. Label values are passed as one buffer, separated by a zero
- * byte, in the declared order (len 0 for a metric without labels). Updates
- * return 0, IH_METRIC_DROPPED (past the plugin's series cap: dropped and
- * counted by the host), or IH_ERR_DENIED / IH_ERR_INVALID. */
+ * IH_ERR_EXISTS / IH_ERR_QUOTA (past the plugin's byte budget, v1.3). Label
+ * values are passed as one buffer, separated by a zero byte, in the
+ * declared order (len 0 for a metric without labels), each at most 1024
+ * bytes (v1.3). Updates return 0, IH_METRIC_DROPPED (past the plugin's
+ * series cap: dropped and counted by the host), IH_ERR_QUOTA (a new series
+ * past the byte budget: dropped and counted too), or IH_ERR_DENIED /
+ * IH_ERR_INVALID. */
 #define IH_METRIC_COUNTER 0
 #define IH_METRIC_GAUGE 1
 #define IH_METRIC_HISTOGRAM 2
