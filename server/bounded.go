@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // bounded serves an endpoint whose response is built from the daemon's
@@ -30,10 +32,23 @@ type bounded struct {
 	// slots holds a token per request being served, rendering or
 	// writing; its capacity is the concurrency bound.
 	slots chan struct{}
+	// busy and tooLarge count the requests refused for each reason.
+	busy, tooLarge prometheus.Counter
 }
 
-func newBounded(name string, log *slog.Logger, max int, timeout time.Duration, limit func() int64, render http.Handler) *bounded {
-	return &bounded{name: name, log: log, timeout: timeout, limit: limit, render: render, slots: make(chan struct{}, max)}
+// newRefused is the counter of what bounded refuses, by endpoint and
+// reason.
+func newRefused() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "informer_host_server_requests_refused_total",
+		Help: "Requests of /metrics or /debug/plugins refused: busy (every slot taken, 503) or too_large (the response past its bound, 500).",
+	}, []string{"endpoint", "reason"})
+}
+
+func newBounded(name string, log *slog.Logger, max int, timeout time.Duration, limit func() int64, render http.Handler,
+	refused *prometheus.CounterVec) *bounded {
+	return &bounded{name: name, log: log, timeout: timeout, limit: limit, render: render, slots: make(chan struct{}, max),
+		busy: refused.WithLabelValues(name, "busy"), tooLarge: refused.WithLabelValues(name, "too_large")}
 }
 
 func (b *bounded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -41,6 +56,7 @@ func (b *bounded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case b.slots <- struct{}{}:
 		defer func() { <-b.slots }()
 	default:
+		b.busy.Inc()
 		// Close the connection too: a flood of clients that never read
 		// should not keep its connections.
 		w.Header().Set("Connection", "close")
@@ -57,6 +73,7 @@ func (b *bounded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	buf := &bufferedResponse{header: http.Header{}, limit: limit}
 	b.render.ServeHTTP(buf, r)
 	if buf.overflow {
+		b.tooLarge.Inc()
 		b.log.Error("response too large; not sent", "endpoint", b.name, "limitBytes", limit)
 		http.Error(w, fmt.Sprintf("%s: the response is larger than %d bytes", b.name, limit), http.StatusInternalServerError)
 		return

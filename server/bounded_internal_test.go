@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/internal/testenv"
 	"github.com/informer-host/informer-host/pluginmetrics"
@@ -28,7 +30,7 @@ func TestBoundedSlots(t *testing.T) {
 		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			<-release
 			_, _ = io.WriteString(w, "ok")
-		}))
+		}), newRefused())
 	var wg sync.WaitGroup
 	codes := make(chan int, slots)
 	for range slots {
@@ -43,6 +45,9 @@ func TestBoundedSlots(t *testing.T) {
 	b.ServeHTTP(rec, httptest.NewRequest("GET", "/x", nil))
 	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || rec.Header().Get("Connection") != "close" {
 		t.Errorf("past the slots: %d %v", rec.Code, rec.Header())
+	}
+	if n := testutil.ToFloat64(b.busy); n != 1 {
+		t.Errorf("busy refusals counted: %g, want 1", n)
 	}
 	close(release)
 	wg.Wait()
@@ -81,7 +86,7 @@ func TestBoundedLimit(t *testing.T) {
 					for _, n := range tc.writes {
 						_, _ = w.Write([]byte(strings.Repeat("x", n)))
 					}
-				}))
+				}), newRefused())
 			rec := httptest.NewRecorder()
 			b.ServeHTTP(rec, httptest.NewRequest("GET", "/x", nil))
 			got := rec.Code
@@ -90,6 +95,13 @@ func TestBoundedLimit(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Fatalf("status %d, want %d", rec.Code, tc.want)
+			}
+			want := 0.0
+			if tc.want == http.StatusInternalServerError {
+				want = 1
+			}
+			if n := testutil.ToFloat64(b.tooLarge); n != want {
+				t.Errorf("too-large refusals counted: %g, want %g", n, want)
 			}
 			if tc.want == http.StatusOK {
 				total := 0

@@ -165,10 +165,12 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		metricsLimit = s.metricsLimit
 	}
 	// The guard comes first, so requests it refuses take no slot.
+	refused := newRefused()
+	reg.MustRegister(refused)
 	metrics := newBounded("/metrics", log, o.MaxConcurrentScrapes, o.ScrapeTimeout, metricsLimit,
-		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), refused)
 	debug := newBounded("/debug/plugins", log, o.MaxConcurrentScrapes, o.ScrapeTimeout,
-		func() int64 { return maxDebugBytes }, http.HandlerFunc(s.debugPlugins))
+		func() int64 { return maxDebugBytes }, http.HandlerFunc(s.debugPlugins), refused)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", guard(metrics))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
