@@ -1,0 +1,236 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// TestCorruptionsReported: damage the checks exist for, each of which the
+// store before them loaded silently (as empty state, wrong values or an
+// older commit).
+func TestCorruptionsReported(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "real.db")
+	s, _ := open(t, path)
+	b := s.Bucket("a.wasm", Quota{})
+	mustSet(t, b, "first", "value-of-the-first-key")
+	mustSet(t, b, "other", "value-of-the-other-key")
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustSet(t, b, "first", "value-of-the-first-two")
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := os.Getpagesize()
+	m0, _ := readMeta(data, 0, 0)
+	m1, _ := readMeta(data, uint64(ps), 1)
+	newest := 0
+	if m1.txid > m0.txid {
+		newest = ps
+	}
+	at := func(s string) int {
+		i := bytes.LastIndex(data, []byte(s))
+		if i < 0 {
+			t.Fatalf("%q not in the file", s)
+		}
+		return i
+	}
+	edit := func(f func(d []byte) []byte) []byte { return f(append([]byte(nil), data...)) }
+	tests := []struct {
+		name, reason string
+		data         []byte
+	}{
+		{"empty file", "empty", []byte{}},
+		{"a value's byte changed", "checksum", edit(func(d []byte) []byte { d[at("first-two")] ^= 1; return d })},
+		{"a key's byte changed", "checksum", edit(func(d []byte) []byte {
+			i := at("value-of-the-other-key") - 12 - len("other") // the key, before the record's header
+			d[i] ^= 1
+			return d
+		})},
+		{"two keys' records swapped", "checksum", edit(func(d []byte) []byte {
+			i, j := at("value-of-the-first-two")-12, at("value-of-the-other-key")-12
+			n := 12 + len("value-of-the-first-two")
+			a := append([]byte(nil), d[i:i+n]...)
+			copy(d[i:], d[j:j+n])
+			copy(d[j:], a)
+			return d
+		})},
+		{"the newest commit's meta damaged", "meta page", edit(func(d []byte) []byte { d[newest+16+48] ^= 1; return d })},
+		{"truncated", "truncated", data[:3*ps]},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.db")
+			if err := os.WriteFile(path, tc.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var gotPath, gotAside string
+			var gotReason error
+			var logs bytes.Buffer
+			s, err := Open(context.Background(), Options{Path: path, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+				OnCorrupt: func(p, aside string, reason error) { gotPath, gotAside, gotReason = p, aside, reason }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			if s.CorruptFiles() != 1 || gotPath != path || gotReason == nil || !strings.Contains(gotReason.Error(), tc.reason) {
+				t.Fatalf("not reported as %q: %d corrupt, OnCorrupt(%q, %q, %v); logs: %s", tc.reason, s.CorruptFiles(), gotPath, gotAside, gotReason, &logs)
+			}
+			if kept, err := os.ReadFile(gotAside); err != nil || !bytes.Equal(kept, tc.data) || !strings.HasPrefix(gotAside, path+".corrupt-") {
+				t.Fatalf("moved aside to %q: %v", gotAside, err)
+			}
+			if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), gotAside) {
+				t.Fatalf("not logged at error level with where the file went: %s", &logs)
+			}
+			if len(s.Names()) != 0 || !s.Persistent() {
+				t.Fatalf("after the corrupt file: buckets %v, persistent %v", s.Names(), s.Persistent())
+			}
+		})
+	}
+}
+
+// TestFormat0FileLoads: a file written before records had checksums
+// loads with its values and versions, and is rewritten in the current
+// format so it is checked from then on.
+func TestFormat0FileLoads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		bb, err := tx.CreateBucket([]byte("old.wasm"))
+		if err != nil {
+			return err
+		}
+		for k, v := range map[string]struct {
+			ver uint64
+			val string
+		}{"a": {3, "three"}, "b": {7, ""}} {
+			if err := bb.Put([]byte(k), append(binary.LittleEndian.AppendUint64(nil, v.ver), v.val...)); err != nil {
+				return err
+			}
+		}
+		return bb.SetSequence(9) // a key at version 8 or 9 was deleted
+	})
+	if err != nil || db.Close() != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 { // as written by the old host, then as rewritten
+		s, logs := open(t, path)
+		if !s.Persistent() || s.CorruptFiles() != 0 {
+			t.Fatalf("round %d: a format-0 file not used: %s", round, logs)
+		}
+		b := s.Bucket("old.wasm", Quota{})
+		if v, ver, ok := b.Get([]byte("a")); !ok || string(v) != "three" || ver != 3 {
+			t.Fatalf("round %d: a = %q@%d %v", round, v, ver, ok)
+		}
+		if v, ver, ok := b.Get([]byte("b")); !ok || string(v) != "" || ver != 7 {
+			t.Fatalf("round %d: b = %q@%d %v", round, v, ver, ok)
+		}
+		if round == 0 {
+			if ver := mustSet(t, b, "c", "x"); ver <= 9 {
+				t.Fatalf("version %d after a format-0 file whose sequence was 9", ver)
+			}
+			if err := b.Delete([]byte("c"), Any); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_ = db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket([]byte(metaBucket)) == nil {
+			t.Error("the file was not rewritten in the current format")
+		}
+		return tx.Bucket([]byte("old.wasm")).ForEach(func(k, v []byte) error {
+			if v[7] != recTag {
+				t.Errorf("key %q still in format 0", k)
+			}
+			return nil
+		})
+	})
+}
+
+// TestDroppedBucketVersionsGoOn: a plugin whose state was dropped (its
+// file removed) and that comes back starts empty, with versions above
+// the old ones, in memory and after a restart.
+func TestDroppedBucketVersionsGoOn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, _ := open(t, path)
+	v1 := mustSet(t, s.Bucket("p.wasm", Quota{}), "k", "1")
+	s.Drop("p.wasm")
+	b := s.Bucket("p.wasm", Quota{})
+	if _, _, ok := b.Get([]byte("k")); ok {
+		t.Fatal("a dropped bucket came back with its keys")
+	}
+	v2 := mustSet(t, b, "k", "2")
+	if v2 <= v1 {
+		t.Fatalf("version %d after the drop, the dropped bucket had %d", v2, v1)
+	}
+	s.Drop("p.wasm")
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s2, logs := open(t, path)
+	if len(s2.Names()) != 0 || s2.CorruptFiles() != 0 {
+		t.Fatalf("after reopen: buckets %v; logs: %s", s2.Names(), logs)
+	}
+	if v3 := mustSet(t, s2.Bucket("p.wasm", Quota{}), "k", "3"); v3 <= v2 {
+		t.Fatalf("version %d after a restart, the dropped bucket had %d", v3, v2)
+	}
+}
+
+// TestReservationFailureHandsOutNoVersion: when the file cannot take a
+// reservation, Set fails and changes nothing rather than hand out a
+// version a crash could hand out again.
+func TestReservationFailureHandsOutNoVersion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, _ := open(t, path)
+	b := s.Bucket("p.wasm", Quota{})
+	mustSet(t, b, "k", "1")
+	// Take the reservation to its end, then make the file refuse writes
+	// (bbolt's read-only mode fails every Update with ErrDatabaseReadOnly).
+	b.mu.Lock()
+	b.seq = b.reserved
+	b.mu.Unlock()
+	ro, err := bolt.Open(path+".ro", 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ro.Close()
+	ro, err = bolt.Open(path+".ro", 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	rw := s.db.Swap(ro)
+	defer func() { s.db.Store(rw) }()
+	_, err = b.Set([]byte("k"), []byte("2"), Any)
+	if err == nil || !errors.Is(err, bolt.ErrDatabaseReadOnly) || !strings.Contains(err.Error(), "reserving") {
+		t.Fatalf("Set past the reservation with a failing file: %v", err)
+	}
+	if v, _, _ := b.Get([]byte("k")); string(v) != "1" {
+		t.Fatalf("the failed Set changed the key to %q", v)
+	}
+}
