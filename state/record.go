@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"sort"
+	"sync"
 )
 
 // The file's format, on top of bbolt's pages (which carry no checksums):
@@ -46,16 +47,25 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// recordCRC is the checksum of a record of key in bucket.
+// recordCRC is the checksum of a record of key in bucket: of the lengths
+// and bytes of bucket and key, the record's first u64 and the value.
 func recordCRC(bucket, key string, version int64, value []byte) uint32 {
-	var n [8]byte
-	c := crc32.Update(0, castagnoli, binary.LittleEndian.AppendUint32(n[:0], uint32(len(bucket))))
-	c = crc32.Update(c, castagnoli, []byte(bucket))
-	c = crc32.Update(c, castagnoli, binary.LittleEndian.AppendUint32(n[:0], uint32(len(key))))
-	c = crc32.Update(c, castagnoli, []byte(key))
-	c = crc32.Update(c, castagnoli, binary.LittleEndian.AppendUint64(n[:0], uint64(recTag)<<56|uint64(version)))
+	// One buffer and two updates: each update has a fixed cost, and a
+	// short name and key fit the pooled buffer (crc32's tables are
+	// called through a function value, so its argument always escapes).
+	hp := crcBufs.Get().(*[]byte)
+	h := binary.LittleEndian.AppendUint32((*hp)[:0], uint32(len(bucket)))
+	h = append(h, bucket...)
+	h = binary.LittleEndian.AppendUint32(h, uint32(len(key)))
+	h = append(h, key...)
+	h = binary.LittleEndian.AppendUint64(h, uint64(recTag)<<56|uint64(version))
+	c := crc32.Update(0, castagnoli, h)
+	*hp = h
+	crcBufs.Put(hp)
 	return crc32.Update(c, castagnoli, value)
 }
+
+var crcBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // encodeRecord returns a new slice (bbolt keeps it until the commit).
 func encodeRecord(e *entry) []byte {

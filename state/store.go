@@ -244,32 +244,38 @@ func (s *Store) corrupted(reason error) error {
 	return errMovedAside
 }
 
-// adopt takes the buckets of a checked file. A file of format 0 is
-// rewritten at once in the current format, all of it in one commit: a
-// file is never of both formats. A rewrite that fails leaves the file as
-// it was and the store in memory.
+// adopt takes the buckets of a checked file (nil: a new file) and makes
+// one commit: it renews every bucket's version reservation, so the first
+// writes after a start wait for no fsync of their own, and rewrites a
+// file of format 0 in the current format, all of it at once (a file is
+// never of both formats). If a format-0 file cannot be rewritten it is
+// left as it was and the store runs in memory; a current file that
+// cannot take the commit stays open (its writes are retried by the
+// flusher, and a Set past its bucket's reservation fails meanwhile).
 func (s *Store) adopt(ctx context.Context, lf *loadedFile) {
-	if lf == nil {
-		return
-	}
-	s.mu.Lock()
-	s.buckets, s.floors = lf.buckets, lf.floors
-	if lf.legacy {
-		for _, b := range s.buckets {
-			for k := range b.entries {
-				b.dirty[k] = struct{}{}
+	legacy := lf != nil && lf.legacy
+	if lf != nil {
+		s.mu.Lock()
+		s.buckets, s.floors = lf.buckets, lf.floors
+		if legacy {
+			for _, b := range s.buckets {
+				for k := range b.entries {
+					b.dirty[k] = struct{}{}
+				}
 			}
 		}
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
-	if !lf.legacy {
-		return
-	}
-	if err := s.Flush(ctx); err != nil {
+	err := s.Flush(ctx)
+	switch {
+	case err == nil:
+	case legacy:
 		s.unusable(fmt.Errorf("rewriting the file in the current format: %w", err))
 		if db := s.db.Swap(nil); db != nil {
 			_ = db.Close()
 		}
+	default:
+		s.log.Error("plugin state file cannot be written; will retry", "path", s.path, "err", err)
 	}
 }
 
