@@ -28,12 +28,40 @@ func TestCorruptionsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustSet(t, b, "first", "value-of-the-first-two")
+	mustSet(t, s.Bucket("gone.wasm", Quota{}), "k", "v")
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.Drop("gone.wasm")
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// boltEdit returns the file after f changed it through bbolt: damage
+	// that leaves bbolt's own structure sound.
+	boltEdit := func(f func(tx *bolt.Tx) error) []byte {
+		cp := filepath.Join(t.TempDir(), "edit.db")
+		if err := os.WriteFile(cp, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db, err := bolt.Open(cp, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Update(f); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		d, err := os.ReadFile(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
 	}
 	ps := os.Getpagesize()
 	m0, _ := readMeta(data, 0, 0)
@@ -71,6 +99,12 @@ func TestCorruptionsReported(t *testing.T) {
 		})},
 		{"the newest commit's meta damaged", "meta page", edit(func(d []byte) []byte { d[newest+16+48] ^= 1; return d })},
 		{"truncated", "truncated", data[:3*ps]},
+		{"a dropped plugin's index entry lost", "entries lost", boltEdit(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte(metaBucket)).Bucket([]byte(metaIndex)).Delete([]byte("gone.wasm"))
+		})},
+		{"a plugin's key lost", "keys lost", boltEdit(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte("a.wasm")).Delete([]byte("other"))
+		})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

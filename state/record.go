@@ -39,10 +39,11 @@ const (
 	// u64 with the record's format tag.
 	MaxVersion int64 = versionMask
 
-	metaBucket  = "\x00informer-host"
-	metaFormat  = "format"
-	metaIndex   = "buckets"
-	indexRecLen = 28 // reserved, keys, sum u64; crc u32
+	metaBucket   = "\x00informer-host"
+	metaFormat   = "format"
+	metaIndex    = "buckets"
+	indexRecLen  = 28 // reserved, keys, sum u64; crc u32
+	formatRecLen = 24 // format u32, entries, sum u64; crc u32
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -135,8 +136,12 @@ func decodeIndex(name string, b []byte) (index, error) {
 	return x, nil
 }
 
-func formatRecord() []byte {
-	b := binary.LittleEndian.AppendUint32(nil, fileFormat)
+// formatRecord is the meta bucket's format record: the format, and the
+// index's number of entries and sum of their checksums.
+func formatRecord(entries, sum uint64) []byte {
+	b := binary.LittleEndian.AppendUint32(make([]byte, 0, formatRecLen), fileFormat)
+	b = binary.LittleEndian.AppendUint64(b, entries)
+	b = binary.LittleEndian.AppendUint64(b, sum)
 	return binary.LittleEndian.AppendUint32(b, indexCRC(metaFormat, b))
 }
 
@@ -226,23 +231,32 @@ func decodeMeta(meta *boltBucket) (map[string]index, error) {
 		return nil, fmt.Errorf("meta bucket: %d keys, want only %q", len(meta.kvs), metaFormat)
 	}
 	v := meta.kvs[0].value
-	if len(v) != 8 || indexCRC(metaFormat, v[:4]) != binary.LittleEndian.Uint32(v[4:]) {
-		return nil, errors.New("meta bucket: format record: checksum mismatch")
+	if len(v) < 4 {
+		return nil, errors.New("meta bucket: a short format record")
 	}
 	if f := binary.LittleEndian.Uint32(v); f != fileFormat {
 		return nil, fmt.Errorf("file format %d; this host reads %d (written by a newer host?)", f, fileFormat)
 	}
+	if len(v) != formatRecLen || indexCRC(metaFormat, v[:formatRecLen-4]) != binary.LittleEndian.Uint32(v[formatRecLen-4:]) {
+		return nil, errors.New("meta bucket: format record: checksum mismatch")
+	}
+	entries, sum := binary.LittleEndian.Uint64(v[4:]), binary.LittleEndian.Uint64(v[12:])
 	ib := meta.subs[metaIndex]
 	if len(meta.subs) != 1 || ib == nil || len(ib.subs) > 0 {
 		return nil, errors.New("meta bucket: the index bucket is missing or not alone")
 	}
 	idx := make(map[string]index, len(ib.kvs))
+	var got uint64
 	for _, kv := range ib.kvs {
 		x, err := decodeIndex(string(kv.key), kv.value)
 		if err != nil {
 			return nil, err
 		}
 		idx[string(kv.key)] = x
+		got += uint64(binary.LittleEndian.Uint32(kv.value[indexRecLen-4:]))
+	}
+	if uint64(len(ib.kvs)) != entries || got != sum {
+		return nil, fmt.Errorf("index: %d entries (checksum sum %#x), the format record says %d (%#x): entries lost or come back", len(ib.kvs), got, entries, sum)
 	}
 	return idx, nil
 }

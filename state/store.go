@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -444,51 +445,49 @@ func (s *Store) Flush(ctx context.Context) error {
 		return err
 	}
 	err := db.Update(func(tx *bolt.Tx) error {
-		idx, err := indexBucket(tx)
-		if err != nil {
-			return err
-		}
-		for name, floor := range dropped {
-			if err := tx.DeleteBucket([]byte(name)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
-				return err
-			}
-			// The entry stays, empty, keeping the reservation.
-			old, err := getIndex(idx, name)
-			if err != nil {
-				return err
-			}
-			if err := idx.Put([]byte(name), index{reserved: max(old.reserved, floor)}.encode(name)); err != nil {
-				return err
-			}
-		}
-		for i := range work {
-			p := &work[i]
-			bb, err := tx.CreateBucketIfNotExists([]byte(p.name))
-			if err != nil {
-				return err
-			}
-			for k, e := range p.puts {
-				if e == nil {
-					err = bb.Delete([]byte(k))
-				} else {
-					err = bb.Put([]byte(k), encodeRecord(e))
+		return updateIndex(tx, func(idx *bolt.Bucket) error {
+			for name, floor := range dropped {
+				if err := tx.DeleteBucket([]byte(name)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+					return err
 				}
+				// The entry stays, empty, keeping the reservation.
+				old, err := getIndex(idx, name)
 				if err != nil {
 					return err
 				}
+				if err := idx.Put([]byte(name), index{reserved: max(old.reserved, floor)}.encode(name)); err != nil {
+					return err
+				}
 			}
-			// A Set may have reserved more meanwhile (reserve): keep
-			// the higher.
-			old, err := getIndex(idx, p.name)
-			if err != nil {
-				return err
+			for i := range work {
+				p := &work[i]
+				bb, err := tx.CreateBucketIfNotExists([]byte(p.name))
+				if err != nil {
+					return err
+				}
+				for k, e := range p.puts {
+					if e == nil {
+						err = bb.Delete([]byte(k))
+					} else {
+						err = bb.Put([]byte(k), encodeRecord(e))
+					}
+					if err != nil {
+						return err
+					}
+				}
+				// A Set may have reserved more meanwhile (reserve): keep
+				// the higher.
+				old, err := getIndex(idx, p.name)
+				if err != nil {
+					return err
+				}
+				p.x.reserved = max(p.x.reserved, old.reserved)
+				if err := idx.Put([]byte(p.name), p.x.encode(p.name)); err != nil {
+					return err
+				}
 			}
-			p.x.reserved = max(p.x.reserved, old.reserved)
-			if err := idx.Put([]byte(p.name), p.x.encode(p.name)); err != nil {
-				return err
-			}
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		s.requeue(work, dropped)
@@ -502,22 +501,36 @@ func (s *Store) Flush(ctx context.Context) error {
 	return nil
 }
 
-// indexBucket returns the file's index bucket, creating the meta bucket
-// and its format record in the first commit of a new file.
-func indexBucket(tx *bolt.Tx) (*bolt.Bucket, error) {
-	if m := tx.Bucket([]byte(metaBucket)); m != nil {
-		if idx := m.Bucket([]byte(metaIndex)); idx != nil {
-			return idx, nil
-		}
-	}
+// updateIndex runs fn on the file's index bucket in tx, creating it (and
+// the meta bucket) in the first commit of a new file, then seals the
+// index: the format record holds the number of entries and the sum of
+// their checksums, so an entry lost (the reservation of a dropped
+// plugin, which nothing else refers to) fails too.
+func updateIndex(tx *bolt.Tx, fn func(idx *bolt.Bucket) error) error {
 	m, err := tx.CreateBucketIfNotExists([]byte(metaBucket))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := m.Put([]byte(metaFormat), formatRecord()); err != nil {
-		return nil, err
+	idx, err := m.CreateBucketIfNotExists([]byte(metaIndex))
+	if err != nil {
+		return err
 	}
-	return m.CreateBucketIfNotExists([]byte(metaIndex))
+	if err := fn(idx); err != nil {
+		return err
+	}
+	var n, sum uint64
+	err = idx.ForEach(func(_, v []byte) error {
+		if len(v) != indexRecLen {
+			return fmt.Errorf("index entry of %d bytes", len(v))
+		}
+		n++
+		sum += uint64(binary.LittleEndian.Uint32(v[indexRecLen-4:]))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return m.Put([]byte(metaFormat), formatRecord(n, sum))
 }
 
 // getIndex returns plugin's entry in the index, zero if it has none.
@@ -536,17 +549,15 @@ func getIndex(idx *bolt.Bucket, plugin string) (index, error) {
 // bucket's lock held, and takes no other lock of the store.
 func (s *Store) reserve(db *bolt.DB, plugin string, want int64) (int64, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
-		idx, err := indexBucket(tx)
-		if err != nil {
-			return err
-		}
-		x, err := getIndex(idx, plugin)
-		if err != nil {
-			return err
-		}
-		x.reserved = max(x.reserved, want)
-		want = x.reserved
-		return idx.Put([]byte(plugin), x.encode(plugin))
+		return updateIndex(tx, func(idx *bolt.Bucket) error {
+			x, err := getIndex(idx, plugin)
+			if err != nil {
+				return err
+			}
+			x.reserved = max(x.reserved, want)
+			want = x.reserved
+			return idx.Put([]byte(plugin), x.encode(plugin))
+		})
 	})
 	return want, err
 }
