@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"hash/fnv"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -266,5 +267,59 @@ func TestReservationFailureHandsOutNoVersion(t *testing.T) {
 	}
 	if v, _, _ := b.Get([]byte("k")); string(v) != "1" {
 		t.Fatalf("the failed Set changed the key to %q", v)
+	}
+}
+
+// TestOpenBoltSurvivesPanicsAndFaults: bbolt's open, the second line of
+// defence behind the file check, turns what bbolt does on a bad file into
+// an error: a panic (a freelist page of the wrong type) and a fault on
+// its mapping (a freelist page past the end of the file, inside the
+// mapping: SIGBUS, fatal without SetPanicOnFault).
+func TestOpenBoltSurvivesPanicsAndFaults(t *testing.T) {
+	ps := uint64(os.Getpagesize())
+	tests := []struct {
+		name     string
+		freelist uint64
+		size     uint64 // of the file, in pages
+	}{
+		{"freelist page of the wrong type (panic)", 3, 4}, // page 3 is the root leaf
+		{"freelist page past the end of the file (fault)", 6, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.db")
+			db, err := bolt.Open(path, 0o600, nil) // 4 pages: metas, freelist, root
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data = append(data[:4*ps], make([]byte, (tc.size-4)*ps)...)[:tc.size*ps]
+			for id := range uint64(2) { // both metas, checksums made right
+				m := data[id*ps+pageHeaderSize:]
+				binary.LittleEndian.PutUint64(m[32:], tc.freelist)
+				binary.LittleEndian.PutUint64(m[40:], max(tc.freelist+1, 4))
+				h := fnv.New64a()
+				h.Write(m[:metaSumLen])
+				binary.LittleEndian.PutUint64(m[metaSumLen:], h.Sum64())
+			}
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			db, err = openBolt(path)
+			if err == nil {
+				_ = db.Close()
+				t.Fatal("bbolt opened the file")
+			}
+			if !isCorrupt(err) {
+				t.Fatalf("not a corrupt file: %v", err)
+			}
+			t.Log(err)
+		})
 	}
 }

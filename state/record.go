@@ -22,7 +22,9 @@ import (
 //     entry per plugin: the plugin's version reservation, its number of
 //     keys and the sum of its records' checksums. A key lost or come back
 //     (a page of another commit, a leaf's count changed) fails the count
-//     or the sum; a plugin bucket lost fails its index entry.
+//     or the sum; a plugin bucket lost fails its index entry. The format
+//     record holds the index's number of entries and the sum of their
+//     checksums, so an entry lost fails too.
 //
 // Files of hosts before this format (format 0) have no meta bucket and
 // records of the version alone (u64, top bit clear) and the value. They
