@@ -202,6 +202,13 @@ func (s *Store) inspect() (*loadedFile, error) {
 		return nil, err
 	}
 	defer f.Close()
+	// Not a device or a FIFO, which reading to the end would never end
+	// (or fill memory).
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%v)", fi.Mode().Type())
+	}
 	if err := lockFile(f, lockTimeout); err != nil {
 		return nil, err
 	}
