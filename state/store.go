@@ -194,21 +194,23 @@ func (s *Store) openFile(ctx context.Context) {
 // another host is writing. A corrupt file is moved aside before the lock
 // is released.
 func (s *Store) inspect() (*loadedFile, error) {
-	f, err := os.Open(s.path)
+	// Not a device or a FIFO: opening a FIFO waits for a writer, and
+	// reading a device to its end may never end (or fill memory).
+	fi, err := os.Stat(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil // bbolt creates it
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	// Not a device or a FIFO, which reading to the end would never end
-	// (or fill memory).
-	if fi, err := f.Stat(); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
+	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file (%v)", fi.Mode().Type())
 	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
 	if err := lockFile(f, lockTimeout); err != nil {
 		return nil, err
 	}
