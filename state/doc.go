@@ -72,9 +72,10 @@
 // <path>.corrupt-<time>) under the lock, reported (an error log with the
 // reason and where the file went, Options.OnCorrupt, CorruptFiles), and a
 // fresh file started: every plugin starts with empty state. A file that
-// cannot be opened (permissions, a missing directory, locked by another
-// process) is left alone and the store runs in memory only, logged at
-// error level with the path and what to do. Neither stops the host.
+// cannot be opened (permissions, a missing directory, not a regular file,
+// locked by another process) is left alone and the store runs in memory
+// only, logged at error level with the path and what to do. Neither stops
+// the host.
 //
 // Files written before records had checksums (format 0) load as they are
 // and are rewritten in the current format in the open's commit; a host
