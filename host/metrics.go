@@ -111,6 +111,7 @@ func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 	h.metrics.filter.Describe(ch)
 	h.metrics.denied.Describe(ch)
 	describeShard(ch)
+	describeState(ch)
 	h.outbound.upstreams.Describe(ch)
 }
 
@@ -163,6 +164,7 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	h.metrics.filter.Collect(ch)
 	h.metrics.denied.Collect(ch)
 	h.collectShard(ch)
+	h.collectState(ch)
 	h.outbound.upstreams.Collect(ch)
 }
 
