@@ -130,8 +130,9 @@ type Host struct {
 
 	// unmatchedLook is what warnUnmatched last looked at (the directory's
 	// *.wasm names and the modules entries), so that it warns only when
-	// that changes. Guarded by unmatchedMu: looks run on the directory
-	// watch's goroutine, in LoadDir and in ApplyConfig.
+	// that changes. unmatchedMu is held for a whole look: looks run on the
+	// directory watch's goroutine, in LoadDir and in ApplyConfig. Never
+	// taken with mu held.
 	unmatchedMu   sync.Mutex
 	unmatchedLook string
 }

@@ -47,6 +47,9 @@ func UnmatchedModules(cfg *config.Config) (config.Errors, error) {
 // so a mistake is said at start and again whenever the directory or the
 // config changes and leaves it in place, but not on every rescan.
 func (h *Host) warnUnmatched() {
+	// Held across the look, so that the look recorded last is the latest.
+	h.unmatchedMu.Lock()
+	defer h.unmatchedMu.Unlock()
 	cfg := h.config()
 	names, err := wasmNames(h.dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -58,13 +61,10 @@ func (h *Host) warnUnmatched() {
 		entries = append(entries, m.File)
 	}
 	look := strings.Join(names, "/") + "//" + strings.Join(entries, "/")
-	h.unmatchedMu.Lock()
-	same := look == h.unmatchedLook
-	h.unmatchedLook = look
-	h.unmatchedMu.Unlock()
-	if same {
+	if look == h.unmatchedLook {
 		return
 	}
+	h.unmatchedLook = look
 	for _, p := range cfg.UnmatchedModules(h.dir, names) {
 		h.log.Warn("plugins.modules entry matches no file in the plugin directory", "dir", h.dir, "problem", p.String())
 	}
