@@ -109,7 +109,8 @@ func TestValidateWarnsAboutMisnamedEntries(t *testing.T) {
 
 // run says the same at start, in its log, and says it again for an
 // entry that still matches nothing once the plugin directory changes; an
-// entry the change matched is not warned about again.
+// entry the change matched is not warned about again. A reload says what
+// is still wrong with the new file.
 func TestRunWarnsAboutMisnamedEntries(t *testing.T) {
 	cfgPath := misnamed(t)
 	cfg, err := config.Load(cfgPath)
@@ -145,6 +146,27 @@ func TestRunWarnsAboutMisnamedEntries(t *testing.T) {
 	eventually(t, "god.wasm to load", func() bool { return len(logs.lines("plugin loaded", "plugin=god.wasm")) == 1 })
 	if n := len(logs.lines("plugins.modules entry matches no file")); n != 2 {
 		t.Errorf("%d warnings about modules entries, want 2 (at start, and after gold.wasm)", n)
+	}
+
+	// A reload with a new entry no file matches: said for it, and the
+	// resources are said again, since the file changed and they did not.
+	text := strings.Replace(misnamedConfig, "    - file: god.wasm\n", "    - file: god.wasm\n    - file: goldd.wasm\n", 1)
+	if err := os.WriteFile(cfgPath+".tmp", []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(cfgPath+".tmp", cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the config to reload", func() bool { return len(logs.lines("config reloaded")) == 1 })
+	reloaded := `14: warning: plugins.modules[2].file: no file "goldd.wasm" in the plugin directory ` + plugins +
+		`; nearest there: gold.wasm, god.wasm, good.wasm (gold.wasm has no entry of its own, so it runs with plugins.default). Fix the name here or put the module there: until then these settings apply to no plugin`
+	if n := logged(reloaded); n != 1 {
+		t.Errorf("after the reload, logged %d times, want once: %s", n, reloaded)
+	}
+	for _, want := range misnamedWarnings(cfgPath)[:4] {
+		if n := logged(want); n != 2 {
+			t.Errorf("logged %d times, want twice (at start and on the reload): %s", n, want)
+		}
 	}
 }
 
