@@ -15,9 +15,10 @@ import (
 
 // NotServedError says that the apiserver serves nothing under a configured
 // resource's group, version and resource (or kind), and which served
-// resources are nearest to it. The resource stays pending: its CRD may be
-// installed later. Suggestions come from the discovery the pipeline's
-// RESTMapper reads, so they name what the pipeline could watch.
+// resources are nearest to it. Unless Matched is set, the resource stays
+// pending, since its CRD may be installed later. Suggestions come from the
+// discovery the pipeline's RESTMapper reads, so they name what the
+// pipeline could watch.
 type NotServedError struct {
 	// Spec is the configured resource.
 	Spec config.Resource
@@ -65,8 +66,8 @@ func (e *NotServedError) Unwrap() error { return e.Err }
 
 // asWritten returns a *NotServedError when ref, what the RESTMapper
 // resolved spec to, is not what spec says: the mapper takes a singular
-// ("pod") or short name for the resource, and an empty group for
-// whichever group serves the name.
+// ("pod") for the resource, and an empty group for whichever group serves
+// the name. (Short names such as "cm" it does not take.)
 func asWritten(spec config.Resource, ref *ResourceRef) *NotServedError {
 	gvr := schema.GroupVersionResource{Group: ref.Group, Version: ref.Version, Resource: ref.Resource}
 	same := ref.Group == spec.Group && ref.Version == spec.Version
