@@ -96,6 +96,11 @@ type Config struct {
 	// plugins.default. From then on a module's fields hold effective
 	// values, and a zero (maxRetries: 0) is a choice, not a gap to fill.
 	resolved bool
+	// lines holds the line of every resources[] and plugins.modules[]
+	// entry, by path, for the problems found after Load: a module file
+	// missing from the directory, a resource the apiserver does not serve
+	// (locate.go). Set by Parse, never changed.
+	lines map[string]int
 }
 
 // Resource is one watched API resource. Exactly one of Resource and Kind
@@ -275,6 +280,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	}
 	applyDefaults(c, p)
 	c.File = file
+	c.lines = entryLines(p, c)
 	return c, nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -128,6 +127,14 @@ type Host struct {
 
 	// shard is the sharding Assignment plugins are fed by (shard.go).
 	shard shardState
+
+	// unmatchedLook is what warnUnmatched last looked at (the directory's
+	// *.wasm names and the modules entries), so that it warns only when
+	// that changes. unmatchedMu is held for a whole look: looks run on the
+	// directory watch's goroutine, in LoadDir and in ApplyConfig. Never
+	// taken with mu held.
+	unmatchedMu   sync.Mutex
+	unmatchedLook string
 }
 
 // fileLock is one file's load lock; refs (guarded by Host.mu) counts the
@@ -200,17 +207,14 @@ func newEngine(ctx context.Context, cfg *config.Config, cacheDir string, startTi
 // every failure.
 func (h *Host) LoadDir(ctx context.Context) error {
 	dir := h.dir
-	entries, err := os.ReadDir(dir)
+	names, err := wasmNames(dir)
 	if err != nil {
 		return fmt.Errorf("host: plugin directory: %w", err)
 	}
-	var files []string
-	for _, e := range entries {
-		// Whatever the entry is: Load refuses, with its reason, what is
-		// not a regular file.
-		if strings.HasSuffix(e.Name(), ".wasm") {
-			files = append(files, filepath.Join(dir, e.Name()))
-		}
+	h.warnUnmatched()
+	files := make([]string, len(names))
+	for i, n := range names {
+		files[i] = filepath.Join(dir, n)
 	}
 	return perCPU(files, func(f string) error { return h.Load(ctx, f) })
 }
@@ -575,6 +579,7 @@ func (h *Host) ApplyConfig(ctx context.Context, cfg *config.Config) error {
 		h.log.Info("plugin settings or watched resources changed; reloading", "plugin", name)
 		errs = append(errs, h.load(ctx, filepath.Join(h.dir, name), true))
 	}
+	h.warnUnmatched()
 	return errors.Join(errs...)
 }
 

@@ -202,6 +202,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 	if err := p.Apply(ctx, cfg.Resources); err != nil {
 		return err
 	}
+	warnResources(log, cfg, p)
 	if o.logEvents {
 		for _, r := range cfg.Resources {
 			if _, err := p.AddListener(r.Name, eventLogger(log)); err != nil {
@@ -338,6 +339,7 @@ func (d *daemon) reload(ctx context.Context, why string) {
 		d.log.Error("config reload: resources", "err", err)
 		return
 	}
+	warnResources(d.log, next, d.pipeline)
 	if err := d.host.ApplyConfig(ctx, next); err != nil {
 		d.log.Error("config reload: some plugins keep their previous settings", "err", err)
 	}
@@ -348,6 +350,25 @@ func (d *daemon) reload(ctx context.Context, why string) {
 	}
 	d.cfg = next
 	d.log.Info("config reloaded", "reason", why, "resources", len(next.Resources))
+}
+
+// warnResources names, at their entries in the config file, the
+// resources Apply left pending, with why (for one the apiserver does not
+// serve, the nearest ones it does), and those it watches under another
+// name than written. A typo would otherwise show only as a resource that
+// never starts. Apply resolves what it adds before it returns, so all of
+// that is known by now.
+func warnResources(log *slog.Logger, cfg *config.Config, p *informer.Pipeline) {
+	for _, st := range p.Status() {
+		switch {
+		case st.Phase == informer.PhasePending && st.Error != "":
+			log.Warn("configured resource is pending: it starts once the apiserver serves it",
+				"resource", st.Name, "problem", cfg.ResourceProblem(st.Name, "%s", st.Error).String())
+		case st.Warning != "":
+			log.Warn("configured resource is watched under another name than written",
+				"resource", st.Name, "problem", cfg.ResourceProblem(st.Name, "%s", st.Warning).String())
+		}
+	}
 }
 
 func resourceNames(cfg *config.Config) []string {
