@@ -110,7 +110,9 @@ func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 	h.metrics.filter.Describe(ch)
 	h.metrics.denied.Describe(ch)
 	describeShard(ch)
-	h.outbound.upstreams.Describe(ch)
+	for _, c := range h.outbound.collectors() {
+		c.Describe(ch)
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -162,7 +164,9 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	h.metrics.filter.Collect(ch)
 	h.metrics.denied.Collect(ch)
 	h.collectShard(ch)
-	h.outbound.upstreams.Collect(ch)
+	for _, c := range h.outbound.collectors() {
+		c.Collect(ch)
+	}
 }
 
 func b2f(b bool) float64 {

@@ -120,3 +120,19 @@ func TestDropSelfNoop(t *testing.T) {
 		})
 	}
 }
+
+// The host's /metrics count and time each plugin's writes by verb,
+// granted resource and result, from the writes client it was given.
+func TestWriteMetrics(t *testing.T) {
+	hs, err := newHarness(t, strings.Replace(writerConfig, "limits: {callTimeout: 50ms}", "", 1), map[string][]byte{"writer.wasm": fixture(t, "writer")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.createCM("a", nil)
+	ok := map[string]string{"plugin": "writer.wasm", "verb": "patch", "resource": "configmaps", "result": "ok"}
+	eventually(t, "the write to be counted", func() bool { return hs.pluginMetric("informer_host_plugin_writes_total", ok) == 1 })
+	mf := hs.gather()["informer_host_plugin_write_seconds"]
+	if mf == nil || len(mf.Metric) != 1 || mf.Metric[0].GetHistogram().GetSampleCount() != 1 {
+		t.Fatalf("informer_host_plugin_write_seconds %v, want one series with one write", mf)
+	}
+}

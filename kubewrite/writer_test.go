@@ -301,26 +301,13 @@ func TestWriterRateLimit(t *testing.T) {
 	}
 }
 
-// countingLimiter is the daemon's own client limit in a test: it lets
-// everything through and counts who asked.
-type countingLimiter struct{ waits atomic.Int64 }
-
-func (l *countingLimiter) TryAccept() bool { l.waits.Add(1); return true }
-func (l *countingLimiter) Accept()         { l.waits.Add(1) }
-func (l *countingLimiter) Stop()           {}
-func (l *countingLimiter) QPS() float32    { return 5 }
-func (l *countingLimiter) Wait(context.Context) error {
-	l.waits.Add(1)
-	return nil
-}
-
 // Each plugin spends its own budget only: two plugins granted 5/s,
 // burst 10, writing at once each get their whole burst from their own
 // bucket, and neither takes anything from the daemon's client limit
 // (which once all plugins shared, at client-go's default of 5/s).
 func TestWriterBudgetPerPlugin(t *testing.T) {
 	ns := env.Namespace(t)
-	daemon := &countingLimiter{}
+	daemon := &testenv.CountingLimiter{}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.RateLimiter, cfg.QPS, cfg.Burst = daemon, 5, 10
 	c, err := New(Options{Config: cfg})
@@ -366,7 +353,7 @@ func TestWriterBudgetPerPlugin(t *testing.T) {
 			t.Errorf("plugin %d: its budget holds %.2f tokens, more than the %.2f refilled: its writes did not spend it", i, left, refilled)
 		}
 	}
-	if n := daemon.waits.Load(); n != 0 {
+	if n := daemon.Waits.Load(); n != 0 {
 		t.Fatalf("the plugins' writes took %d tokens from the daemon's client limit", n)
 	}
 }
