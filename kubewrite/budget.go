@@ -39,7 +39,7 @@ type RateLimitedError struct {
 }
 
 func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("the plugin's write rate limit (%g/s, burst %d; grants.writes.qps and burst) would have held the request %s, longer than the %s left of its I/O timeout: nothing was sent",
+	return fmt.Sprintf("rate limit %g/s, burst %d: the wait for a token (%s) would outlast the request's deadline (%s left)",
 		e.QPS, e.Burst, e.Wait.Round(time.Millisecond), e.Left.Round(time.Millisecond))
 }
 

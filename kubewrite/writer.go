@@ -94,8 +94,8 @@ type Writer struct {
 
 // For returns the Writer of one plugin, with a REST client of its own
 // whose rate limiter is the plugin's Budget (grants.writes.qps and
-// burst). Connections are still shared: client-go keys its transports by
-// TLS and credentials, not by rate limiter.
+// burst). Connections are still shared: client-go caches its transports
+// by TLS settings, and the rate limiter is no part of them.
 func (c *Client) For(o PluginOptions) (*Writer, error) {
 	qps, burst, timeout := o.Grant.Limits()
 	cfg := rest.CopyConfig(c.base)
@@ -388,7 +388,9 @@ func (w *Writer) codeOf(parent context.Context, err error, r *Request) (int32, s
 		return abi.ErrTimeout, fmt.Sprintf("no answer within the write timeout (%s): %s", w.timeout, msg)
 	}
 	if rl := (*RateLimitedError)(nil); errors.As(err, &rl) {
-		return abi.ErrRateLimited, rl.Error() + "; answer RETRY"
+		return abi.ErrRateLimited, fmt.Sprintf("the plugin's write rate limit (grants.writes.qps %g, burst %d) would have held the write %s, "+
+			"longer than its I/O timeout (grants.writes.timeout %s) allows: nothing was sent; answer RETRY",
+			rl.QPS, rl.Burst, rl.Wait.Round(time.Millisecond), w.timeout)
 	}
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {

@@ -293,7 +293,7 @@ func TestWriterRateLimit(t *testing.T) {
 	}
 	before := proxy.Writes.Load()
 	code, msg := apply(w, "s1")
-	if code != abi.ErrRateLimited || !strings.Contains(msg, "would have held the request") || !strings.Contains(msg, "50ms") {
+	if code != abi.ErrRateLimited || !strings.Contains(msg, "would have held the write") || !strings.Contains(msg, "timeout 50ms") {
 		t.Fatalf("a wait longer than the timeout: %s %q; want ERR_RATE_LIMITED saying how long the wait would have been", abi.ErrorName(code), msg)
 	}
 	if sent := proxy.Writes.Load() - before; sent != 0 {
