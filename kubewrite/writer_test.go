@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -426,6 +427,12 @@ func TestWriterApplyAnswers(t *testing.T) {
 	}
 	if _, err := pods.Get(ctx, "p", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("an apply created the deleted Pod again: %v", err)
+	}
+	// Every write Check let through is counted by its result's name.
+	for result, want := range map[string]float64{"ok": 1, "field_conflict": 1, "conflict": 1, "absent": 2, "unprocessable": 1} {
+		if got := testutil.ToFloat64(w.metrics.writes.WithLabelValues("test.wasm", "apply", "v1/pods", result)); got != want {
+			t.Errorf("writes_total{result=%s} = %g, want %g", result, got, want)
+		}
 	}
 }
 
