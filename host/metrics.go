@@ -112,7 +112,9 @@ func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 	h.metrics.denied.Describe(ch)
 	describeShard(ch)
 	describeState(ch)
-	h.outbound.upstreams.Describe(ch)
+	for _, c := range h.outbound.collectors() {
+		c.Describe(ch)
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -165,7 +167,9 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	h.metrics.denied.Collect(ch)
 	h.collectShard(ch)
 	h.collectState(ch)
-	h.outbound.upstreams.Collect(ch)
+	for _, c := range h.outbound.collectors() {
+		c.Collect(ch)
+	}
 }
 
 func b2f(b bool) float64 {

@@ -32,6 +32,7 @@ func (c *clusterWriter) request(r *engine.WriteRequest) *kubewrite.Request {
 	c.req = kubewrite.Request{
 		Op: r.Op, Resource: string(r.Resource), Namespace: string(r.Namespace), Name: string(r.Name),
 		Sub: string(r.Subresource), Body: r.Body, UID: string(r.UID), ResourceVersion: string(r.ResourceVersion), Force: r.Force,
+		MustExist: r.MustExist,
 	}
 	return &c.req
 }

@@ -58,6 +58,8 @@
 #define IH_ERR_UNAVAILABLE (-16)   /* the peer could not be reached or answered 5xx */
 #define IH_ERR_TOO_LARGE (-17)     /* request or response over the operator's limit */
 #define IH_ERR_CANCELED (-18)      /* the host stopped the call: return */
+/* Since v1.3. */
+#define IH_ERR_FIELD_CONFLICT (-19) /* apply: another field manager owns the field; force or report */
 
 /* which: the object or the old object */
 #define IH_OBJECT 0
@@ -175,7 +177,8 @@ IH_IMPORT("result_message") int32_t ih_result_message(char *buf, int32_t len);
 #define IH_WRITE_JSON_PATCH 3
 #define IH_WRITE_APPLY 4
 #define IH_WRITE_DELETE 5
-#define IH_WRITE_FORCE 0x1 /* apply: take over conflicting fields */
+#define IH_WRITE_FORCE 0x1      /* apply: take over conflicting fields */
+#define IH_WRITE_MUST_EXIST 0x2 /* apply: update only, IH_ERR_ABSENT when there is no object (v1.3) */
 IH_IMPORT("k8s_write") int32_t ih_k8s_write(int32_t op, const char *res, int32_t res_len, const char *ns, int32_t ns_len,
                                              const char *name, int32_t name_len, const char *sub, int32_t sub_len,
                                              const char *body, int32_t body_len, const char *uid, int32_t uid_len,

@@ -62,10 +62,15 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ro
 	fs.StringVar(&ro.serverAuth, "server-auth", "none", "guard /metrics and /debug/plugins: none, or kubernetes (TokenReview and SubjectAccessReview; /healthz and /readyz stay open)")
 	fs.StringVar(&ro.tlsCert, "server-tls-cert", "", "serve HTTPS with this certificate (PEM; read again when it changes); needs --server-tls-key")
 	fs.StringVar(&ro.tlsKey, "server-tls-key", "", "the key of --server-tls-cert (PEM)")
+	ro.apiClient.register(fs)
 	var lo logOptions
 	lo.register(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
+	}
+	if err := ro.apiClient.check(); err != nil {
+		fmt.Fprintf(stderr, "informer-host run: %v\n", err)
+		return 2
 	}
 	if ro.serverAuth != "none" && ro.serverAuth != "kubernetes" {
 		fmt.Fprintf(stderr, "informer-host run: --server-auth: %q is neither none nor kubernetes\n", ro.serverAuth)
@@ -142,6 +147,9 @@ type runOptions struct {
 	maxConnections  int
 	serverAuth      string
 	tlsCert, tlsKey string
+	// apiClient is the daemon's own client-side limit (--kube-api-qps,
+	// --kube-api-burst); zero keeps the kubeconfig's.
+	apiClient apiClientOptions
 	// stopping is called when the first stop signal arrives; it restores
 	// the default signal handling so that a second signal exits at once.
 	stopping func()
@@ -193,7 +201,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 	if err != nil {
 		return err
 	}
-	log.Info("informer-host starting", "version", versionString(), "config", cfg.File, "apiserver", restCfg.Host, "credentials", source)
+	o.apiClient.apply(restCfg)
+	log.Info("informer-host starting", "version", versionString(), "config", cfg.File, "apiserver", restCfg.Host, "credentials", source,
+		"apiQPS", restCfg.QPS, "apiBurst", restCfg.Burst)
 	p, err := informer.New(informer.Options{RESTConfig: restCfg, Logger: log, WatchFailureGrace: o.watchFailureGrace})
 	if err != nil {
 		return err
