@@ -291,7 +291,8 @@ func (q *DeliveryQueue) push(ev *informer.Event, env *engine.Envelope, now time.
 		}
 	}
 	if d := q.retrying[k]; d != nil && (d.replay || q.mode == DeliverLatest) {
-		if d.parked {
+		due := d.parked
+		if due {
 			// The object changed: the plugin deserves another try now.
 			d.parked, d.notBefore = false, now
 			heap.Fix(&q.retries, d.retryIndex)
@@ -299,6 +300,10 @@ func (q *DeliveryQueue) push(ev *informer.Event, env *engine.Envelope, now time.
 		if !q.mergeRetryLocked(d, ev, env) {
 			delete(q.retrying, k)
 			heap.Remove(&q.retries, d.retryIndex)
+		}
+		if due {
+			q.wakeLocked() // the consumer sleeps until the earliest retry
+			return
 		}
 		q.mu.Unlock()
 		return

@@ -471,6 +471,11 @@ func TestDeliveryQueueRestartSkipsDeferredObjects(t *testing.T) {
 		t.Errorf("initial left %d, want 1: deferred objects hold no sync up", left)
 	}
 	q.Push(update("p", "1", "2"), nil) // the parked object changes
+	select {
+	case <-q.ready: // the consumer, asleep until a's retry, is woken
+	default:
+		t.Error("a parked object's change did not wake the consumer")
+	}
 	if got := strings.Join(drain(q), "; "); got != "replay p" {
 		t.Errorf("after the parked object changed: %q, want it handed from the store", got)
 	}
