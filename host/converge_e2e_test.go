@@ -68,8 +68,9 @@ func TestPoisonObjectIsParked(t *testing.T) {
 	poison := hs.createCM("poison", nil)
 	hs.createMany("more", 20)
 	others := append(cmNames("ok", 20), cmNames("more", 20)...)
-	eventually(t, "the other objects handled and the poison object parked", func() bool {
-		return hs.handledOK(p, others...) && len(hs.status(p).Parked) == 1
+	eventually(t, "the other objects handled, the poison object parked, the plugin running", func() bool {
+		st := hs.status(p)
+		return hs.handledOK(p, others...) && len(st.Parked) == 1 && st.State == StateRunning && st.Counters.Restarts == 3
 	})
 	st := hs.status(p)
 	if pk := st.Parked[0]; pk.Name != "poison" || pk.Namespace != hs.ns || pk.Resource != "cms" || pk.Failures != 3 ||

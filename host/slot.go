@@ -860,7 +860,7 @@ func (g *generation) objectFailed(k objectKey, ev *informer.Event, rv, msg strin
 		return false, n
 	}
 	g.queue.Defer(k, until, true)
-	g.log.Warn("object parked: the plugin failed on it too often; it is not handed to the plugin again until it changes or its backoff ends",
+	g.log.Warn("object parked: handling it failed too often; it is not handed to the plugin again until it changes or its backoff ends",
 		"event", eventString(ev), "failures", n, "until", until, "lastError", msg)
 	return true, n
 }
