@@ -45,8 +45,9 @@ type delivery struct {
 	// belongs to an initial list, so the binding is synced only once the
 	// plugin has handled it.
 	replay, initial bool
-	// attempts counts the plugin's RETRY answers for this entry; notBefore
-	// is when it may be delivered again.
+	// attempts counts the times this entry was handed back with Retry
+	// (0: its wait in the queue is still to be observed); notBefore is
+	// when it may be delivered again.
 	attempts  int
 	notBefore time.Time
 	// A retry entry with replay set stands for the object rather than an
@@ -160,12 +161,16 @@ func keysOf(resource string, storeKeys []string) []objectKey {
 //     is bounded by the store's own size however small cap is. A live add
 //     or update of a key in the cursor is absorbed by it (the store already
 //     holds that state); a live delete takes the key out and is delivered.
-//   - retries: entries the plugin answered RETRY for, each waiting out its
-//     own backoff while other objects go on. In mode every the object's
-//     later events wait behind its retry, so order per object is kept; in
-//     mode latest a newer event merges into the waiting retry (coalesce),
-//     which keeps its backoff and restarts its count of attempts (the
-//     merged event is one the plugin has not judged yet).
+//   - retries: entries the plugin answered RETRY (or ERROR) for, each
+//     waiting out its object's backoff while other objects go on. In mode
+//     every the object's later events wait behind its retry, so order per
+//     object is kept; in mode latest a newer event merges into the waiting
+//     retry (coalesce), which keeps its backoff. A retry whose key entered
+//     the cursor, or survived a restart (Restart), or that holds a parked
+//     object (Defer), stands for the object instead of an event: when due
+//     it reads the store, as a cursor entry does, and it absorbs the
+//     object's live events but a delete. A parked object's live event
+//     makes its entry due at once.
 //
 // Order is kept per object: entries leave in the order their object first
 // entered, an object has at most one waiting entry in mode latest, and no

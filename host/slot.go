@@ -37,8 +37,8 @@ const (
 type Counters struct {
 	Delivered      uint64 // ih_handle calls that returned a result
 	OK             uint64
-	Retries        uint64 // deliveries repeated because the plugin said retry
-	RetryExhausted uint64 // events dropped after maxRetries retries
+	Retries        uint64 // deliveries repeated because the plugin said retry, or error (onError: retry)
+	RetryExhausted uint64 // objects given up on after an explicit delivery.maxRetries
 	Dropped        uint64 // the plugin said drop
 	Errors         uint64 // the plugin said error
 	Traps          uint64
@@ -865,10 +865,11 @@ func (g *generation) objectFailed(k objectKey, ev *informer.Event, rv, msg strin
 	return true, n
 }
 
-// failed handles a call that did not complete: the event is skipped, as
-// client-go skips an event whose handler panics, the instance is discarded
-// and a fresh one started after a backoff, or the plugin is quarantined
-// after too many failures in a row. what names the call (the event).
+// failed handles a call that did not complete: the instance is discarded
+// and a fresh one started after a backoff, whose replay of the cache
+// hands the object again unless deliver parked it, or the plugin is
+// quarantined after too many failures without a stable period. what
+// names the call (the event).
 func (g *generation) failed(inst *engine.Instance, what string, err error) *engine.Instance {
 	s := g.slot
 	_ = inst.Close(context.Background())
@@ -903,9 +904,11 @@ func (g *generation) failed(inst *engine.Instance, what string, err error) *engi
 // calls for, or quarantines the plugin. A fresh instance has no state, so
 // it gets the cache again: the events still waiting, which the replay
 // supersedes, are discarded, and every key of the informers' stores goes
-// to the replay cursor as an initial list. The listeners stay registered:
-// registering them anew would have client-go replay the cache under the
-// informer's lock, stalling every other listener of it.
+// to the replay cursor as an initial list, but for the objects waiting
+// out a retry or parked, which are handed from the store when due. The
+// listeners stay registered: registering them anew would have client-go
+// replay the cache under the informer's lock, stalling every other
+// listener of it.
 //
 // A generation that is no longer current (a reload replaced it while its
 // call was failing) changes nothing of the slot and ends: its
