@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -216,4 +217,40 @@ func TestSelfWriteFlagNotOnTheInitialList(t *testing.T) {
 	if n := own(); n != 20 {
 		t.Errorf("%d events flagged as the plugin's own write, want the 20 live ones: the new version's initial list carried the flag", n)
 	}
+}
+
+// Objects waiting out a retry are not lost across a reload: they are in
+// the informer's store, so in the new version's initial list; the old
+// version gives them up explicitly, with a count in its log.
+func TestReloadHandsRetryingObjectsToTheNewVersion(t *testing.T) {
+	wasm := fixture(t, "retry")
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
+plugins:
+  directory: DIR
+  default:
+    bindings: [{resource: cms}]
+    delivery: {retryBackoff: 10m}
+`, map[string][]byte{"retry.wasm": wasm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const p = "retry.wasm"
+	hs.createCM("waiting", nil)
+	eventually(t, "the object waiting out its retry", func() bool {
+		return hs.status(p).Queue.Retrying == 1 && hs.metric("informer_host_plugin_retrying", p) == 1
+	})
+	hs.write(p, variant(wasm, 1))
+	if err := hs.h.Load(context.Background(), filepath.Join(hs.dir, p)); err != nil {
+		t.Fatal(err)
+	}
+	want := "add " + hs.ns + "/waiting initial retry"
+	eventually(t, "the new version handed it in its initial list", func() bool {
+		return slices.Contains(hs.rec.strings(p), want)
+	})
+	eventually(t, "the old version's give-up logged with its count", func() bool {
+		return len(hs.logs.lines("plugin="+p, "gave up on objects waiting out a retry", "objects=1")) == 1
+	})
 }
