@@ -37,9 +37,10 @@ func cmNames(prefix string, n int) []string {
 	return out
 }
 
-// poisonHarness runs poisonall.wasm on the test's ConfigMaps with the
-// given limits.
-func poisonHarness(t *testing.T, limits string) *harness {
+// cmsHarness runs plugins on the test's ConfigMaps: every plugin is bound
+// to them, and tail (YAML under plugins, indented as plugins.default's
+// fields) adds settings and modules.
+func cmsHarness(t *testing.T, tail string, plugins map[string][]byte) *harness {
 	hs, err := newHarness(t, `
 apiVersion: informer-host/v1
 resources:
@@ -48,12 +49,16 @@ plugins:
   directory: DIR
   default:
     bindings: [{resource: cms}]
-    limits: `+limits+`
-`, map[string][]byte{"poisonall.wasm": testPlugin(t, "poisonall")})
+`+tail, plugins)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return hs
+}
+
+// poisonHarness runs poisonall.wasm with the given limits.
+func poisonHarness(t *testing.T, limits string) *harness {
+	return cmsHarness(t, "    limits: "+limits+"\n", map[string][]byte{"poisonall.wasm": testPlugin(t, "poisonall")})
 }
 
 // A plugin that traps on one object among many, on every event of it
@@ -134,24 +139,13 @@ func TestFailureStreakSurvivesSuccesses(t *testing.T) {
 // once.
 func TestErrorIsRetriedWithBackoff(t *testing.T) {
 	plugin := testPlugin(t, "errtwice")
-	hs, err := newHarness(t, `
-apiVersion: informer-host/v1
-resources:
-  - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
-plugins:
-  directory: DIR
-  default:
-    bindings: [{resource: cms}]
-  modules:
+	hs := cmsHarness(t, `  modules:
   - file: retry.wasm
   - file: giveup.wasm
     delivery: {maxRetries: 1}
   - file: skip.wasm
     delivery: {onError: skip}
 `, map[string][]byte{"retry.wasm": plugin, "giveup.wasm": plugin, "skip.wasm": plugin})
-	if err != nil {
-		t.Fatal(err)
-	}
 	hs.createCM("errorful", nil)
 	for _, tc := range []struct {
 		plugin             string
@@ -224,19 +218,7 @@ func TestSelfWriteFlagNotOnTheInitialList(t *testing.T) {
 // version gives them up explicitly, with a count in its log.
 func TestReloadHandsRetryingObjectsToTheNewVersion(t *testing.T) {
 	wasm := fixture(t, "retry")
-	hs, err := newHarness(t, `
-apiVersion: informer-host/v1
-resources:
-  - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
-plugins:
-  directory: DIR
-  default:
-    bindings: [{resource: cms}]
-    delivery: {retryBackoff: 10m}
-`, map[string][]byte{"retry.wasm": wasm})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hs := cmsHarness(t, "    delivery: {retryBackoff: 10m}\n", map[string][]byte{"retry.wasm": wasm})
 	const p = "retry.wasm"
 	hs.createCM("waiting", nil)
 	eventually(t, "the object waiting out its retry", func() bool {
