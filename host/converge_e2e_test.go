@@ -236,3 +236,24 @@ func TestReloadHandsRetryingObjectsToTheNewVersion(t *testing.T) {
 		return len(hs.logs.lines("plugin="+p, "gave up on objects waiting out a retry", "objects=1")) == 1
 	})
 }
+
+// Writes held back by the plugin's rate limit are retried until they
+// land: every Pod of a burst far above the write rate ends labelled, none
+// given up on. (With a drop limit of 3 retries 100 ms apart, a 300-Pod
+// run labelled 14.)
+func TestRateLimitedWritesConverge(t *testing.T) {
+	cfg := strings.Replace(labelEnforcerConfig, "        qps: 1000\n        burst: 1000\n", "        qps: 5\n        burst: 1\n", 1)
+	if cfg == labelEnforcerConfig {
+		t.Fatal("the label-enforcer config has no write rate to lower")
+	}
+	hs, err := newHarness(t, cfg, map[string][]byte{"label-enforcer.wasm": example(t, "label-enforcer")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const p = "label-enforcer.wasm"
+	createPods(t, hs.ns, podNames("burst", 40))
+	eventually(t, "every pod labelled", func() bool { return labelledPods(t, hs.ns) == 40 })
+	if c := hs.status(p).Counters; c.RetryExhausted != 0 || c.Retries == 0 {
+		t.Errorf("counters %+v: want retries, none given up", c)
+	}
+}
