@@ -338,7 +338,7 @@ func (h *Host) start(ctx context.Context, slot *PluginSlot, mod *engine.Module, 
 	// the current generation may change the slot's state) is its own.
 	slot.mu.Lock()
 	old, oldSHA := slot.current, slot.sha256
-	slot.current, slot.sha256, slot.state, slot.lastErr, slot.failures = g, sha, StateRunning, "", 0
+	slot.current, slot.sha256, slot.state, slot.lastErr, slot.failures, slot.lastFailure = g, sha, StateRunning, "", 0, time.Time{}
 	slot.refusedSHA, slot.loadedAt = "", time.Now()
 	slot.mu.Unlock()
 	go g.run(inst)
@@ -675,6 +675,16 @@ type PluginStatus struct {
 	Requested []string `json:"requested,omitempty"`
 	Granted   []string `json:"granted,omitempty"`
 	LastError string   `json:"lastError,omitempty"`
+	// Failures counts the running version's failures since it was last
+	// stable (limits.stablePeriod without one); maxConsecutiveFailures
+	// of them quarantine it.
+	Failures int `json:"failures"`
+	// Parked lists the objects not handed to the plugin until they
+	// change or their backoff ends (limits.parkAfter failures each);
+	// GaveUp the objects given up on last (delivery.maxRetries
+	// exhausted), at most 32. Both are the running version's.
+	Parked []ObjectFailure `json:"parked,omitempty"`
+	GaveUp []ObjectFailure `json:"gaveUp,omitempty"`
 	// LoadedAt is when the running version was loaded; LastEventAt when it
 	// (or a version before it) last returned from ih_handle.
 	LoadedAt    time.Time `json:"loadedAt,omitzero"`
@@ -766,7 +776,7 @@ func (h *Host) Status() []PluginStatus {
 	out := make([]PluginStatus, 0, len(slots))
 	for _, s := range slots {
 		s.mu.Lock()
-		st := PluginStatus{File: s.name, SHA256: s.sha256, State: s.state, LastError: s.lastErr, Counters: s.c.snapshot()}
+		st := PluginStatus{File: s.name, SHA256: s.sha256, State: s.state, LastError: s.lastErr, Failures: s.failures, Counters: s.c.snapshot()}
 		for res, c := range s.counts {
 			if st.Filtered == nil {
 				st.Filtered = map[string]FilterCounts{}
@@ -789,6 +799,7 @@ func (h *Host) Status() []PluginStatus {
 			st.Synced = st.State == StateRunning && g.synced.Load()
 			st.Degraded = st.Queue.Degraded
 			st.Repairs = g.repairs.Load()
+			st.Parked, st.GaveUp = g.conv.report()
 			st.Requested, st.Granted = g.module.Requested(), g.settings.Grants.Granted()
 		} else if settings, ok := held[s.name]; ok {
 			st.Bindings = bindingNames(settings)

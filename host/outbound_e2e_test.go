@@ -292,7 +292,8 @@ func TestEventRecorder(t *testing.T) {
 	hs, err := newHarness(t, recorderConfig(100)+`
     - {file: event-recorder.wasm, grants: {events: {}}}
     - {file: event-recorder-dry.wasm, grants: {events: {}, dryRun: true}}
-    - {file: event-recorder-denied.wasm}
+    # onError: skip: the denied call is made once, not retried with backoff.
+    - {file: event-recorder-denied.wasm, delivery: {onError: skip}}
 `, map[string][]byte{"event-recorder.wasm": b, "event-recorder-dry.wasm": b, "event-recorder-denied.wasm": b})
 	if err != nil {
 		t.Fatal(err)
