@@ -382,16 +382,22 @@ func (p *controlPlaneProcess) restart(t *testing.T) {
 	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill %s: %v", p.name, err)
 	}
-	// The old process is envtest's child: it reaps it. Wait for the port
-	// to be free by waiting for the process to be gone.
-	for {
-		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(p.pid), "cmdline")); err != nil {
-			break
+	// The old process is envtest's child, which reaps it. Start again
+	// once its ports can be bound: a listening socket outlives the
+	// process by a moment.
+	deadline := time.Now().Add(time.Minute)
+	for _, port := range p.ports() {
+		for {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+port)
+			if err == nil {
+				ln.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's port %s still taken a minute after its SIGKILL: %v", p.name, port, err)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid), "stat")); strings.Contains(string(b), ") Z ") {
-			break // a zombie holds no port
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	cmd := exec.Command(p.args[0], p.args[1:]...)
 	out := &lineBuffer{}
@@ -414,6 +420,26 @@ func (p *controlPlaneProcess) restart(t *testing.T) {
 	})
 	p.exited = exited
 	p.out = out
+}
+
+var portRE = regexp.MustCompile(`(?:^--secure-port=|:)(\d+)\b`)
+
+// ports are the ports the command line listens on: kube-apiserver's
+// --secure-port, etcd's --listen-*-urls (not the ports it only names,
+// such as the apiserver's etcd).
+func (p *controlPlaneProcess) ports() []string {
+	var out []string
+	for _, a := range p.args {
+		if !strings.HasPrefix(a, "--secure-port=") && !strings.HasPrefix(a, "--listen-") {
+			continue
+		}
+		for _, m := range portRE.FindAllStringSubmatch(a, -1) {
+			if !slices.Contains(out, m[1]) {
+				out = append(out, m[1])
+			}
+		}
+	}
+	return out
 }
 
 func freeAddr(t *testing.T) string {
