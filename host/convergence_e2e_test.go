@@ -335,8 +335,11 @@ func TestTeamLabelerConverges(t *testing.T) {
 	createOwnedPods(t, ns, []string{poisonPod}, []metav1.OwnerReference{ownerRef("apps/v1", "ReplicaSet", rs0.Name, rs0.UID)})
 	want[poisonPod] = "team-0"
 	waitLong(t, "the poison pod parked", func() bool { return parked(a.status(t), ns, poisonPod) })
-	if st := a.status(t); st.State == StateQuarantined {
-		t.Fatalf("plugin quarantined for one poison pod: %+v", st)
+	if st := a.status(t); st.State == StateQuarantined || st.Counters.Traps < 3 {
+		t.Fatalf("one poison pod: want it parked after its traps (limits.parkAfter 3) and the plugin running: %+v", st)
+	}
+	if n := len(a.logs.lines("parked")); n == 0 {
+		t.Errorf("the poison pod was parked without a log line")
 	}
 
 	// A second replica joins: half the Pods move to it, while the first

@@ -26,8 +26,8 @@
 // "took over ns/name from another field manager".
 //
 // Each write is one log line "labelled ns/name team=T". Built with
-// -ldflags=-X=main.trapOn=NAME, the handler panics on the Pod named NAME:
-// a version with a bug on one object, for the convergence test.
+// -ldflags=-X=main.trapOn=NAME, the instance dies (exits) on the Pod named
+// NAME: a version with a bug on one object, for the convergence test.
 //
 // Configuration (JSON, all optional):
 //
@@ -57,12 +57,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 
 	"github.com/informer-host/informer-host/abi/kit"
 )
 
-// trapOn names a Pod the handler panics on (set with -ldflags -X).
+// trapOn names a Pod the instance dies on (set with -ldflags -X).
 var trapOn string
 
 var cfg = struct {
@@ -93,7 +94,10 @@ func reconcile(ev *kit.Event) error {
 		return nil
 	}
 	if trapOn != "" && ev.Name() == trapOn {
-		panic("team-labeler: built to fail on " + trapOn)
+		// A failure the kit cannot turn into an ERROR answer, as a
+		// fatal runtime error is: the instance dies (a trap).
+		kit.Warnf("built to fail on %s: exiting", trapOn)
+		os.Exit(3)
 	}
 	want, ok, err := desiredTeam(ev)
 	if err != nil || !ok {
