@@ -320,17 +320,28 @@ func (d *daemon) sample(since time.Time) bool {
 }
 
 // growth says how a process's RSS and goroutines moved over its life, and
-// whether that is growth: the last sample above the first by more than
-// half again plus 64 MiB, or by more than 200 goroutines. A process with
-// fewer than four samples says nothing.
+// whether that is growth: the peak of the last third of its samples above
+// the peak of the first third by more than half again plus 64 MiB, or by
+// more than 200 goroutines. Peaks, because a reload compiles the plugin
+// anew and the Go runtime gives memory back slowly: a leak keeps rising
+// from one third to the next, a working set plateaus. A process with
+// fewer than six samples says nothing.
 func growth(series []sample) (string, bool) {
-	if len(series) < 4 {
+	n := len(series)
+	if n < 6 {
 		return "", false
 	}
-	first, last := series[1], series[len(series)-1] // the first sample may precede the initial list
-	grew := last.rss > first.rss*1.5+64<<20 || last.goroutines > first.goroutines+200
-	return fmt.Sprintf("RSS %.0f → %.0f MiB, goroutines %.0f → %.0f over %s", first.rss/(1<<20), last.rss/(1<<20),
-		first.goroutines, last.goroutines, last.at-series[0].at), grew
+	peak := func(ss []sample) (rss, goroutines float64) {
+		for _, s := range ss {
+			rss, goroutines = max(rss, s.rss), max(goroutines, s.goroutines)
+		}
+		return rss, goroutines
+	}
+	firstRSS, firstG := peak(series[:n/3])
+	lastRSS, lastG := peak(series[n-n/3:])
+	grew := lastRSS > firstRSS*1.5+64<<20 || lastG > firstG+200
+	return fmt.Sprintf("peak RSS %.0f MiB in the first third of its %d samples, %.0f MiB in the last; peak goroutines %.0f, then %.0f; over %s",
+		firstRSS/(1<<20), n, lastRSS/(1<<20), firstG, lastG, series[n-1].at-series[0].at), grew
 }
 
 // controlPlaneProcess is kube-apiserver or etcd, a child of this test
