@@ -2,7 +2,7 @@
 # fixtures. Included by the top-level Makefile; all paths are relative to
 # the repository root.
 #
-#   make plugins    build/plugins/{pod-logger,pod-phases,owner-lookup,ns-counter,event-recorder,counter-c,crashloop-notifier,minimal-wat}.wasm
+#   make plugins    build/plugins/{pod-logger,pod-phases,owner-lookup,ns-counter,label-enforcer,team-labeler,event-recorder,counter-c,crashloop-notifier,minimal-wat}.wasm
 #   make fixtures   build/fixtures/*.wasm from host/testdata/fixtures/*.wat and *.c
 #
 # Tools: clang, lld, wasi-libc, the wasm32 compiler runtime and wabt;
