@@ -147,6 +147,21 @@ type ShardStatus struct {
 	// Owned counts, per resource, the cached objects this member owns.
 	Owned      map[string]int `json:"owned"`
 	ValidUntil time.Time      `json:"validUntil,omitzero"`
+	// Problem says why the member cannot take part (it cannot list its
+	// group's Leases or renew its own); /readyz reports it.
+	Problem string `json:"problem,omitempty"`
+}
+
+// ShardNotReady says why this member is not ready, "" when it is (or
+// without sharding): it cannot see its group or renew its Lease, and so
+// takes no share of the objects. A member still joining is ready: its
+// share is owned by the others meanwhile.
+func (h *Host) ShardNotReady() string {
+	a := h.shard.cur.Load()
+	if a == nil || a.Problem == "" || a.Active {
+		return ""
+	}
+	return "sharding: " + a.Problem
 }
 
 // ShardStatus reports the member's view, nil without sharding.
@@ -156,7 +171,7 @@ func (h *Host) ShardStatus() *ShardStatus {
 		return nil
 	}
 	st := &ShardStatus{Member: a.Self, Active: a.Active, Members: a.Members, Key: string(a.Key),
-		Owned: map[string]int{}, ValidUntil: a.ValidUntil()}
+		Owned: map[string]int{}, ValidUntil: a.ValidUntil(), Problem: a.Problem}
 	now := time.Now()
 	for _, r := range h.config().Resources {
 		keys, _ := h.pipeline.CacheKeys(nil, r.Name, "", "")
@@ -180,6 +195,9 @@ var (
 		[]string{"member"}, nil)
 	descShardOwned = prometheus.NewDesc("informer_host_shard_owned_objects",
 		"Cached objects of the resource this member owns and delivers to its plugins.", []string{"resource"}, nil)
+	descShardBlocked = prometheus.NewDesc("informer_host_shard_member_blocked",
+		"1 while this member cannot list its sharding group's Leases or renew its own (RBAC, most often): it takes no share of the objects.",
+		nil, nil)
 )
 
 // collectShard adds the sharding metrics, none without sharding.
@@ -199,10 +217,16 @@ func (h *Host) collectShard(ch chan<- prometheus.Metric) {
 	for r, n := range st.Owned {
 		ch <- prometheus.MustNewConstMetric(descShardOwned, prometheus.GaugeValue, float64(n), r)
 	}
+	blocked := 0.0
+	if st.Problem != "" {
+		blocked = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descShardBlocked, prometheus.GaugeValue, blocked)
 }
 
 func describeShard(ch chan<- *prometheus.Desc) {
 	ch <- descShardMember
 	ch <- descShardLive
 	ch <- descShardOwned
+	ch <- descShardBlocked
 }

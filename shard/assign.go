@@ -35,6 +35,11 @@ type Assignment struct {
 	Active bool
 	// Since is when the Assignment was published.
 	Since time.Time
+	// Problem says why the member cannot take part in its group (it
+	// cannot list the group's Leases or renew its own), "" when it can.
+	// A member with a problem owns nothing once its validity runs out,
+	// and never joins: the host reports it as not ready.
+	Problem string
 
 	// until is ValidUntil as nanoseconds after Since (-1: never valid),
 	// so that comparisons keep Since's monotonic clock reading. The member
