@@ -1,6 +1,8 @@
 package host
 
 import (
+	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +24,103 @@ type shardState struct {
 	// every event a worker is about to hand its plugin, with the
 	// Assignment it was decided under and when.
 	onDeliver func(plugin string, ev *informer.Event, a *shard.Assignment, at time.Time)
+
+	// callsMu guards calls: by generation, the plugin call under way, so
+	// that SetAssignment can cancel its I/O once this member no longer
+	// owns what the call is about. An entry lives as long as its
+	// generation; its call fields are set only during a call.
+	callsMu sync.Mutex
+	calls   map[*generation]*shardCall
+}
+
+// shardCall is a sharded generation's call into its plugin, for
+// fencing: a write or HTTP request the plugin is waiting on when its
+// member stops owning the object (a member joined and won it, or this
+// one was fenced) must not go on and act after the new owner does.
+type shardCall struct {
+	// base is done when the generation stops; every call's context is
+	// its child (no goroutine per call).
+	base context.Context
+	// key is the call's object; whole marks a call about no one object
+	// (ih_synced), fenced only when the member owns nothing. cancel ends
+	// the call's context, nil when no call is under way.
+	key    objectKey
+	whole  bool
+	cancel context.CancelFunc
+}
+
+// fenced reports whether a no longer lets this member act for c's call.
+func (c *shardCall) fenced(a *shard.Assignment, now time.Time) bool {
+	if c.whole {
+		return !a.Valid(now)
+	}
+	return !a.Owns(c.key.namespace, c.key.name, now)
+}
+
+// callContext is the context of one call into the plugin: done when the
+// generation stops (stopContext) and, sharded, when the member stops
+// owning k (nil: the call is about no one object, and ends when the
+// member owns nothing), so a network wait returns ERR_CANCELED to the
+// plugin instead of acting for an object another member now owns. Only
+// a call decided as the owner is fenced so: a handed-over delete, or the
+// delete of an object the plugin had, reaches the plugin whoever owns
+// the object now. The returned func ends the call; the worker calls it
+// when the call returns. Worker only.
+func (g *generation) callContext(k *objectKey) (context.Context, func()) {
+	call := shardCall{whole: k == nil}
+	if k != nil {
+		call.key = *k
+	}
+	if g.shard == nil || g.shard.cur.Load() == nil || call.fenced(g.applied, time.Now()) {
+		return stopContext{g.stopCh}, func() {}
+	}
+	st := g.shard
+	st.callsMu.Lock()
+	c := st.calls[g]
+	if c == nil {
+		base, stop := context.WithCancel(context.Background())
+		c = &shardCall{base: base}
+		if st.calls == nil {
+			st.calls = map[*generation]*shardCall{}
+		}
+		st.calls[g] = c
+		go func() {
+			<-g.stopCh
+			stop()
+			st.callsMu.Lock()
+			delete(st.calls, g)
+			st.callsMu.Unlock()
+		}()
+	}
+	ctx, cancel := context.WithCancel(c.base)
+	c.key, c.whole, c.cancel = call.key, call.whole, cancel
+	// SetAssignment stores the new Assignment before it looks at the
+	// calls: either it sees this call, or this sees its Assignment.
+	if c.fenced(st.cur.Load(), time.Now()) {
+		cancel()
+	}
+	st.callsMu.Unlock()
+	return ctx, func() {
+		st.callsMu.Lock()
+		c.cancel = nil
+		st.callsMu.Unlock()
+		cancel()
+	}
+}
+
+// fenceCalls cancels the calls under way that a does not let this member
+// make. The validity's end is covered too: the member publishes an
+// inactive Assignment when it runs out (shard.Member's fence timer).
+func (st *shardState) fenceCalls(a *shard.Assignment) {
+	now := time.Now()
+	st.callsMu.Lock()
+	defer st.callsMu.Unlock()
+	for _, c := range st.calls {
+		if c.cancel != nil && c.fenced(a, now) {
+			c.cancel()
+			c.cancel = nil
+		}
+	}
 }
 
 // SetAssignment makes a the view plugins are fed by: from now on each
@@ -32,9 +131,12 @@ type shardState struct {
 // initial-list flag, both from the informer's store through the replay
 // cursor, as a restart's replay does. Call it before LoadDir, with the
 // member's first (inactive) Assignment, so nothing is delivered before
-// the member has joined its group.
+// the member has joined its group. A call under way whose object a does
+// not give this member has its I/O canceled at once: the plugin's write
+// or HTTP request returns ERR_CANCELED.
 func (h *Host) SetAssignment(a *shard.Assignment) {
 	h.shard.cur.Store(a)
+	h.shard.fenceCalls(a)
 	h.mu.Lock()
 	slots := make([]*PluginSlot, 0, len(h.slots))
 	for _, s := range h.slots {

@@ -548,7 +548,9 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 			continue
 		}
 		// The generation's stop cancels a write waiting in ih_synced too.
-		called, err := inst.Synced(stopContext{g.stopCh}, ref)
+		ctx, ended := g.callContext(nil)
+		called, err := inst.Synced(ctx, ref)
+		ended()
 		if called && g.slot.h.observe != nil {
 			g.slot.h.observe(g.slot.name, &informer.Event{Resource: ref}, engine.Result{}, err)
 		}
@@ -746,9 +748,13 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 		g.record(d.key, ev, seen)
 		return inst, true
 	}
-	res, err := inst.HandleWith(stopContext{g.stopCh}, env, flags)
-	if err != nil && g.stopping() && !errors.As(err, new(*engine.Failure)) {
-		return inst, false // stopped just before the call: not the plugin's failure
+	ctx, ended := g.callContext(&d.key)
+	res, err := inst.HandleWith(ctx, env, flags)
+	ended()
+	if err != nil && (g.stopping() || ctx.Err() != nil) && !errors.As(err, new(*engine.Failure)) {
+		// Stopped, or handed over (the handover replays it), just before
+		// the call: not the plugin's failure.
+		return inst, !g.stopping()
 	}
 	s.obs.handle.Observe(since(start))
 	s.lastEvent.Store(time.Now().UnixNano())
