@@ -629,13 +629,26 @@ func TestShardingJoinHandsOverOnceTheOthersLetGo(t *testing.T) {
 	}
 	// a owned everything up to the view that gave b its share: it was
 	// never inactive, never without itself.
+	var released, admitted time.Time
 	a.mu.Lock()
 	for _, x := range a.timeline[1:] {
 		if !x.Active {
 			t.Errorf("member a published an inactive view during the join: %v", x)
 		}
+		if released.IsZero() && len(x.Members) == 2 {
+			released = x.Since
+		}
 	}
 	a.mu.Unlock()
+	b.mu.Lock()
+	for _, x := range b.timeline {
+		if x.Active && admitted.IsZero() {
+			admitted = x.Since
+		}
+	}
+	b.mu.Unlock()
+	// For the record, not asserted: how long b's share had no owner.
+	t.Logf("b's share owned by nobody for %s (retryPeriod %s)", admitted.Sub(released), testRetry)
 	if d := doubleOwnership([]*shardMember{a, b}, keysOf2(cluster)); len(d) > 0 {
 		t.Errorf("objects owned by both members at once: %s", strings.Join(d[:min(5, len(d))], "\n"))
 	}

@@ -30,8 +30,8 @@ type Assignment struct {
 	Members []string
 	// Key is the hashed key.
 	Key Key
-	// Active: this member may own objects. False before it has waited
-	// out its join delay and once it is fenced.
+	// Active: this member may own objects. False before the others have
+	// let it in (see Member) and once it is fenced.
 	Active bool
 	// Since is when the Assignment was published.
 	Since time.Time
