@@ -37,16 +37,20 @@ type shardState struct {
 // fencing: a write or HTTP request the plugin is waiting on when its
 // member stops owning the object (a member joined and won it, or this
 // one was fenced) must not go on and act after the new owner does.
+// Guarded by shardState.callsMu.
 type shardCall struct {
-	// base is done when the generation stops; every call's context is
-	// its child (no goroutine per call).
-	base context.Context
-	// key is the call's object; whole marks a call about no one object
-	// (ih_synced), fenced only when the member owns nothing. cancel ends
-	// the call's context, nil when no call is under way.
-	key    objectKey
-	whole  bool
+	// base is done when the generation stops (or its worker ends). ctx,
+	// its child, is the calls' context: reused from call to call until a
+	// fence cancels it (then ctx is nil and the next call makes another),
+	// so a call costs no allocation.
+	base   context.Context
+	ctx    context.Context
 	cancel context.CancelFunc
+	// busy: a call is under way, about key (whole: about no one object,
+	// ih_synced; fenced only when the member owns nothing).
+	busy  bool
+	key   objectKey
+	whole bool
 }
 
 // fenced reports whether a no longer lets this member act for c's call.
@@ -64,18 +68,19 @@ func (c *shardCall) fenced(a *shard.Assignment, now time.Time) bool {
 // plugin instead of acting for an object another member now owns. Only
 // a call decided as the owner is fenced so: a handed-over delete, or the
 // delete of an object the plugin had, reaches the plugin whoever owns
-// the object now. The returned func ends the call; the worker calls it
-// when the call returns. Worker only.
-func (g *generation) callContext(k *objectKey) (context.Context, func()) {
+// the object now. The worker calls callEnded when the call returns.
+// Worker only.
+func (g *generation) callContext(k *objectKey) context.Context {
 	call := shardCall{whole: k == nil}
 	if k != nil {
 		call.key = *k
 	}
 	if g.shard == nil || g.shard.cur.Load() == nil || call.fenced(g.applied, time.Now()) {
-		return stopContext{g.stopCh}, func() {}
+		return stopContext{g.stopCh}
 	}
 	st := g.shard
 	st.callsMu.Lock()
+	defer st.callsMu.Unlock()
 	c := st.calls[g]
 	if c == nil {
 		base, stop := context.WithCancel(context.Background())
@@ -85,27 +90,43 @@ func (g *generation) callContext(k *objectKey) (context.Context, func()) {
 		}
 		st.calls[g] = c
 		go func() {
-			<-g.stopCh
+			// Stopped: cancel the call under way. Done (quarantined, or
+			// failed after being replaced): no call will come.
+			select {
+			case <-g.stopCh:
+			case <-g.done:
+			}
 			stop()
 			st.callsMu.Lock()
 			delete(st.calls, g)
 			st.callsMu.Unlock()
 		}()
 	}
-	ctx, cancel := context.WithCancel(c.base)
-	c.key, c.whole, c.cancel = call.key, call.whole, cancel
+	if c.ctx == nil {
+		c.ctx, c.cancel = context.WithCancel(c.base)
+	}
+	c.busy, c.key, c.whole = true, call.key, call.whole
+	ctx := c.ctx
 	// SetAssignment stores the new Assignment before it looks at the
 	// calls: either it sees this call, or this sees its Assignment.
 	if c.fenced(st.cur.Load(), time.Now()) {
-		cancel()
+		c.cancel()
+		c.ctx = nil
 	}
-	st.callsMu.Unlock()
-	return ctx, func() {
-		st.callsMu.Lock()
-		c.cancel = nil
-		st.callsMu.Unlock()
-		cancel()
+	return ctx
+}
+
+// callEnded marks the call callContext began as returned: a fence from
+// now on does not concern it. Worker only.
+func (g *generation) callEnded() {
+	if g.shard == nil || g.shard.cur.Load() == nil {
+		return
 	}
+	g.shard.callsMu.Lock()
+	if c := g.shard.calls[g]; c != nil {
+		c.busy = false
+	}
+	g.shard.callsMu.Unlock()
 }
 
 // fenceCalls cancels the calls under way that a does not let this member
@@ -116,9 +137,9 @@ func (st *shardState) fenceCalls(a *shard.Assignment) {
 	st.callsMu.Lock()
 	defer st.callsMu.Unlock()
 	for _, c := range st.calls {
-		if c.cancel != nil && c.fenced(a, now) {
+		if c.busy && c.ctx != nil && c.fenced(a, now) {
 			c.cancel()
-			c.cancel = nil
+			c.ctx = nil
 		}
 	}
 }

@@ -548,9 +548,8 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 			continue
 		}
 		// The generation's stop cancels a write waiting in ih_synced too.
-		ctx, ended := g.callContext(nil)
-		called, err := inst.Synced(ctx, ref)
-		ended()
+		called, err := inst.Synced(g.callContext(nil), ref)
+		g.callEnded()
 		if called && g.slot.h.observe != nil {
 			g.slot.h.observe(g.slot.name, &informer.Event{Resource: ref}, engine.Result{}, err)
 		}
@@ -748,9 +747,9 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 		g.record(d.key, ev, seen)
 		return inst, true
 	}
-	ctx, ended := g.callContext(&d.key)
+	ctx := g.callContext(&d.key)
 	res, err := inst.HandleWith(ctx, env, flags)
-	ended()
+	g.callEnded()
 	if err != nil && (g.stopping() || ctx.Err() != nil) && !errors.As(err, new(*engine.Failure)) {
 		// Stopped, or handed over (the handover replays it), just before
 		// the call: not the plugin's failure.
