@@ -153,8 +153,9 @@ func (m *Member) Assignment() *Assignment {
 	return m.cur
 }
 
-// Run renews the member's Lease and lists the group's every RetryPeriod,
-// publishing a new Assignment whenever the view changes, until ctx ends.
+// Run lists the group's Leases and then renews the member's own every
+// RetryPeriod, publishing a new Assignment whenever the view changes,
+// until ctx ends.
 // Then it publishes an inactive Assignment and, unless Options.Abandon,
 // deletes its Lease, so the others take its objects over at their next
 // list instead of after LeaseDuration. Cancel ctx only once the plugins
