@@ -330,11 +330,11 @@ func (m *Member) validUntilLocked() time.Time {
 }
 
 // admittedLocked reports whether this member may start owning objects,
-// from a list sent at listSent (the members live at now), after its streak's first renewal had
+// from a list sent at listSent, after its streak's first renewal had
 // returned (so the list shows it, and every member whose Lease the list
 // does not show lists after that renewal and counts this one): every
-// other live member has published a view with this member in it, under
-// this streak's epoch, so none still owns this member's share. A member
+// other member live at now has published a view with this member in it,
+// under this streak's epoch, so none still owns this member's share. A member
 // whose Lease carries no view (a version before the handshake) is waited
 // for with the join delay instead: by renewDeadline after this member's
 // renewal, any member whose view is still valid has listed since.
