@@ -561,7 +561,8 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 			continue
 		}
 		// The generation's stop cancels a write waiting in ih_synced too.
-		called, err := inst.Synced(stopContext{g.stopCh}, ref)
+		called, err := inst.Synced(g.callContext(nil), ref)
+		g.callEnded()
 		if called && g.slot.h.observe != nil {
 			g.slot.h.observe(g.slot.name, &informer.Event{Resource: ref}, engine.Result{}, err)
 		}
@@ -765,9 +766,13 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 	}
 	rv := resourceVersion(ev.Object)
 	g.conv.handing(d.key, rv)
-	res, err := inst.HandleWith(stopContext{g.stopCh}, env, flags)
-	if err != nil && g.stopping() && !errors.As(err, new(*engine.Failure)) {
-		return inst, false // stopped just before the call: not the plugin's failure
+	ctx := g.callContext(&d.key)
+	res, err := inst.HandleWith(ctx, env, flags)
+	g.callEnded()
+	if err != nil && (g.stopping() || ctx.Err() != nil) && !errors.As(err, new(*engine.Failure)) {
+		// Stopped, or handed over (the handover replays it), just before
+		// the call: not the plugin's failure.
+		return inst, !g.stopping()
 	}
 	s.obs.handle.Observe(since(start))
 	s.lastEvent.Store(time.Now().UnixNano())

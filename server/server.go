@@ -329,6 +329,9 @@ func NotReady(p *informer.Pipeline, h *host.Host) []string {
 		}
 	}
 	if h != nil {
+		if r := h.ShardNotReady(); r != "" {
+			why = append(why, r)
+		}
 		for _, pl := range h.Status() {
 			switch pl.State {
 			case host.StateQuarantined, host.StateStandby: // deliberately off: not a reason to stop traffic
