@@ -165,8 +165,12 @@ const (
 const (
 	// WriteForce takes over conflicting fields on an apply (force=true).
 	WriteForce int32 = 1 << 0
-	// WriteFlagsKnown is every flag a v1.2 host knows.
-	WriteFlagsKnown = WriteForce
+	// WriteMustExist makes an apply update an existing object only: if
+	// there is none (deleted meanwhile) it is ErrAbsent rather than a
+	// create. Since v1.3.
+	WriteMustExist int32 = 1 << 1
+	// WriteFlagsKnown is every flag a v1.3 host knows.
+	WriteFlagsKnown = WriteForce | WriteMustExist
 )
 
 // WriteVerb returns the grant verb of a k8s_write op ("create", "patch",
@@ -330,6 +334,11 @@ const (
 	// ErrCanceled: the host stopped the call (shutdown, reload, lost
 	// lease) while it waited on the network. The plugin should return.
 	ErrCanceled int32 = -18
+	// ErrFieldConflict: a server-side apply would change fields another
+	// field manager owns (409 Conflict with FieldManagerConflict causes).
+	// Unlike ErrConflict no newer event settles it: the plugin decides
+	// to force or to report. Since v1.3.
+	ErrFieldConflict int32 = -19
 )
 
 // Metric kinds, the kind argument of metric_declare.
@@ -384,6 +393,8 @@ func ErrorName(code int32) string {
 		return "ERR_TOO_LARGE"
 	case ErrCanceled:
 		return "ERR_CANCELED"
+	case ErrFieldConflict:
+		return "ERR_FIELD_CONFLICT"
 	}
 	return ""
 }

@@ -309,7 +309,7 @@ func TestSignatures(t *testing.T) {
 	if got := Exports()[0].Signature.String(); got != "() -> ()" {
 		t.Fatal(got)
 	}
-	for c := ErrCanceled; c <= ErrAbsent; c++ {
+	for c := ErrFieldConflict; c <= ErrAbsent; c++ {
 		if ErrorName(c) == "" {
 			t.Fatalf("no name for %d", c)
 		}

@@ -35,22 +35,48 @@ const (
 	DeliveryLatest = "latest"
 )
 
+// What a handler's ERROR answer does (delivery.onError).
+const (
+	// OnErrorRetry retries the object with backoff, as a controller's
+	// reconcile error does.
+	OnErrorRetry = "retry"
+	// OnErrorSkip gives up on the event: the object waits for its next
+	// change.
+	OnErrorSkip = "skip"
+)
+
+// UnlimitedRetries as Delivery.MaxRetries never gives up on an object.
+const UnlimitedRetries = -1
+
 // ServerOff as server.address disables the HTTP server.
 const ServerOff = "off"
 
 // Built-in defaults, filled in by Load and Parse for fields the file leaves
 // out (or sets to null).
 const (
-	DefaultPluginDirectory        = "plugins"
-	DefaultServerAddress          = ":9090"
-	DefaultLeaseName              = "informer-host"
-	DefaultLeaseDuration          = 15 * time.Second
-	DefaultRenewDeadline          = 10 * time.Second
-	DefaultRetryPeriod            = 2 * time.Second
-	DefaultDeliveryMode           = DeliveryEvery
-	DefaultBufferSize             = 10000
-	DefaultMaxRetries             = 3
-	DefaultRetryBackoff           = 100 * time.Millisecond
+	DefaultPluginDirectory = "plugins"
+	DefaultServerAddress   = ":9090"
+	DefaultLeaseName       = "informer-host"
+	DefaultLeaseDuration   = 15 * time.Second
+	DefaultRenewDeadline   = 10 * time.Second
+	DefaultRetryPeriod     = 2 * time.Second
+	DefaultDeliveryMode    = DeliveryEvery
+	DefaultBufferSize      = 10000
+	// DefaultMaxRetries: an object whose handling fails is retried until
+	// it succeeds, as client-go's workqueue retries it; giving up is an
+	// explicit opt-in (delivery.maxRetries).
+	DefaultMaxRetries = UnlimitedRetries
+	// DefaultRetryBackoff and DefaultMaxRetryBackoff are client-go's
+	// DefaultControllerRateLimiter's per-object bounds.
+	DefaultRetryBackoff    = 5 * time.Millisecond
+	DefaultMaxRetryBackoff = 1000 * time.Second
+	DefaultOnError         = OnErrorRetry
+	// DefaultParkAfter failures of calls handling one object park it.
+	DefaultParkAfter = 3
+	// DefaultStablePeriod without a failure ends a plugin's failure
+	// streak, as a container's restart backoff resets after it ran 10
+	// minutes without crashing.
+	DefaultStablePeriod           = 10 * time.Minute
 	DefaultMemoryPages            = 1024 // 64 MiB
 	DefaultCallTimeout            = time.Second
 	DefaultMaxConsecutiveFailures = 5
@@ -67,6 +93,7 @@ const (
 const (
 	MaxBufferSize  = 1_000_000
 	MaxMaxRetries  = 100
+	MaxParkAfter   = 100
 	MaxMemoryPages = 65536 // the wasm32 limit: 4 GiB
 	MaxModuleSize  = Size(1 << 30)
 	// MaxHostCallsPerCall bounds limits.maxHostCallsPerCall.
@@ -98,6 +125,11 @@ type Config struct {
 	// plugins.default. From then on a module's fields hold effective
 	// values, and a zero (maxRetries: 0) is a choice, not a gap to fill.
 	resolved bool
+	// lines holds the line of every resources[] and plugins.modules[]
+	// entry, by path, for the problems found after Load: a module file
+	// missing from the directory, a resource the apiserver does not serve
+	// (locate.go). Set by Parse, never changed.
+	lines map[string]int
 }
 
 // Resource is one watched API resource. Exactly one of Resource and Kind
@@ -215,10 +247,24 @@ func (b *Binding) Wants(event string) bool {
 
 // Delivery shapes the queue between an informer and a plugin.
 type Delivery struct {
-	Mode         string   `yaml:"mode" json:"mode"`                 // "every" (default) or "latest"
-	BufferSize   int      `yaml:"bufferSize" json:"bufferSize"`     // hard cap of the plugin's buffer; default 10000
-	MaxRetries   int      `yaml:"maxRetries" json:"maxRetries"`     // when the plugin answers "retry"; default 3; 0 = never retry
-	RetryBackoff Duration `yaml:"retryBackoff" json:"retryBackoff"` // first retry delay, doubles; default 100ms; 0s = retry at once
+	Mode       string `yaml:"mode" json:"mode"`             // "every" (default) or "latest"
+	BufferSize int    `yaml:"bufferSize" json:"bufferSize"` // hard cap of the plugin's buffer; default 10000
+	// MaxRetries is how often an object whose handling failed (RETRY,
+	// or ERROR with onError: retry) is handed again before the host gives
+	// up on it, counts it as dropped and waits for its next change. Unset
+	// or -1 (UnlimitedRetries, the default): never give up. 0: never
+	// retry.
+	MaxRetries int `yaml:"maxRetries" json:"maxRetries"`
+	// RetryBackoff is the first per-object retry delay; it doubles with
+	// each retry of the object up to MaxRetryBackoff, and all retries of
+	// the plugin together are held to 10 per second (burst 100), as
+	// client-go's DefaultControllerRateLimiter does. Default 5ms; 0s =
+	// no per-object delay.
+	RetryBackoff    Duration `yaml:"retryBackoff" json:"retryBackoff"`
+	MaxRetryBackoff Duration `yaml:"maxRetryBackoff" json:"maxRetryBackoff"` // default 1000s
+	// OnError is what a handler's ERROR answer does: "retry" (default)
+	// retries the object with backoff; "skip" gives up on the event.
+	OnError string `yaml:"onError" json:"onError"`
 }
 
 // Limits confine a plugin instance.
@@ -229,15 +275,30 @@ type Limits struct {
 	// for cancellation inside loops, which costs measurable time, so a
 	// trusted, hot plugin may opt out. Check CallTimeout.Duration == 0, not
 	// IsSet: after Load every duration is set.
-	CallTimeout            Duration `yaml:"callTimeout" json:"callTimeout"`
-	MaxConsecutiveFailures int      `yaml:"maxConsecutiveFailures" json:"maxConsecutiveFailures"` // then quarantine; default 5
-	RestartBackoff         Duration `yaml:"restartBackoff" json:"restartBackoff"`                 // first restart delay, doubles; default 1s
-	MaxRestartBackoff      Duration `yaml:"maxRestartBackoff" json:"maxRestartBackoff"`           // default 1m
+	CallTimeout Duration `yaml:"callTimeout" json:"callTimeout"`
+	// MaxConsecutiveFailures quarantines the plugin once it has failed
+	// (trapped, timed out, run out of memory) this often since it was
+	// last stable: successes in between do not end the streak, only
+	// StablePeriod without a failure does. Default 5.
+	MaxConsecutiveFailures int `yaml:"maxConsecutiveFailures" json:"maxConsecutiveFailures"`
+	// RestartBackoff is the first restart delay; it doubles with each
+	// failure of the streak up to MaxRestartBackoff. Default 1s, 1m.
+	RestartBackoff    Duration `yaml:"restartBackoff" json:"restartBackoff"`
+	MaxRestartBackoff Duration `yaml:"maxRestartBackoff" json:"maxRestartBackoff"`
+	// StablePeriod without a failure ends the plugin's failure streak
+	// (the restart delay and the quarantine count start over). Default
+	// 10m.
+	StablePeriod Duration `yaml:"stablePeriod" json:"stablePeriod"`
+	// ParkAfter failures of calls handling one object (traps, deadline
+	// kills, memory failures, ERROR answers) park it: it is not handed
+	// to the plugin again, not even by a restart's replay, until it
+	// changes or its backoff (at least StablePeriod) ends. Default 3; 0
+	// = never park.
+	ParkAfter int `yaml:"parkAfter" json:"parkAfter"`
 	// MaxCallTime bounds one call's wall time, the waits of its host calls
 	// (HTTP requests, writes) included, which CallTimeout does not count;
 	// at least CallTimeout. Absent (zero): 10 times CallTimeout, at least
-	// 1m. It
-	// applies only with a CallTimeout (abi/ABI.md §12).
+	// 1m. It applies only with a CallTimeout (abi/ABI.md §12).
 	MaxCallTime Duration `yaml:"maxCallTime" json:"maxCallTime"`
 	// MaxHostCallsPerCall caps the host calls of one call; the call that
 	// would make one more is stopped as a timeout. Absent (zero): 100000.
@@ -286,6 +347,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	}
 	applyDefaults(c, p)
 	c.File = file
+	c.lines = entryLines(p, c)
 	return c, nil
 }
 

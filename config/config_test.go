@@ -134,7 +134,7 @@ func TestParseProblems(t *testing.T) {
 			"  default:",                       // 7
 			"    delivery:",                    // 8
 			"      bufferSize: 0",              // 9
-			"      maxRetries: -1",             // 10
+			"      maxRetries: -2",             // 10
 			"    limits:",                      // 11
 			"      memoryPages: 65537",         // 12
 			"      maxConsecutiveFailures: 0",  // 13
@@ -148,7 +148,7 @@ func TestParseProblems(t *testing.T) {
 			"      maxConsecutiveFailures: -3", // 21
 		), []string{
 			`config.yaml:9: plugins.default.delivery.bufferSize: 0 is out of range; must be between 1 and 1000000`,
-			`config.yaml:10: plugins.default.delivery.maxRetries: -1 is out of range; must be between 0 and 100`,
+			`config.yaml:10: plugins.default.delivery.maxRetries: -2 is out of range; must be between 0 and 100`,
 			`config.yaml:12: plugins.default.limits.memoryPages: 65537 is out of range; must be between 1 and 65536`,
 			`config.yaml:13: plugins.default.limits.maxConsecutiveFailures: 0 is out of range; must be at least 1`,
 			`config.yaml:17: plugins.modules[0].delivery.bufferSize: 1000001 is out of range`,
@@ -171,6 +171,23 @@ func TestParseProblems(t *testing.T) {
 		{"max restart backoff below first", withHead("plugins:", "  default:", "    limits: {restartBackoff: 2m}", "  modules:", "  - file: a.wasm", "    limits:", "      maxRestartBackoff: 10s"), []string{
 			`config.yaml:8: plugins.default.limits.restartBackoff: restartBackoff (2m0s) must not be more than maxRestartBackoff (1m0s)`,
 			`config.yaml:12: plugins.modules[0].limits.maxRestartBackoff: maxRestartBackoff (10s) must not be less than restartBackoff (2m0s)`,
+		}},
+		{"convergence settings", withHead(
+			"plugins:",   // 6
+			"  default:", // 7
+			"    delivery: {onError: ignore, maxRetryBackoff: 0s}", // 8
+			"    limits: {parkAfter: 101, stablePeriod: 0s}",       // 9
+			"  modules:",       // 10
+			"  - file: a.wasm", // 11
+			"    delivery: {retryBackoff: 1h, maxRetryBackoff: 1m}", // 12
+			"    limits: {parkAfter: -1}",                           // 13
+		), []string{
+			`config.yaml:8: plugins.default.delivery.onError: unknown onError "ignore"; expected "retry" (retry the object with backoff) or "skip" (give up on the event)`,
+			`config.yaml:8: plugins.default.delivery.maxRetryBackoff: must be greater than 0`,
+			`config.yaml:9: plugins.default.limits.parkAfter: 101 is out of range; must be between 0 and 100`,
+			`config.yaml:9: plugins.default.limits.stablePeriod: must be greater than 0`,
+			`config.yaml:12: plugins.modules[0].delivery.maxRetryBackoff: maxRetryBackoff (1m0s) must not be less than retryBackoff (1h0m0s)`,
+			`config.yaml:13: plugins.modules[0].limits.parkAfter: -1 is out of range; must be between 0 and 100`,
 		}},
 		{"duplicate module", withHead("plugins:", "  modules:", "  - file: a.wasm", "  - file: b.wasm", "  - file: a.wasm"),
 			[]string{`config.yaml:10: plugins.modules[2].file: duplicate module file "a.wasm" (first at line 8)`}},
@@ -412,9 +429,11 @@ func TestParseValid(t *testing.T) {
 	a := c.SettingsFor("a.wasm")
 	wantA := PluginSettings{
 		Bindings: []Binding{{Resource: "deployments", Events: []string{"add", "delete"}}},
-		Delivery: Delivery{Mode: "every", BufferSize: 10000, MaxRetries: 5, RetryBackoff: NewDuration(100 * time.Millisecond)},
+		Delivery: Delivery{Mode: "every", BufferSize: 10000, MaxRetries: 5, RetryBackoff: NewDuration(5 * time.Millisecond),
+			MaxRetryBackoff: NewDuration(1000 * time.Second), OnError: OnErrorRetry},
 		Limits: Limits{MemoryPages: 256, CallTimeout: NewDuration(0), MaxConsecutiveFailures: 5,
-			RestartBackoff: NewDuration(time.Second), MaxRestartBackoff: NewDuration(time.Minute)},
+			RestartBackoff: NewDuration(time.Second), MaxRestartBackoff: NewDuration(time.Minute),
+			StablePeriod: NewDuration(10 * time.Minute), ParkAfter: 3},
 		Config: map[string]any{"shared": true},
 	}
 	if !reflect.DeepEqual(a, wantA) {
@@ -788,5 +807,30 @@ func TestCallBoundLimits(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.problem) {
 			t.Errorf("limits %s: %v, want a problem %q", tc.limits, err, tc.problem)
 		}
+	}
+}
+
+// Giving up on an object is an explicit opt-in: an unset maxRetries
+// never gives up, whatever level sets it.
+func TestMaxRetriesOptIn(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       int
+	}{
+		{"unset", "", UnlimitedRetries},
+		{"explicit zero", "    delivery: {maxRetries: 0}", 0},
+		{"explicit", "    delivery: {maxRetries: 7}", 7},
+		{"explicit unlimited", "    delivery: {maxRetries: -1}", UnlimitedRetries},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("config.yaml", []byte(withHead("plugins:", "  default:", "    bindings: [{resource: pods}]", tc.yaml)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := c.SettingsFor("a.wasm")
+			if s.Delivery.MaxRetries != tc.want || s.Delivery.OnError != OnErrorRetry || s.Limits.ParkAfter != DefaultParkAfter {
+				t.Errorf("delivery = %+v, limits = %+v; want maxRetries %d, onError retry, parkAfter %d", s.Delivery, s.Limits, tc.want, DefaultParkAfter)
+			}
+		})
 	}
 }

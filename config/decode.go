@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/informer-host/informer-host/internal/nearest"
 )
 
 // path addresses a value in the document: string keys into mappings, int
@@ -691,29 +693,9 @@ func suggest(name string, known []string) string {
 	}
 	best, bestDist := "", 3
 	for _, k := range known {
-		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestDist && d < len(k)/2+1 {
+		if d := nearest.Distance(strings.ToLower(name), strings.ToLower(k)); d < bestDist && d < len(k)/2+1 {
 			best, bestDist = k, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -20,11 +20,15 @@ const (
 	setBufferSize
 	setMaxRetries
 	setRetryBackoff
+	setMaxRetryBackoff
+	setOnError
 	setMemoryPages
 	setCallTimeout
 	setMaxConsecutiveFailures
 	setRestartBackoff
 	setMaxRestartBackoff
+	setStablePeriod
+	setParkAfter
 	setGrantState
 	setGrantMetrics
 	setGrantWrites
@@ -56,11 +60,15 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 		{setBufferSize, d.key("bufferSize")},
 		{setMaxRetries, d.key("maxRetries")},
 		{setRetryBackoff, d.key("retryBackoff")},
+		{setMaxRetryBackoff, d.key("maxRetryBackoff")},
+		{setOnError, d.key("onError")},
 		{setMemoryPages, l.key("memoryPages")},
 		{setCallTimeout, l.key("callTimeout")},
 		{setMaxConsecutiveFailures, l.key("maxConsecutiveFailures")},
 		{setRestartBackoff, l.key("restartBackoff")},
 		{setMaxRestartBackoff, l.key("maxRestartBackoff")},
+		{setStablePeriod, l.key("stablePeriod")},
+		{setParkAfter, l.key("parkAfter")},
 		{setGrantState, sp.key("grants").key("state")},
 		{setGrantMetrics, metricsGrantAt(sp)},
 		{setGrantWrites, sp.key("grants").key("writes")},
@@ -78,6 +86,9 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 	// An empty mode string is as good as absent.
 	if s.Delivery.Mode == "" {
 		f &^= setMode
+	}
+	if s.Delivery.OnError == "" {
+		f &^= setOnError
 	}
 	return f
 }
@@ -99,11 +110,15 @@ func setByValue(s PluginSettings) fieldSet {
 	mark(setBufferSize, s.Delivery.BufferSize != 0)
 	mark(setMaxRetries, s.Delivery.MaxRetries != 0)
 	mark(setRetryBackoff, isSet(s.Delivery.RetryBackoff))
+	mark(setMaxRetryBackoff, isSet(s.Delivery.MaxRetryBackoff))
+	mark(setOnError, s.Delivery.OnError != "")
 	mark(setMemoryPages, s.Limits.MemoryPages != 0)
 	mark(setCallTimeout, isSet(s.Limits.CallTimeout))
 	mark(setMaxConsecutiveFailures, s.Limits.MaxConsecutiveFailures != 0)
 	mark(setRestartBackoff, isSet(s.Limits.RestartBackoff))
 	mark(setMaxRestartBackoff, isSet(s.Limits.MaxRestartBackoff))
+	mark(setStablePeriod, isSet(s.Limits.StablePeriod))
+	mark(setParkAfter, s.Limits.ParkAfter != 0)
 	mark(setGrantState, s.Grants.State != nil)
 	mark(setGrantMetrics, s.Grants.Metrics != nil)
 	mark(setGrantWrites, s.Grants.Writes != nil)
@@ -161,10 +176,12 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 		out.Grants.State = s.Grants.State
 	}
 	out.Delivery = Delivery{
-		Mode:         str(setMode, func(s *PluginSettings) string { return s.Delivery.Mode }, DefaultDeliveryMode),
-		BufferSize:   num(setBufferSize, func(s *PluginSettings) int { return s.Delivery.BufferSize }, DefaultBufferSize),
-		MaxRetries:   num(setMaxRetries, func(s *PluginSettings) int { return s.Delivery.MaxRetries }, DefaultMaxRetries),
-		RetryBackoff: dur(setRetryBackoff, func(s *PluginSettings) Duration { return s.Delivery.RetryBackoff }, DefaultRetryBackoff),
+		Mode:            str(setMode, func(s *PluginSettings) string { return s.Delivery.Mode }, DefaultDeliveryMode),
+		BufferSize:      num(setBufferSize, func(s *PluginSettings) int { return s.Delivery.BufferSize }, DefaultBufferSize),
+		MaxRetries:      num(setMaxRetries, func(s *PluginSettings) int { return s.Delivery.MaxRetries }, DefaultMaxRetries),
+		RetryBackoff:    dur(setRetryBackoff, func(s *PluginSettings) Duration { return s.Delivery.RetryBackoff }, DefaultRetryBackoff),
+		MaxRetryBackoff: dur(setMaxRetryBackoff, func(s *PluginSettings) Duration { return s.Delivery.MaxRetryBackoff }, DefaultMaxRetryBackoff),
+		OnError:         str(setOnError, func(s *PluginSettings) string { return s.Delivery.OnError }, DefaultOnError),
 	}
 	out.Limits = Limits{
 		MemoryPages:            uint32(num(setMemoryPages, func(s *PluginSettings) int { return int(s.Limits.MemoryPages) }, DefaultMemoryPages)),
@@ -172,6 +189,8 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 		MaxConsecutiveFailures: num(setMaxConsecutiveFailures, func(s *PluginSettings) int { return s.Limits.MaxConsecutiveFailures }, DefaultMaxConsecutiveFailures),
 		RestartBackoff:         dur(setRestartBackoff, func(s *PluginSettings) Duration { return s.Limits.RestartBackoff }, DefaultRestartBackoff),
 		MaxRestartBackoff:      dur(setMaxRestartBackoff, func(s *PluginSettings) Duration { return s.Limits.MaxRestartBackoff }, DefaultMaxRestartBackoff),
+		StablePeriod:           dur(setStablePeriod, func(s *PluginSettings) Duration { return s.Limits.StablePeriod }, DefaultStablePeriod),
+		ParkAfter:              num(setParkAfter, func(s *PluginSettings) int { return s.Limits.ParkAfter }, DefaultParkAfter),
 	}
 	// The call bounds stay zero when absent: zero selects the engine's
 	// defaults (DefaultMaxCallTimeFactor times callTimeout, at least a

@@ -50,8 +50,10 @@
 //
 // Where zero is a meaningful setting, the file's wording decides, not the
 // Go zero value: "callTimeout: 0s" means no deadline, while leaving
-// callTimeout out means the default of 1s; likewise "maxRetries: 0" in a
-// module overrides a non-zero default. A null value ("callTimeout:" with
+// callTimeout out means the default of 1s; likewise "maxRetries: 0"
+// (never retry) and "parkAfter: 0" (never park) in a module override the
+// defaults (never give up, park after 3), and leaving maxRetries out (or
+// -1) never gives up on an object. A null value ("callTimeout:" with
 // nothing after it) counts as absent. Duration keeps this distinction in
 // its Set field; after Load every duration is set.
 //

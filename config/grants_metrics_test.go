@@ -42,6 +42,26 @@ func TestMetricsGrant(t *testing.T) {
 	}
 }
 
+func TestMetricsGrantBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name, grant string
+		want        Size
+	}{
+		{"default", "{metrics: {}}", DefaultMetricsMaxBytes},
+		{"explicit", "{metrics: {maxBytes: 4Mi}}", 4 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("config.yaml", []byte(withHead("plugins:", "  modules:", "  - file: a.wasm", "    grants: "+tc.grant)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.SettingsFor("a.wasm").Grants.Metrics.MaxBytes; got != tc.want {
+				t.Errorf("maxBytes = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestMetricsGrantProblems(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -54,6 +74,10 @@ func TestMetricsGrantProblems(t *testing.T) {
 			`config.yaml:10: plugins.default.grants.metrics.maxSeries: 100001 is out of range`},
 		{"unknown field", []string{"plugins:", "  modules:", "  - file: a.wasm", "    grants:", "      metrics: {maxSerie: 3}"},
 			`config.yaml:10: unknown field "maxSerie" in plugins.modules[0].grants.metrics; did you mean "maxSeries"?`},
+		{"budget too small", []string{"plugins:", "  modules:", "  - file: a.wasm", "    grants:", "      metrics: {maxBytes: 1Ki}"},
+			`config.yaml:10: plugins.modules[0].grants.metrics.maxBytes: 1Ki is out of range; use a size from 16Ki to 64Mi (default 1Mi)`},
+		{"budget too large", []string{"plugins:", "  modules:", "  - file: a.wasm", "    grants:", "      metrics: {maxBytes: 1Gi}"},
+			`config.yaml:10: plugins.modules[0].grants.metrics.maxBytes: 1Gi is out of range`},
 		{"not a mapping", []string{"plugins:", "  modules:", "  - file: a.wasm", "    grants:", "      metrics: yes"},
 			`config.yaml:10: plugins.modules[0].grants.metrics: expected a mapping`},
 	} {

@@ -247,8 +247,16 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 		p.add(dp.key("mode"), "unknown delivery mode %q; expected %q or %q", d.Mode, DeliveryEvery, DeliveryLatest)
 	}
 	inRange(p, dp.key("bufferSize"), d.BufferSize, 1, MaxBufferSize)
-	inRange(p, dp.key("maxRetries"), d.MaxRetries, 0, MaxMaxRetries)
+	if at := dp.key("maxRetries"); d.MaxRetries != UnlimitedRetries {
+		inRange(p, at, d.MaxRetries, 0, MaxMaxRetries)
+	}
 	notNegative(p, dp.key("retryBackoff"), d.RetryBackoff)
+	positive(p, dp.key("maxRetryBackoff"), d.MaxRetryBackoff)
+	switch d.OnError {
+	case "", OnErrorRetry, OnErrorSkip:
+	default:
+		p.add(dp.key("onError"), "unknown onError %q; expected %q (retry the object with backoff) or %q (give up on the event)", d.OnError, OnErrorRetry, OnErrorSkip)
+	}
 
 	lp := sp.key("limits")
 	l := &s.Limits
@@ -260,6 +268,8 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 	// A zero restart delay would let a crashing plugin spin a core.
 	positive(p, lp.key("restartBackoff"), l.RestartBackoff)
 	positive(p, lp.key("maxRestartBackoff"), l.MaxRestartBackoff)
+	positive(p, lp.key("stablePeriod"), l.StablePeriod)
+	inRange(p, lp.key("parkAfter"), l.ParkAfter, 0, MaxParkAfter)
 	// Below callTimeout, maxCallTime would make callTimeout meaningless:
 	// most likely a typo, as is an explicit 0s (there is no unbounded call
 	// with a deadline).
@@ -311,23 +321,37 @@ func validateFilter(p *problems, bp path, b *Binding) {
 	}
 }
 
-// validateRestartBackoff compares the two restart delays as they will be
-// in effect, since either may come from plugins.default or the defaults.
+// validateRestartBackoff compares the first and the last delay of the
+// restart and the retry backoff as they will be in effect, since either
+// may come from plugins.default or the defaults.
 func validateRestartBackoff(p *problems, c *Config) {
+	pairs := []struct {
+		section, first, last string
+		get                  func(s *PluginSettings) (first, last time.Duration)
+	}{
+		{"limits", "restartBackoff", "maxRestartBackoff", func(s *PluginSettings) (time.Duration, time.Duration) {
+			return s.Limits.RestartBackoff.Duration, s.Limits.MaxRestartBackoff.Duration
+		}},
+		{"delivery", "retryBackoff", "maxRetryBackoff", func(s *PluginSettings) (time.Duration, time.Duration) {
+			return s.Delivery.RetryBackoff.Duration, s.Delivery.MaxRetryBackoff.Duration
+		}},
+	}
 	check := func(sp path, s PluginSettings, mustMention bool) {
-		l := s.Limits
-		if l.RestartBackoff.Duration <= 0 || l.MaxRestartBackoff.Duration <= 0 {
-			return
-		}
-		lp := sp.key("limits")
-		if mustMention && !p.present(lp.key("restartBackoff")) && !p.present(lp.key("maxRestartBackoff")) {
-			return // reported for plugins.default already
-		}
-		if l.MaxRestartBackoff.Duration < l.RestartBackoff.Duration {
-			if at := lp.key("maxRestartBackoff"); p.present(at) {
-				p.add(at, "maxRestartBackoff (%s) must not be less than restartBackoff (%s)", l.MaxRestartBackoff.Duration, l.RestartBackoff.Duration)
-			} else {
-				p.add(lp.key("restartBackoff"), "restartBackoff (%s) must not be more than maxRestartBackoff (%s)", l.RestartBackoff.Duration, l.MaxRestartBackoff.Duration)
+		for _, pr := range pairs {
+			first, last := pr.get(&s)
+			if first < 0 || last <= 0 {
+				continue // reported on their own
+			}
+			at := sp.key(pr.section)
+			if mustMention && !p.present(at.key(pr.first)) && !p.present(at.key(pr.last)) {
+				continue // reported for plugins.default already
+			}
+			if last < first {
+				if p.present(at.key(pr.last)) {
+					p.add(at.key(pr.last), "%s (%s) must not be less than %s (%s)", pr.last, last, pr.first, first)
+				} else {
+					p.add(at.key(pr.first), "%s (%s) must not be more than %s (%s)", pr.first, first, pr.last, last)
+				}
 			}
 		}
 	}

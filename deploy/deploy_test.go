@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	authzv1 "k8s.io/api/authorization/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -134,6 +135,45 @@ func TestManifestsApplyAndGrantWhatTheDaemonNeeds(t *testing.T) {
 	}
 }
 
+// The FlowSchema the base ships is valid and takes the daemon's requests:
+// the apiserver finds its priority level (not dangling) and answers a
+// request of the daemon's ServiceAccount with that FlowSchema's uid in
+// its priority-and-fairness header.
+func TestFlowSchemaClassifiesTheDaemon(t *testing.T) {
+	apply(t, ".")
+	ctx := context.Background()
+	fs, err := env.Client.FlowcontrolV1().FlowSchemas().Get(ctx, "informer-host", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the FlowSchema to be found not dangling", func() bool {
+		cur, err := env.Client.FlowcontrolV1().FlowSchemas().Get(ctx, "informer-host", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range cur.Status.Conditions {
+			if c.Type == flowcontrolv1.FlowSchemaConditionDangling {
+				return c.Status == flowcontrolv1.ConditionFalse
+			}
+		}
+		return false
+	})
+	sa := rest.CopyConfig(env.Config)
+	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:informer-host:informer-host"}
+	hc, err := rest.HTTPClientFor(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "a request of the daemon to be classified by its FlowSchema", func() bool {
+		resp, err := hc.Get(sa.Host + "/api/v1/namespaces/informer-host/configmaps")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.Header.Get(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID) == string(fs.UID)
+	})
+}
+
 // Issue 14: the sharded overlay runs three members with sharding on, a
 // PodDisruptionBudget that lets one go at a time, and the RBAC the members'
 // Leases need.
@@ -186,6 +226,7 @@ func apply(t *testing.T, dir string) (*config.Config, func(authzv1.ResourceAttri
 			"ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
 			"ConfigMap": "configmaps", "Deployment": "deployments", "Service": "services",
 			"PodDisruptionBudget": "poddisruptionbudgets",
+			"FlowSchema":          "flowschemas", "PriorityLevelConfiguration": "prioritylevelconfigurations",
 		}[gvk.Kind]}
 		if gvr.Resource == "" {
 			t.Fatalf("no resource known for kind %s", gvk.Kind)

@@ -209,7 +209,7 @@ func makeRuns(t *testing.T, target, want string) {
 	if err != nil {
 		t.Fatalf("make -n %s: %v\n%s", target, err, out)
 	}
-	if !strings.Contains(string(out), "\n"+want+"\n") {
+	if !strings.Contains("\n"+string(out), "\n"+want+"\n") {
 		t.Fatalf("make %s no longer runs %q; update this test:\n%s", target, want, out)
 	}
 }
@@ -332,4 +332,11 @@ func TestMakeDemo(t *testing.T) {
 	if errors.As(demo.err, &ee) {
 		t.Errorf("demo exit: %v", ee)
 	}
+}
+
+// make soak runs hack/soak's TestSoak for SOAK_DURATION; make test runs
+// that same test for one pass over the faults (hack/soak), so here it is
+// enough that the target still runs it.
+func TestMakeSoak(t *testing.T) {
+	makeRuns(t, "soak", "go test -count=1 -timeout 0 -v -run TestSoak ./hack/soak -args -soak.duration=10m")
 }

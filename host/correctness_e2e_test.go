@@ -222,7 +222,8 @@ plugins:
 	}
 }
 
-// metric returns the value of the host's metric name for plugin, or -1.
+// metric returns the value of the host's metric name for plugin (""
+// for a metric without labels), or -1.
 func (hs *harness) metric(name, plugin string) float64 {
 	hs.t.Helper()
 	reg := prometheus.NewPedanticRegistry()
@@ -236,6 +237,9 @@ func (hs *harness) metric(name, plugin string) float64 {
 			continue
 		}
 		for _, m := range mf.Metric {
+			if plugin == "" && len(m.Label) == 0 {
+				return m.Counter.GetValue()
+			}
 			for _, l := range m.Label {
 				if l.GetName() == "plugin" && l.GetValue() == plugin {
 					if m.Gauge != nil {

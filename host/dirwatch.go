@@ -177,6 +177,9 @@ func (d *dirWatch) wait() {
 // look examines key (a file name, or allPaths) on a goroutine of its own.
 func (d *dirWatch) look(ctx context.Context, key string) {
 	delete(d.timers, key)
+	// A name came or went (or the rescan found that one did): a modules
+	// entry may match nothing now, or still.
+	d.h.warnUnmatched()
 	names := []string{key}
 	if key == allPaths {
 		names = d.allNames()
@@ -230,12 +233,9 @@ func (d *dirWatch) look(ctx context.Context, key string) {
 // plugins loaded now (which may have gone away).
 func (d *dirWatch) allNames() []string {
 	seen := map[string]bool{}
-	if entries, err := os.ReadDir(d.dir); err == nil {
-		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), ".wasm") {
-				seen[e.Name()] = true
-			}
-		}
+	names, _ := wasmNames(d.dir)
+	for _, n := range names {
+		seen[n] = true
 	}
 	d.h.mu.Lock()
 	for name := range d.h.slots {

@@ -196,6 +196,10 @@ type harness struct {
 	// logRate, when a setup function sets it, is the plugins' log rate
 	// (a test counting log lines).
 	logRate engine.LogRate
+	// pending, when a setup function sets it, lets resources the
+	// apiserver does not serve yet stay pending: newHarness waits only
+	// for the others to sync.
+	pending bool
 }
 
 // newHarness parses cfgYAML (with NS and DIR replaced by the test's
@@ -255,7 +259,7 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 	// part of an initial list.
 	eventually(t, "the informers to sync", func() bool {
 		for _, r := range hs.p.Status() {
-			if !r.Synced {
+			if !r.Synced && !(hs.pending && r.Phase == informer.PhasePending) {
 				return false
 			}
 		}

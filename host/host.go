@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -128,6 +127,14 @@ type Host struct {
 
 	// shard is the sharding Assignment plugins are fed by (shard.go).
 	shard shardState
+
+	// unmatchedLook is what warnUnmatched last looked at (the directory's
+	// *.wasm names and the modules entries), so that it warns only when
+	// that changes. unmatchedMu is held for a whole look: looks run on the
+	// directory watch's goroutine, in LoadDir and in ApplyConfig. Never
+	// taken with mu held.
+	unmatchedMu   sync.Mutex
+	unmatchedLook string
 }
 
 // fileLock is one file's load lock; refs (guarded by Host.mu) counts the
@@ -200,17 +207,14 @@ func newEngine(ctx context.Context, cfg *config.Config, cacheDir string, startTi
 // every failure.
 func (h *Host) LoadDir(ctx context.Context) error {
 	dir := h.dir
-	entries, err := os.ReadDir(dir)
+	names, err := wasmNames(dir)
 	if err != nil {
 		return fmt.Errorf("host: plugin directory: %w", err)
 	}
-	var files []string
-	for _, e := range entries {
-		// Whatever the entry is: Load refuses, with its reason, what is
-		// not a regular file.
-		if strings.HasSuffix(e.Name(), ".wasm") {
-			files = append(files, filepath.Join(dir, e.Name()))
-		}
+	h.warnUnmatched()
+	files := make([]string, len(names))
+	for i, n := range names {
+		files[i] = filepath.Join(dir, n)
 	}
 	return perCPU(files, func(f string) error { return h.Load(ctx, f) })
 }
@@ -331,7 +335,7 @@ func (h *Host) start(ctx context.Context, slot *PluginSlot, mod *engine.Module, 
 	// the current generation may change the slot's state) is its own.
 	slot.mu.Lock()
 	old, oldSHA := slot.current, slot.sha256
-	slot.current, slot.sha256, slot.state, slot.lastErr, slot.failures = g, sha, StateRunning, "", 0
+	slot.current, slot.sha256, slot.state, slot.lastErr, slot.failures, slot.lastFailure = g, sha, StateRunning, "", 0, time.Time{}
 	slot.refusedSHA, slot.loadedAt = "", time.Now()
 	slot.mu.Unlock()
 	go g.run(inst)
@@ -572,6 +576,7 @@ func (h *Host) ApplyConfig(ctx context.Context, cfg *config.Config) error {
 		h.log.Info("plugin settings or watched resources changed; reloading", "plugin", name)
 		errs = append(errs, h.load(ctx, filepath.Join(h.dir, name), true))
 	}
+	h.warnUnmatched()
 	return errors.Join(errs...)
 }
 
@@ -667,6 +672,16 @@ type PluginStatus struct {
 	Requested []string `json:"requested,omitempty"`
 	Granted   []string `json:"granted,omitempty"`
 	LastError string   `json:"lastError,omitempty"`
+	// Failures counts the running version's failures since it was last
+	// stable (limits.stablePeriod without one); maxConsecutiveFailures
+	// of them quarantine it.
+	Failures int `json:"failures"`
+	// Parked lists the objects not handed to the plugin until they
+	// change or their backoff ends (limits.parkAfter failures each);
+	// GaveUp the objects given up on last (delivery.maxRetries
+	// exhausted), at most 32. Both are the running version's.
+	Parked []ObjectFailure `json:"parked,omitempty"`
+	GaveUp []ObjectFailure `json:"gaveUp,omitempty"`
 	// LoadedAt is when the running version was loaded; LastEventAt when it
 	// (or a version before it) last returned from ih_handle.
 	LoadedAt    time.Time `json:"loadedAt,omitzero"`
@@ -758,7 +773,7 @@ func (h *Host) Status() []PluginStatus {
 	out := make([]PluginStatus, 0, len(slots))
 	for _, s := range slots {
 		s.mu.Lock()
-		st := PluginStatus{File: s.name, SHA256: s.sha256, State: s.state, LastError: s.lastErr, Counters: s.c.snapshot()}
+		st := PluginStatus{File: s.name, SHA256: s.sha256, State: s.state, LastError: s.lastErr, Failures: s.failures, Counters: s.c.snapshot()}
 		for res, c := range s.counts {
 			if st.Filtered == nil {
 				st.Filtered = map[string]FilterCounts{}
@@ -781,6 +796,7 @@ func (h *Host) Status() []PluginStatus {
 			st.Synced = st.State == StateRunning && g.synced.Load()
 			st.Degraded = st.Queue.Degraded
 			st.Repairs = g.repairs.Load()
+			st.Parked, st.GaveUp = g.conv.report()
 			st.Requested, st.Granted = g.module.Requested(), g.settings.Grants.Granted()
 		} else if settings, ok := held[s.name]; ok {
 			st.Bindings = bindingNames(settings)

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/pluginmetrics"
 )
 
 // metrics are the host's Prometheus metrics. Counters and gauges are read
@@ -62,7 +63,7 @@ func (m *metrics) forget(name string) {
 
 var (
 	descEvents = prometheus.NewDesc("informer_host_plugin_events_total",
-		"Events the plugin handled, by result: ok, retry, drop, error (the plugin's answers), trap, timeout, memory, abi (failures), retry_exhausted.",
+		"Events the plugin handled, by result: ok, retry, drop, error (the plugin's answers), trap, timeout, memory, abi (failures), retry_exhausted (objects given up on after delivery.maxRetries).",
 		[]string{"plugin", "result"}, nil)
 	descDelivered = prometheus.NewDesc("informer_host_plugin_events_delivered_total",
 		"ih_handle calls that returned a result.", []string{"plugin"}, nil)
@@ -90,6 +91,10 @@ var (
 		"Repairs from the cache after a buffer overflow, of the plugin's current version.", []string{"plugin"}, nil)
 	descReplay = prometheus.NewDesc("informer_host_plugin_replay_depth",
 		"Objects waiting to be brought up to date from the cache (initial list, restart, repair).", []string{"plugin"}, nil)
+	descRetrying = prometheus.NewDesc("informer_host_plugin_retrying",
+		"Objects waiting out a retry's backoff before they are handed to the plugin again, parked ones included.", []string{"plugin"}, nil)
+	descParked = prometheus.NewDesc("informer_host_plugin_parked",
+		"Objects parked: the plugin failed on each limits.parkAfter times; not handed again until they change or their backoff ends.", []string{"plugin"}, nil)
 	descSynced = prometheus.NewDesc("informer_host_plugin_synced",
 		"1 once the plugin has handled the initial list of every binding, else 0.", []string{"plugin"}, nil)
 	descState = prometheus.NewDesc("informer_host_plugin_state",
@@ -102,7 +107,7 @@ var allStates = []PluginState{StateLoading, StateStandby, StateRunning, StateRes
 func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descEvents, descDelivered, descDepth, descBufferDrops, descCoalesced,
 		descRestarts, descSuperseded, descReloads, descState, descFiltered, descFilterErrors,
-		descDegraded, descRepairs, descReplay, descSynced} {
+		descDegraded, descRepairs, descReplay, descRetrying, descParked, descSynced} {
 		ch <- d
 	}
 	h.metrics.wait.Describe(ch)
@@ -110,7 +115,10 @@ func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 	h.metrics.filter.Describe(ch)
 	h.metrics.denied.Describe(ch)
 	describeShard(ch)
-	h.outbound.upstreams.Describe(ch)
+	describeState(ch)
+	for _, c := range h.outbound.collectors() {
+		c.Describe(ch)
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -138,6 +146,8 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 		gauge(descDegraded, b2f(s.Degraded), p)
 		counter(descRepairs, s.Repairs, p)
 		gauge(descReplay, float64(s.Queue.Replay), p)
+		gauge(descRetrying, float64(s.Queue.Retrying), p)
+		gauge(descParked, float64(len(s.Parked)), p)
 		gauge(descSynced, b2f(s.Synced), p)
 		counter(descSuperseded, c.Superseded, p)
 		counter(descReloads, c.Reloads, p, "swapped")
@@ -162,7 +172,10 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	h.metrics.filter.Collect(ch)
 	h.metrics.denied.Collect(ch)
 	h.collectShard(ch)
-	h.outbound.upstreams.Collect(ch)
+	h.collectState(ch)
+	for _, c := range h.outbound.collectors() {
+		c.Collect(ch)
+	}
 }
 
 func b2f(b bool) float64 {
@@ -187,5 +200,6 @@ func (g *generation) metricSet() engine.MetricSet {
 		g.slot.h.pluginMetrics.Forget(g.slot.name)
 		return nil
 	}
-	return g.slot.h.pluginMetrics.Plugin(g.slot.name, mg.MaxSeries).Instance()
+	lim := pluginmetrics.Limits{MaxSeries: mg.MaxSeries, MaxBytes: int64(mg.MaxBytes)}
+	return g.slot.h.pluginMetrics.PluginLimits(g.slot.name, lim).Instance()
 }

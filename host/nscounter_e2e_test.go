@@ -33,7 +33,9 @@ plugins:
       bindings: [{resource: pods}]
       grants: {metrics: {}, state: {}}
       config: {crashOn: crash, holdOn: hold}
-      limits: {restartBackoff: 10ms, maxRestartBackoff: 100ms, maxConsecutiveFailures: 1000}
+      # parkAfter 0: the anchor must hold the plugin down, trapping
+      # every restart's replay, rather than be parked after 3 traps.
+      limits: {restartBackoff: 10ms, maxRestartBackoff: 100ms, maxConsecutiveFailures: 1000, parkAfter: 0}
 `, map[string][]byte{"ns-counter.wasm": wasm})
 	if err != nil {
 		t.Fatal(err)

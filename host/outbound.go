@@ -4,9 +4,12 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/kubeevents"
+	"github.com/informer-host/informer-host/kubewrite"
 	"github.com/informer-host/informer-host/upstream"
 )
 
@@ -18,6 +21,7 @@ type outbound struct {
 	log       *slog.Logger
 	upstreams *upstream.Set
 	events    *kubeevents.Recorders
+	writes    *kubewrite.Client // nil: no writes; here for its metrics
 }
 
 func newOutbound(opts Options, log *slog.Logger) (*outbound, error) {
@@ -26,7 +30,7 @@ func newOutbound(opts Options, log *slog.Logger) (*outbound, error) {
 		return nil, err
 	}
 	events := kubeevents.New(kubeevents.Options{RESTConfig: opts.RESTConfig, Logger: log})
-	return &outbound{log: log, upstreams: ups, events: events}, nil
+	return &outbound{log: log, upstreams: ups, events: events, writes: opts.Writes}, nil
 }
 
 // update switches to cfg's upstreams (ApplyConfig); on error the old ones
@@ -37,6 +41,19 @@ func (o *outbound) update(cfg *config.Config) error { return o.upstreams.Update(
 func (o *outbound) forget(plugin string) {
 	o.upstreams.Forget(plugin)
 	o.events.Forget(plugin)
+	if o.writes != nil {
+		o.writes.Forget(plugin)
+	}
+}
+
+// collectors are the metrics of the plugins' calls out of the host:
+// HTTP upstreams, Events and, with a writes client, writes.
+func (o *outbound) collectors() []prometheus.Collector {
+	cs := []prometheus.Collector{o.upstreams, o.events}
+	if o.writes != nil {
+		cs = append(cs, o.writes)
+	}
+	return cs
 }
 
 // close ends what runs in the background (Stop): the Event recorders.

@@ -292,7 +292,8 @@ func TestEventRecorder(t *testing.T) {
 	hs, err := newHarness(t, recorderConfig(100)+`
     - {file: event-recorder.wasm, grants: {events: {}}}
     - {file: event-recorder-dry.wasm, grants: {events: {}, dryRun: true}}
-    - {file: event-recorder-denied.wasm}
+    # onError: skip: the denied call is made once, not retried with backoff.
+    - {file: event-recorder-denied.wasm, delivery: {onError: skip}}
 `, map[string][]byte{"event-recorder.wasm": b, "event-recorder-dry.wasm": b, "event-recorder-denied.wasm": b})
 	if err != nil {
 		t.Fatal(err)
@@ -326,6 +327,12 @@ func TestEventRecorder(t *testing.T) {
 	}
 	if lines := hs.logs.lines("plugin=event-recorder-dry.wasm", "dry run", "reason=ConfigMapTooLarge", "object=\"ConfigMap "+hs.ns+"/big\""); len(lines) != 1 {
 		t.Errorf("dry run: %d log lines of the Event, want 1:\n%s", len(lines), hs.logs.String())
+	}
+	eventually(t, "the Event to be counted as sent", func() bool {
+		return hs.pluginMetric("informer_host_plugin_kube_events_total", map[string]string{"plugin": "event-recorder.wasm", "result": "sent"}) == 1
+	})
+	if n := hs.pluginMetric("informer_host_plugin_kube_events_total", map[string]string{"plugin": "event-recorder-dry.wasm", "result": "dry_run"}); n != 1 {
+		t.Errorf("kube_events_total{dry_run} = %v, want 1", n)
 	}
 	handledBig := func(d observed) bool { return d.Key == hs.ns+"/big" && d.Type != 0 }
 	eventually(t, "the denied plugin to handle big", func() bool { return slices.ContainsFunc(hs.rec.of("event-recorder-denied.wasm"), handledBig) })

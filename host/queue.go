@@ -45,10 +45,24 @@ type delivery struct {
 	// belongs to an initial list, so the binding is synced only once the
 	// plugin has handled it.
 	replay, initial bool
-	// attempts counts the plugin's RETRY answers for this entry; notBefore
-	// is when it may be delivered again.
+	// attempts counts the times this entry was handed back with Retry
+	// (0: its wait in the queue is still to be observed); notBefore is
+	// when it may be delivered again.
 	attempts  int
 	notBefore time.Time
+	// A retry entry with replay set stands for the object rather than an
+	// event: when due it reads the store's current state, as a cursor
+	// entry does. A retry becomes one when its key enters the cursor (an
+	// overflow repair, a sharding change: the store has moved past the
+	// retried event), when a restart replays the cache, and when the
+	// object is parked. parked: the object failed too often and waits
+	// out a long backoff; a live event of it (a change) makes it due at
+	// once.
+	parked bool
+	// fromStore marks an event the worker built from the store (a replay
+	// entry handed back with Retry): it is no live change, so it never
+	// carries the self-write flag.
+	fromStore bool
 	// behind holds, in mode every, the object's later events, which wait
 	// until this entry (waiting out a retry) is done.
 	behind []*delivery
@@ -147,12 +161,16 @@ func keysOf(resource string, storeKeys []string) []objectKey {
 //     is bounded by the store's own size however small cap is. A live add
 //     or update of a key in the cursor is absorbed by it (the store already
 //     holds that state); a live delete takes the key out and is delivered.
-//   - retries: entries the plugin answered RETRY for, each waiting out its
-//     own backoff while other objects go on. In mode every the object's
-//     later events wait behind its retry, so order per object is kept; in
-//     mode latest a newer event merges into the waiting retry (coalesce),
-//     which keeps its backoff and restarts its count of attempts (the
-//     merged event is one the plugin has not judged yet).
+//   - retries: entries the plugin answered RETRY (or ERROR) for, each
+//     waiting out its object's backoff while other objects go on. In mode
+//     every the object's later events wait behind its retry, so order per
+//     object is kept; in mode latest a newer event merges into the waiting
+//     retry (coalesce), which keeps its backoff. A retry whose key entered
+//     the cursor, or survived a restart (Restart), or that holds a parked
+//     object (Defer), stands for the object instead of an event: when due
+//     it reads the store, as a cursor entry does, and it absorbs the
+//     object's live events but a delete. A parked object's live event
+//     makes its entry due at once.
 //
 // Order is kept per object: entries leave in the order their object first
 // entered, an object has at most one waiting entry in mode latest, and no
@@ -219,7 +237,9 @@ type DeliveryQueue struct {
 	overflowed, repairing bool
 	degraded              atomic.Bool
 
-	dropped, coalesced uint64
+	// superseded counts live events not delivered because a retry
+	// entry standing for their object brings it to the store's state.
+	dropped, coalesced, superseded uint64
 
 	// sleeping is set by a take that found the queue empty (its consumer is
 	// about to wait on ready) and cleared by the next push, which then
@@ -275,17 +295,25 @@ func (q *DeliveryQueue) push(ev *informer.Event, env *engine.Envelope, now time.
 			q.initialLeft[k.resource]--
 		}
 	}
-	if q.mode == DeliverLatest {
-		if d := q.retrying[k]; d != nil {
-			q.coalesced++
-			if !coalesce(d, ev) {
-				delete(q.retrying, k)
-				heap.Remove(&q.retries, d.retryIndex)
-			}
-			d.attempts = 0
-			q.mu.Unlock()
+	if d := q.retrying[k]; d != nil && (d.replay || q.mode == DeliverLatest) {
+		due := d.parked
+		if due {
+			// The object changed: the plugin deserves another try now.
+			d.parked, d.notBefore = false, now
+			heap.Fix(&q.retries, d.retryIndex)
+		}
+		if !q.mergeRetryLocked(d, ev, env) {
+			delete(q.retrying, k)
+			heap.Remove(&q.retries, d.retryIndex)
+		}
+		if due {
+			q.wakeLocked() // the consumer sleeps until the earliest retry
 			return
 		}
+		q.mu.Unlock()
+		return
+	}
+	if q.mode == DeliverLatest {
 		if d, ok := q.pending[k]; ok {
 			q.coalesced++
 			if !coalesce(d, ev) {
@@ -328,6 +356,78 @@ func (q *DeliveryQueue) wakeLocked() {
 	}
 }
 
+// mergeRetryLocked merges the live event ev into d, an entry waiting out
+// a retry, and reports whether an entry remains. An entry standing for
+// the object (replay) absorbs an add or update, since the store holds
+// that state, and turns into a delete, which the store no longer has,
+// as a cursor entry does. A live entry coalesces with ev (mode latest)
+// and restarts its count of attempts: the merged event is one the
+// plugin has not judged yet.
+func (q *DeliveryQueue) mergeRetryLocked(d *delivery, ev *informer.Event, env *engine.Envelope) bool {
+	if d.replay {
+		if ev.Type == informer.EventDelete {
+			d.replay, d.fromStore, d.ev, d.env = false, false, *ev, env
+		}
+		return true
+	}
+	q.coalesced++
+	d.attempts = 0
+	return coalesce(d, ev)
+}
+
+// toReplayLocked turns d, an entry waiting out a retry, into one standing
+// for its object: when due it brings the plugin to the store's current
+// state, which supersedes the retried event and those waiting behind it.
+func (q *DeliveryQueue) toReplayLocked(d *delivery) {
+	if !d.replay {
+		d.replay, d.fromStore, d.ev, d.env = true, false, informer.Event{}, nil
+	}
+	q.superseded += uint64(len(d.behind))
+	q.behind -= len(d.behind)
+	for _, b := range d.behind {
+		q.recycle(b)
+	}
+	d.behind = nil
+}
+
+// recycle puts d, which nothing refers to any more, back for reuse.
+// Called with mu held.
+func (q *DeliveryQueue) recycle(d *delivery) {
+	*d = delivery{}
+	if len(q.free) < maxFree {
+		q.free = append(q.free, d)
+	}
+}
+
+// Defer makes the object k wait until notBefore before it is handed to
+// the plugin again, and then be brought to the store's state: a restart
+// replays the cache but for such objects, and a parked object (parked
+// set) is handed again as soon as it changes. A key waiting in the
+// cursor is taken out of it: the entry stands for it.
+func (q *DeliveryQueue) Defer(k objectKey, notBefore time.Time, parked bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if initial, ok := q.replaySet[k]; ok {
+		delete(q.replaySet, k)
+		if initial {
+			q.initialLeft[k.resource]--
+		}
+	}
+	d := q.retrying[k]
+	if d == nil {
+		d = q.newDelivery()
+		d.key, d.enqueued = k, q.now()
+		d.notBefore = notBefore
+		q.retrying[k] = d
+		heap.Push(&q.retries, d)
+	} else {
+		d.notBefore = notBefore
+		heap.Fix(&q.retries, d.retryIndex)
+	}
+	q.toReplayLocked(d)
+	d.parked = parked
+}
+
 // AddReplay adds keys to the replay cursor (initial: they are an initial
 // list the binding's sync waits for).
 func (q *DeliveryQueue) AddReplay(keys []objectKey, initial bool) {
@@ -339,6 +439,14 @@ func (q *DeliveryQueue) AddReplay(keys []objectKey, initial bool) {
 }
 
 func (q *DeliveryQueue) addReplayLocked(k objectKey, initial bool) {
+	if d := q.retrying[k]; d != nil {
+		// The object waits out a retry: the entry, due when its backoff
+		// ends, brings it to the store's state in the cursor's place. It
+		// holds no binding's sync up, as a restart replaying the cache
+		// must not wait for a parked object.
+		q.toReplayLocked(d)
+		return
+	}
 	was, ok := q.replaySet[k]
 	switch {
 	case !ok:
@@ -523,10 +631,7 @@ func (q *DeliveryQueue) next(prev *delivery) (d *delivery, wait time.Duration, o
 			q.behind -= len(prev.behind)
 			q.prependRing(prev.behind)
 		}
-		*prev = delivery{}
-		if len(q.free) < maxFree {
-			q.free = append(q.free, prev)
-		}
+		q.recycle(prev)
 	}
 	if len(q.retries) > 0 {
 		now := q.now()
@@ -558,6 +663,16 @@ func (q *DeliveryQueue) next(prev *delivery) (d *delivery, wait time.Duration, o
 			delete(q.pending, d.key)
 		}
 		if r := q.retrying[d.key]; r != nil {
+			if r.replay {
+				// The entry brings the object to the store's state,
+				// which is at least as new as this event.
+				if d.ev.Type == informer.EventDelete {
+					q.mergeRetryLocked(r, &d.ev, d.env)
+				}
+				q.superseded++
+				q.recycle(d)
+				continue
+			}
 			// The object waits out a retry: its later events wait behind
 			// it (mode latest merges them at push, so only mode every
 			// gets here).
@@ -570,8 +685,10 @@ func (q *DeliveryQueue) next(prev *delivery) (d *delivery, wait time.Duration, o
 }
 
 // takeReplay returns the cursor's next key as a replay entry. Keys of
-// objects waiting out a retry are passed over: the retried event and
-// those behind it bring the object up to date.
+// objects waiting out a retry are passed over, and their retry turned
+// into one standing for the object: the store has moved past the retried
+// event (the cursor absorbed the live events since), so the retry, when
+// due, brings the plugin to the store's state as this entry would have.
 func (q *DeliveryQueue) takeReplay() (*delivery, bool) {
 	for q.replayHead < len(q.replay) {
 		k := q.replay[q.replayHead]
@@ -582,10 +699,11 @@ func (q *DeliveryQueue) takeReplay() (*delivery, bool) {
 			continue
 		}
 		delete(q.replaySet, k)
-		if q.retrying[k] != nil {
+		if r := q.retrying[k]; r != nil {
 			if initial {
 				q.initialLeft[k.resource]--
 			}
+			q.toReplayLocked(r)
 			continue
 		}
 		d := q.newDelivery()
@@ -617,13 +735,10 @@ func (q *DeliveryQueue) Retry(d *delivery, notBefore time.Time) {
 		if p, ok := q.pending[d.key]; ok {
 			// A newer event arrived during the call: it merges into the
 			// retried one, as it would have had it arrived later.
-			coalesced := coalesce(d, &p.ev)
 			p.dead = true
 			delete(q.pending, d.key)
 			q.live--
-			q.coalesced++
-			d.attempts = 0
-			if !coalesced {
+			if !q.mergeRetryLocked(d, &p.ev, p.env) {
 				return
 			}
 		}
@@ -672,26 +787,47 @@ func (q *DeliveryQueue) repairStep() (start, end bool) {
 }
 
 // Clear drops every waiting entry, live, retried and replayed, and
-// returns how many live events there were. The overflow is forgotten:
-// the caller replays the whole cache.
+// returns how many live events there were. The overflow is forgotten.
 func (q *DeliveryQueue) Clear() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := q.live + q.behind + len(q.retrying)
+	clear(q.retrying)
+	clear(q.retries)
+	q.retries = q.retries[:0]
+	q.clearLocked()
+	return n
+}
+
+// Restart is Clear for an instance restart, whose caller replays the
+// whole cache: the objects waiting out a retry keep their entries, which
+// now stand for the objects (the instance that was given the events is
+// gone), so the replay passes them over until they are due. It returns
+// how many live events were dropped.
+func (q *DeliveryQueue) Restart() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := q.live + q.behind
+	for _, d := range q.retries {
+		q.toReplayLocked(d)
+	}
+	q.clearLocked()
+	return n
+}
+
+// clearLocked drops live events and the cursor, and forgets the
+// overflow.
+func (q *DeliveryQueue) clearLocked() {
 	clear(q.ring)
 	q.head, q.size, q.live, q.behind = 0, 0, 0, 0
 	if q.pending != nil {
 		clear(q.pending)
 	}
-	clear(q.retrying)
-	clear(q.retries)
-	q.retries = q.retries[:0]
 	clear(q.replaySet)
 	clear(q.initialLeft)
 	q.releaseReplay(false)
 	q.overflowed, q.repairing = false, false
 	q.degraded.Store(false)
-	return n
 }
 
 // QueueStats is a snapshot of a queue's counters.
@@ -701,6 +837,9 @@ type QueueStats struct {
 	Retrying  int    // objects waiting out a retry
 	Dropped   uint64 // events dropped because the queue was full
 	Coalesced uint64 // events merged into a waiting entry (latest mode)
+	// Superseded counts events not delivered because the object was
+	// waiting out a retry that reads its current state from the store.
+	Superseded uint64
 	// Degraded is set from an overflow until the repair from the cache
 	// that follows it is done.
 	Degraded bool
@@ -711,7 +850,7 @@ func (q *DeliveryQueue) Stats() QueueStats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return QueueStats{Depth: q.live + q.behind + len(q.retrying), Replay: len(q.replaySet), Retrying: len(q.retrying),
-		Dropped: q.dropped, Coalesced: q.coalesced, Degraded: q.overflowed || q.repairing}
+		Dropped: q.dropped, Coalesced: q.coalesced, Superseded: q.superseded, Degraded: q.overflowed || q.repairing}
 }
 
 // coalesce merges the newer event n into the waiting entry d of the same

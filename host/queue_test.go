@@ -385,3 +385,102 @@ func TestPrepareNeverGoesBackwards(t *testing.T) {
 		t.Error("a delete of the object's previous incarnation was delivered")
 	}
 }
+
+// An object both waiting out a retry and in the replay cursor (an
+// overflow repair or a sharding change put it there) ends with the
+// plugin at the store's current state: the cursor absorbs the live
+// update, so the retry, when due, must not hand the older retried event
+// but bring the object to the store's state. The same holds for an
+// object handed over to another member: the store no longer has it for
+// this member, and only an entry that reads the store delivers the
+// handed-over delete.
+func TestDeliveryQueueRetryInTheCursorReadsTheStore(t *testing.T) {
+	for _, mode := range []DeliveryMode{DeliverEvery, DeliverLatest} {
+		for _, tc := range []struct {
+			name  string
+			after []*informer.Event // pushed once the key is in the cursor
+		}{
+			{"live update absorbed by the cursor", []*informer.Event{update("a", "1", "2")}},
+			{"handed over: no live event", nil},
+		} {
+			t.Run(fmt.Sprintf("mode %d/%s", mode, tc.name), func(t *testing.T) {
+				now := time.Unix(1000, 0)
+				q := NewDeliveryQueue(mode, 100)
+				q.now = func() time.Time { return now }
+				q.Push(add("a", "1"), nil)
+				d, _ := q.take()
+				q.Retry(d, now.Add(time.Second))
+				q.AddReplay([]objectKey{d.key, {resource: "cms", namespace: "ns", name: "b"}}, false)
+				for _, ev := range tc.after {
+					q.Push(ev, nil)
+				}
+				before := strings.Join(drain(q), "; ")
+				now = now.Add(time.Second)
+				after := strings.Join(drain(q), "; ")
+				if before != "replay b" || after != "replay a" {
+					t.Errorf("before the retry is due %q, after %q; want %q, then %q (the store's state, not the retried add a 1)",
+						before, after, "replay b", "replay a")
+				}
+			})
+		}
+	}
+}
+
+// A live delete of an object whose retry stands for it (it was in the
+// cursor) is delivered: the store no longer has the object.
+func TestDeliveryQueueDeleteOfAnObjectRetriedFromTheStore(t *testing.T) {
+	for _, mode := range []DeliveryMode{DeliverEvery, DeliverLatest} {
+		now := time.Unix(1000, 0)
+		q := NewDeliveryQueue(mode, 100)
+		q.now = func() time.Time { return now }
+		q.Push(add("a", "1"), nil)
+		d, _ := q.take()
+		q.Retry(d, now.Add(time.Second))
+		q.AddReplay([]objectKey{d.key}, false)
+		drain(q) // passes a over: its retry now reads the store
+		q.Push(update("a", "1", "2"), nil)
+		q.Push(del("a", "3"), nil)
+		now = now.Add(time.Second)
+		if got := strings.Join(drain(q), "; "); got != "delete a 3" {
+			t.Errorf("mode %d: got %q, want the delete", mode, got)
+		}
+	}
+}
+
+// A restart keeps the objects waiting out a retry (or parked) out of
+// its replay until they are due, and a parked object changing is due at
+// once.
+func TestDeliveryQueueRestartSkipsDeferredObjects(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := NewDeliveryQueue(DeliverEvery, 100)
+	q.now = func() time.Time { return now }
+	q.Push(add("a", "1"), nil)
+	q.Push(add("b", "1"), nil)
+	d, _ := q.take()
+	q.Retry(d, now.Add(time.Minute)) // a backs off
+	q.Defer(objectKey{resource: "cms", namespace: "ns", name: "p"}, now.Add(time.Hour), true)
+	if n := q.Restart(); n != 1 {
+		t.Errorf("Restart dropped %d live events, want 1 (add b)", n)
+	}
+	keys := keysOf("cms", []string{"ns/a", "ns/b", "ns/p"})
+	q.AddReplay(keys, true)
+	if got := strings.Join(drain(q), "; "); got != "replay b initial" {
+		t.Errorf("replay after the restart: %q, want only b", got)
+	}
+	if left := q.InitialLeft("cms"); left != 1 {
+		t.Errorf("initial left %d, want 1: deferred objects hold no sync up", left)
+	}
+	q.Push(update("p", "1", "2"), nil) // the parked object changes
+	select {
+	case <-q.ready: // the consumer, asleep until a's retry, is woken
+	default:
+		t.Error("a parked object's change did not wake the consumer")
+	}
+	if got := strings.Join(drain(q), "; "); got != "replay p" {
+		t.Errorf("after the parked object changed: %q, want it handed from the store", got)
+	}
+	now = now.Add(time.Minute)
+	if got := strings.Join(drain(q), "; "); got != "replay a" {
+		t.Errorf("once a's backoff ended: %q", got)
+	}
+}

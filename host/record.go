@@ -2,8 +2,10 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -33,6 +35,13 @@ type Recorder struct {
 	// Resource, when set, records the events of that resource only
 	// (cache lines are kept: the plugin's reads need them).
 	Resource string
+	// KeepSecretData writes Secrets as they are. By default Write blanks
+	// every value of a Secret's data and stringData, in event objects,
+	// old objects and cache lines alike, and in its
+	// kubectl.kubernetes.io/last-applied-configuration annotation (which
+	// holds them too): an events file is shared and kept, and a plugin's
+	// replay rarely needs the values, only the keys.
+	KeepSecretData bool
 
 	p       *informer.Pipeline // set by NewRecording
 	mu      sync.Mutex
@@ -197,9 +206,64 @@ func (r *Recorder) Write(plugin string, w io.Writer) error {
 		return err
 	}
 	for _, l := range s.lines {
+		if !r.KeepSecretData {
+			l = redactSecrets(s.head.Resources[l.Resource], l)
+		}
 		if err := rw.Line(l); err != nil {
 			return err
 		}
 	}
 	return rw.Flush()
+}
+
+// lastApplied is the annotation kubectl apply keeps the applied object
+// in, Secret values included.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// redactSecrets returns l with its objects' Secret values blanked
+// (redactSecret), when they are Secrets: by the resource l names (core
+// secrets) or by the object's own apiVersion and kind.
+func redactSecrets(res replay.Resource, l replay.Line) replay.Line {
+	bySecrets := res.Group == "" && (res.Resource == "secrets" || res.Kind == "Secret")
+	for _, obj := range []*map[string]any{&l.Object, &l.OldObject} {
+		if *obj != nil && (bySecrets || (*obj)["apiVersion"] == "v1" && (*obj)["kind"] == "Secret") {
+			*obj = redactSecret(*obj)
+		}
+	}
+	return l
+}
+
+// redactSecret returns a copy of the Secret obj whose data and stringData
+// values are "" (the keys stay: a plugin may look for them), and whose
+// last-applied-configuration annotation is redacted the same way. obj is
+// the informer's, shared with its cache: it is not changed.
+func redactSecret(obj map[string]any) map[string]any {
+	out := maps.Clone(obj)
+	for _, field := range []string{"data", "stringData"} {
+		if m, ok := out[field].(map[string]any); ok {
+			blank := make(map[string]any, len(m))
+			for k := range m {
+				blank[k] = ""
+			}
+			out[field] = blank
+		}
+	}
+	md, _ := out["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	if applied, ok := ann[lastApplied].(string); ok {
+		// The annotation is JSON of the applied Secret; one that does not
+		// parse is dropped whole rather than kept with its values.
+		var inner map[string]any
+		redacted := ""
+		if json.Unmarshal([]byte(applied), &inner) == nil {
+			b, _ := json.Marshal(redactSecret(inner))
+			redacted = string(b)
+		}
+		ann = maps.Clone(ann)
+		ann[lastApplied] = redacted
+		md = maps.Clone(md)
+		md["annotations"] = ann
+		out["metadata"] = md
+	}
+	return out
 }

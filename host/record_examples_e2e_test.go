@@ -174,6 +174,7 @@ var capIIExamples = map[string]replay.Stub{
 	"label-enforcer":     {Function: "k8s_write", Code: 0},
 	"crashloop-notifier": {Function: "http_request", Code: 204},
 	"event-recorder":     {Function: "event_record", Code: 0},
+	"team-labeler":       {Function: "k8s_write", Code: 0},
 }
 
 // TestRecordCapabilitiesIIExamples is TestRecordExamples for the examples
@@ -194,11 +195,40 @@ func TestRecordCapabilitiesIIExamples(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(webhook.Close)
+	// team-labeler's owner chain, in the cache from the start: a
+	// Deployment with a team and its ReplicaSet; their Pod p2 follows
+	// (the others' resource selects only Pods not of app web, so no
+	// other plugin writes it).
+	var rs *appsv1.ReplicaSet
+	ownerChain := func(ns string) {
+		ctx := context.Background()
+		dep, err := env.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"team": "payments"}},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err = env.Client.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "web-abc", OwnerReferences: []metav1.OwnerReference{ownerRef("apps/v1", "Deployment", dep.Name, dep.UID)}},
+			Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	lr := startRecording(t, strings.ReplaceAll(`
 apiVersion: informer-host/v1
 resources:
-- {name: pods, version: v1, resource: pods, namespaces: [NS]}
+- {name: pods, version: v1, resource: pods, namespaces: [NS], labelSelector: "app!=web"}
 - {name: configmaps, version: v1, resource: configmaps, namespaces: [NS]}
+- {name: team-pods, version: v1, resource: pods, namespaces: [NS], labelSelector: app=web}
+- {name: replicasets, group: apps, version: v1, resource: replicasets, namespaces: [NS]}
+- {name: deployments, group: apps, version: v1, resource: deployments, namespaces: [NS]}
 upstreams:
 - {name: webhook, url: "SRV", methods: [POST]}
 plugins:
@@ -217,7 +247,14 @@ plugins:
     bindings: [{resource: configmaps}]
     config: {maxBytes: 64}
     grants: {events: {}}
-`, "SRV", webhook.URL), plugins, nil)
+  - file: team-labeler.wasm
+    bindings: [{resource: team-pods, events: [add, update]}]
+    config: {pods: team-pods}
+    grants:
+      cache: [{resource: replicasets}, {resource: deployments}]
+      writes:
+        resources: [{resource: team-pods, verbs: [apply]}]
+`, "SRV", webhook.URL), plugins, ownerChain)
 	ctx := context.Background()
 	ns := lr.ns
 	caughtUp := func(plugin, rv string) {
@@ -240,6 +277,20 @@ plugins:
 		}
 		return err == nil && p.Labels["team"] == "unowned"
 	})
+	teamPod, err := env.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p2", Labels: map[string]string{"app": "web"},
+			OwnerReferences: []metav1.OwnerReference{ownerRef("apps/v1", "ReplicaSet", rs.Name, rs.UID)}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "team-labeler to label its pod", func() bool {
+		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "p2", metav1.GetOptions{})
+		if err == nil {
+			teamPod = p
+		}
+		return err == nil && p.Labels["team"] == "payments"
+	})
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", Image: "x",
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
 	if pod, err = env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
@@ -261,6 +312,7 @@ plugins:
 		return err == nil && len(evs.Items) > 0
 	})
 	caughtUp("label-enforcer", pod.ResourceVersion)
+	caughtUp("team-labeler", teamPod.ResourceVersion)
 	caughtUp("crashloop-notifier", pod.ResourceVersion)
 	caughtUp("event-recorder", cm.ResourceVersion)
 

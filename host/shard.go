@@ -1,6 +1,8 @@
 package host
 
 import (
+	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +24,124 @@ type shardState struct {
 	// every event a worker is about to hand its plugin, with the
 	// Assignment it was decided under and when.
 	onDeliver func(plugin string, ev *informer.Event, a *shard.Assignment, at time.Time)
+
+	// callsMu guards calls: by generation, the plugin call under way, so
+	// that SetAssignment can cancel its I/O once this member no longer
+	// owns what the call is about. An entry lives as long as its
+	// generation; its call fields are set only during a call.
+	callsMu sync.Mutex
+	calls   map[*generation]*shardCall
+}
+
+// shardCall is a sharded generation's call into its plugin, for
+// fencing: a write or HTTP request the plugin is waiting on when its
+// member stops owning the object (a member joined and won it, or this
+// one was fenced) must not go on and act after the new owner does.
+// Guarded by shardState.callsMu.
+type shardCall struct {
+	// base is done when the generation stops (or its worker ends). ctx,
+	// its child, is the calls' context: reused from call to call until a
+	// fence cancels it (then ctx is nil and the next call makes another),
+	// so a call costs no allocation.
+	base   context.Context
+	ctx    context.Context
+	cancel context.CancelFunc
+	// busy: a call is under way, about key (whole: about no one object,
+	// ih_synced; fenced only when the member owns nothing).
+	busy  bool
+	key   objectKey
+	whole bool
+}
+
+// fenced reports whether a no longer lets this member act for c's call.
+func (c *shardCall) fenced(a *shard.Assignment, now time.Time) bool {
+	if c.whole {
+		return !a.Valid(now)
+	}
+	return !a.Owns(c.key.namespace, c.key.name, now)
+}
+
+// callContext is the context of one call into the plugin: done when the
+// generation stops (stopContext) and, sharded, when the member stops
+// owning k (nil: the call is about no one object, and ends when the
+// member owns nothing), so a network wait returns ERR_CANCELED to the
+// plugin instead of acting for an object another member now owns. Only
+// a call decided as the owner is fenced so: a handed-over delete, or the
+// delete of an object the plugin had, reaches the plugin whoever owns
+// the object now. The worker calls callEnded when the call returns.
+// Worker only.
+func (g *generation) callContext(k *objectKey) context.Context {
+	call := shardCall{whole: k == nil}
+	if k != nil {
+		call.key = *k
+	}
+	if g.shard == nil || g.shard.cur.Load() == nil || call.fenced(g.applied, time.Now()) {
+		return stopContext{g.stopCh}
+	}
+	st := g.shard
+	st.callsMu.Lock()
+	defer st.callsMu.Unlock()
+	c := st.calls[g]
+	if c == nil {
+		base, stop := context.WithCancel(context.Background())
+		c = &shardCall{base: base}
+		if st.calls == nil {
+			st.calls = map[*generation]*shardCall{}
+		}
+		st.calls[g] = c
+		go func() {
+			// Stopped: cancel the call under way. Done (quarantined, or
+			// failed after being replaced): no call will come.
+			select {
+			case <-g.stopCh:
+			case <-g.done:
+			}
+			stop()
+			st.callsMu.Lock()
+			delete(st.calls, g)
+			st.callsMu.Unlock()
+		}()
+	}
+	if c.ctx == nil {
+		c.ctx, c.cancel = context.WithCancel(c.base)
+	}
+	c.busy, c.key, c.whole = true, call.key, call.whole
+	ctx := c.ctx
+	// SetAssignment stores the new Assignment before it looks at the
+	// calls: either it sees this call, or this sees its Assignment.
+	if c.fenced(st.cur.Load(), time.Now()) {
+		c.cancel()
+		c.ctx = nil
+	}
+	return ctx
+}
+
+// callEnded marks the call callContext began as returned: a fence from
+// now on does not concern it. Worker only.
+func (g *generation) callEnded() {
+	if g.shard == nil || g.shard.cur.Load() == nil {
+		return
+	}
+	g.shard.callsMu.Lock()
+	if c := g.shard.calls[g]; c != nil {
+		c.busy = false
+	}
+	g.shard.callsMu.Unlock()
+}
+
+// fenceCalls cancels the calls under way that a does not let this member
+// make. The validity's end is covered too: the member publishes an
+// inactive Assignment when it runs out (shard.Member's fence timer).
+func (st *shardState) fenceCalls(a *shard.Assignment) {
+	now := time.Now()
+	st.callsMu.Lock()
+	defer st.callsMu.Unlock()
+	for _, c := range st.calls {
+		if c.busy && c.ctx != nil && c.fenced(a, now) {
+			c.cancel()
+			c.ctx = nil
+		}
+	}
 }
 
 // SetAssignment makes a the view plugins are fed by: from now on each
@@ -32,9 +152,12 @@ type shardState struct {
 // initial-list flag, both from the informer's store through the replay
 // cursor, as a restart's replay does. Call it before LoadDir, with the
 // member's first (inactive) Assignment, so nothing is delivered before
-// the member has joined its group.
+// the member has joined its group. A call under way whose object a does
+// not give this member has its I/O canceled at once: the plugin's write
+// or HTTP request returns ERR_CANCELED.
 func (h *Host) SetAssignment(a *shard.Assignment) {
 	h.shard.cur.Store(a)
+	h.shard.fenceCalls(a)
 	h.mu.Lock()
 	slots := make([]*PluginSlot, 0, len(h.slots))
 	for _, s := range h.slots {
@@ -147,6 +270,21 @@ type ShardStatus struct {
 	// Owned counts, per resource, the cached objects this member owns.
 	Owned      map[string]int `json:"owned"`
 	ValidUntil time.Time      `json:"validUntil,omitzero"`
+	// Problem says why the member cannot take part (it cannot list its
+	// group's Leases or renew its own); /readyz reports it.
+	Problem string `json:"problem,omitempty"`
+}
+
+// ShardNotReady says why this member is not ready, "" when it is (or
+// without sharding): it cannot see its group or renew its Lease, and so
+// takes no share of the objects. A member still joining is ready: its
+// share is owned by the others meanwhile.
+func (h *Host) ShardNotReady() string {
+	a := h.shard.cur.Load()
+	if a == nil || a.Problem == "" || a.Active {
+		return ""
+	}
+	return "sharding: " + a.Problem
 }
 
 // ShardStatus reports the member's view, nil without sharding.
@@ -156,7 +294,7 @@ func (h *Host) ShardStatus() *ShardStatus {
 		return nil
 	}
 	st := &ShardStatus{Member: a.Self, Active: a.Active, Members: a.Members, Key: string(a.Key),
-		Owned: map[string]int{}, ValidUntil: a.ValidUntil()}
+		Owned: map[string]int{}, ValidUntil: a.ValidUntil(), Problem: a.Problem}
 	now := time.Now()
 	for _, r := range h.config().Resources {
 		keys, _ := h.pipeline.CacheKeys(nil, r.Name, "", "")
@@ -180,6 +318,9 @@ var (
 		[]string{"member"}, nil)
 	descShardOwned = prometheus.NewDesc("informer_host_shard_owned_objects",
 		"Cached objects of the resource this member owns and delivers to its plugins.", []string{"resource"}, nil)
+	descShardBlocked = prometheus.NewDesc("informer_host_shard_member_blocked",
+		"1 while this member cannot list its sharding group's Leases or renew its own (RBAC, most often): it takes no share of the objects.",
+		nil, nil)
 )
 
 // collectShard adds the sharding metrics, none without sharding.
@@ -199,10 +340,16 @@ func (h *Host) collectShard(ch chan<- prometheus.Metric) {
 	for r, n := range st.Owned {
 		ch <- prometheus.MustNewConstMetric(descShardOwned, prometheus.GaugeValue, float64(n), r)
 	}
+	blocked := 0.0
+	if st.Problem != "" {
+		blocked = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descShardBlocked, prometheus.GaugeValue, blocked)
 }
 
 func describeShard(ch chan<- *prometheus.Desc) {
 	ch <- descShardMember
 	ch <- descShardLive
 	ch <- descShardOwned
+	ch <- descShardBlocked
 }

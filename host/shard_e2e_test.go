@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,11 +15,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/testenv"
 	"github.com/informer-host/informer-host/shard"
@@ -37,6 +41,7 @@ const (
 // pipeline, host, and membership, and the records a test checks.
 type shardMember struct {
 	id     string
+	plugin string
 	p      *informer.Pipeline
 	h      *Host
 	m      *shard.Member
@@ -62,26 +67,54 @@ type shardDelivery struct {
 	a   *shard.Assignment
 }
 
+// memberOptions vary a test's member from the default: the counter
+// plugin on every ConfigMap of the namespace, the short lease timings.
+type memberOptions struct {
+	// lease, renew and retry replace testLease, testRenew, testRetry.
+	lease, renew, retry time.Duration
+	// plugin is the plugin file; wasm its module; module the rest of its
+	// entry in the config (bindings, config, grants). Default: counter.
+	plugin, module string
+	wasm           []byte
+	// selector restricts the resource to labelled ConfigMaps.
+	selector string
+	// writes, when set, is the client config of the plugins' writes
+	// (k8s_write); nil: no writes client.
+	writes *rest.Config
+}
+
 // startShardMember starts member id of group on namespace ns. rc is the
 // client config of its membership (the informers use the control plane's
 // directly).
 func startShardMember(t *testing.T, ns, group, id string, rc *rest.Config, abandon bool) *shardMember {
 	t.Helper()
-	sm := &shardMember{id: id, rec: &recorder{by: map[string][]observed{}, gates: map[string]chan struct{}{}, blocked: map[string]chan struct{}{}},
+	return startShardMemberWith(t, ns, group, id, rc, abandon, memberOptions{})
+}
+
+func startShardMemberWith(t *testing.T, ns, group, id string, rc *rest.Config, abandon bool, mo memberOptions) *shardMember {
+	t.Helper()
+	if mo.plugin == "" {
+		mo.plugin, mo.wasm, mo.module = shardPlugin, testPlugin(t, "counter"), "bindings: [{resource: cms}]"
+	}
+	if mo.lease == 0 {
+		mo.lease, mo.renew, mo.retry = testLease, testRenew, testRetry
+	}
+	sm := &shardMember{id: id, plugin: mo.plugin, rec: &recorder{by: map[string][]observed{}, gates: map[string]chan struct{}{}, blocked: map[string]chan struct{}{}},
 		logs: &logs{}, done: make(chan struct{})}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, shardPlugin), testPlugin(t, "counter"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, mo.plugin), mo.wasm, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Parse(filepath.Join(dir, "config.yaml"), []byte(fmt.Sprintf(`
 apiVersion: informer-host/v1
 resources:
-  - {name: cms, version: v1, resource: configmaps, namespaces: [%s]}
+  - {name: cms, version: v1, resource: configmaps, namespaces: [%s], labelSelector: %q}
 plugins:
   directory: %s
-  default:
-    bindings: [{resource: cms}]
-`, ns, dir)))
+  modules:
+  - file: %s
+    %s
+`, ns, mo.selector, dir, mo.plugin, strings.ReplaceAll(mo.module, "\n", "\n    "))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +126,13 @@ plugins:
 	if err := sm.p.Apply(context.Background(), cfg.Resources); err != nil {
 		t.Fatal(err)
 	}
-	if sm.h, err = New(context.Background(), Options{Pipeline: sm.p, Config: cfg, Logger: log, observe: sm.rec.observe, CacheDir: "-"}); err != nil {
+	ho := Options{Pipeline: sm.p, Config: cfg, Logger: log, observe: sm.rec.observe, CacheDir: "-"}
+	if mo.writes != nil {
+		if ho.Writes, err = NewWritesClient(mo.writes, sm.p, log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sm.h, err = New(context.Background(), ho); err != nil {
 		t.Fatal(err)
 	}
 	sm.h.shard.onDeliver = func(_ string, ev *informer.Event, a *shard.Assignment, _ time.Time) {
@@ -111,7 +150,7 @@ plugins:
 		t.Fatal(err)
 	}
 	sm.m, err = shard.New(shard.Options{Client: cs.CoordinationV1(), Namespace: ns, Group: group, Identity: id,
-		LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry, Abandon: abandon, Logger: log,
+		LeaseDuration: mo.lease, RenewDeadline: mo.renew, RetryPeriod: mo.retry, Abandon: abandon, Logger: log,
 		OnChange: func(a *shard.Assignment) {
 			sm.mu.Lock()
 			sm.timeline = append(sm.timeline, a)
@@ -162,7 +201,7 @@ func (sm *shardMember) kill() {
 }
 
 // view is the plugin's view: key -> resourceVersion.
-func (sm *shardMember) view() map[string]string { return view(sm.rec.of(shardPlugin), "cms") }
+func (sm *shardMember) view() map[string]string { return view(sm.rec.of(sm.plugin), "cms") }
 
 // active reports whether the member is active and counts n members.
 func (sm *shardMember) active(n int) bool {
@@ -477,10 +516,221 @@ func TestShardingMemberCutOffStopsDeliveringBeforeItsLeaseExpires(t *testing.T) 
 	}
 }
 
+// eventuallyShared waits until ready holds and the members' views
+// partition cluster (checkPartition), and says how they did not if they
+// never do.
+func eventuallyShared(t *testing.T, what string, members []*shardMember, cluster map[string]string, ready func() bool) {
+	t.Helper()
+	why := "not ready"
+	defer func() {
+		if t.Failed() {
+			t.Logf("last mismatch: %s", why)
+		}
+	}()
+	eventually(t, what, func() bool {
+		if !ready() {
+			why = "not ready"
+			return false
+		}
+		why = checkPartition(members, cluster)
+		return why == ""
+	})
+}
+
 func keysOf2(m map[string]string) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
 	return out
+}
+
+// A member that renews its Lease but may not list the group's (a Role
+// without list on Leases) is not counted by the others, so every object
+// stays owned: it never renews, since it renews only after a successful
+// list. It says so loudly (an error in its log, a problem in its status,
+// not ready) and joins once it may list.
+func TestShardingMemberThatCannotListTheGroupIsNotCounted(t *testing.T) {
+	cp := controlPlane(t)
+	hs := &harness{t: t, ns: cp.Namespace(t)}
+	ns := hs.ns
+	hs.createMany("cm", 100)
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "member", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update", "delete"}}}}
+	rbac := env.Client.RbacV1()
+	if _, err := rbac.Roles(ns).Create(context.Background(), role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.RoleBindings(ns).Create(context.Background(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "member", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "member"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "blind", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a := startShardMember(t, ns, "g", "a", env.Config, true)
+	c := startShardMember(t, ns, "g", "c", env.ServiceAccount(t, ns, "blind"), true)
+
+	eventually(t, "member c to report that it cannot list its group", func() bool {
+		return strings.Contains(c.h.ShardNotReady(), "cannot list") &&
+			len(c.logs.lines("level=ERROR", "may not list the group's Leases")) > 0
+	})
+	if st := c.h.ShardStatus(); st.Active || st.Problem == "" {
+		t.Errorf("member c's status %+v: want inactive, with its problem", st)
+	}
+	// c has listed and failed at least once: had it renewed regardless,
+	// its Lease would exist now.
+	if _, err := env.Client.CoordinationV1().Leases(ns).Get(context.Background(), "g-c", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("member c's Lease: %v; a member that cannot list its group must not renew", err)
+	}
+	cluster := hs.clusterCMs()
+	eventuallyShared(t, "member a alone to hold every object", []*shardMember{a}, cluster, func() bool { return a.active(1) })
+	a.mu.Lock()
+	for _, x := range a.timeline {
+		if slices.Contains(x.Members, "c") {
+			t.Errorf("member a counted c, which cannot list the group: %v", x)
+		}
+	}
+	a.mu.Unlock()
+
+	// Given list, c joins and takes its share.
+	role.Rules[0].Verbs = append(role.Rules[0].Verbs, "list")
+	if _, err := rbac.Roles(ns).Update(context.Background(), role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyShared(t, "both members active and sharing the objects", []*shardMember{a, c}, cluster,
+		func() bool { return a.active(2) && c.active(2) })
+	if why := c.h.ShardNotReady(); why != "" {
+		t.Errorf("member c still not ready: %s", why)
+	}
+	if d := doubleOwnership([]*shardMember{a, c}, keysOf2(cluster)); len(d) > 0 {
+		t.Errorf("objects owned by both members at once: %s", strings.Join(d[:min(5, len(d))], "\n"))
+	}
+}
+
+// A member joining takes its share over once the others have let it go
+// (their Leases acknowledge it), not after a join delay of renewDeadline
+// during which they had already dropped the share: with a renewDeadline
+// far longer than the test, the join still completes, the old owner
+// keeps delivering until it publishes the view with the new member, and
+// no object is ever owned by both.
+func TestShardingJoinHandsOverOnceTheOthersLetGo(t *testing.T) {
+	cp := controlPlane(t)
+	hs := &harness{t: t, ns: cp.Namespace(t)}
+	ns := hs.ns
+	hs.createMany("cm", 200)
+	long := memberOptions{lease: 2 * time.Hour, renew: time.Hour, retry: testRetry}
+	a := startShardMemberWith(t, ns, "g", "a", env.Config, true, long)
+	cluster := hs.clusterCMs()
+	eventuallyShared(t, "member a alone to hold every object", []*shardMember{a}, cluster, func() bool { return a.active(1) })
+	b := startShardMemberWith(t, ns, "g", "b", env.Config, true, long)
+	eventuallyShared(t, "both members active and sharing the objects", []*shardMember{a, b}, cluster,
+		func() bool { return a.active(2) && b.active(2) })
+	if len(b.view()) == 0 {
+		t.Fatal("member b owns nothing; the test needs it to own objects")
+	}
+	// a owned everything up to the view that gave b its share: it was
+	// never inactive, never without itself.
+	var released, admitted time.Time
+	a.mu.Lock()
+	for _, x := range a.timeline[1:] {
+		if !x.Active {
+			t.Errorf("member a published an inactive view during the join: %v", x)
+		}
+		if released.IsZero() && len(x.Members) == 2 {
+			released = x.Since
+		}
+	}
+	a.mu.Unlock()
+	b.mu.Lock()
+	for _, x := range b.timeline {
+		if x.Active && admitted.IsZero() {
+			admitted = x.Since
+		}
+	}
+	b.mu.Unlock()
+	// For the record, not asserted: how long b's share had no owner.
+	t.Logf("b's share owned by nobody for %s (retryPeriod %s)", admitted.Sub(released), testRetry)
+	if d := doubleOwnership([]*shardMember{a, b}, keysOf2(cluster)); len(d) > 0 {
+		t.Errorf("objects owned by both members at once: %s", strings.Join(d[:min(5, len(d))], "\n"))
+	}
+}
+
+// A plugin's write already waiting on the apiserver when its member stops
+// owning the object (another member joined and won it, or this member was
+// cut off from the apiserver and fenced) is canceled: the plugin gets
+// ERR_CANCELED, the held request is abandoned, never forwarded, and the
+// new owner's write is the only one that lands.
+func TestShardingCancelsAWriteWaitingWhenOwnershipMoves(t *testing.T) {
+	writer := func(label string, writes *rest.Config) memberOptions {
+		return memberOptions{plugin: "writer.wasm", wasm: fixture(t, "writer"), selector: "fence=yes", writes: writes,
+			module: `bindings: [{resource: cms, events: [add]}]
+config: {metadata: {labels: {written: "` + label + `"}}}
+grants:
+  writes:
+    resources: [{resource: cms, verbs: [patch]}]
+    timeout: 5m`}
+	}
+	cases := []struct {
+		name string
+		// owner is who owns the object while both are members.
+		owner string
+		// move starts b and takes the object away from a.
+		move func(t *testing.T, ns string, b func(rc *rest.Config) *shardMember, cutA *testenv.OutageProxy)
+	}{
+		{"a member joins and wins the object", "b", func(t *testing.T, ns string, b func(*rest.Config) *shardMember, _ *testenv.OutageProxy) {
+			b(env.Config)
+		}},
+		{"the owner is cut off and fenced", "a", func(t *testing.T, ns string, b func(*rest.Config) *shardMember, cutA *testenv.OutageProxy) {
+			sb := b(env.Config)
+			eventually(t, "member b active beside a", func() bool { return sb.active(2) })
+			cutA.Partition()
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := controlPlane(t)
+			ns := cp.Namespace(t)
+			now := time.Now()
+			view := shard.NewAssignment(tc.owner, []string{"a", "b"}, shard.KeyNamespaceName, true, now, now.Add(time.Hour))
+			name := ""
+			for i := 0; name == ""; i++ {
+				if n := fmt.Sprintf("x%d", i); view.OwnsKey(ns, n) {
+					name = n
+				}
+			}
+			cms := env.Client.CoreV1().ConfigMaps(ns)
+			if _, err := cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
+				Labels: map[string]string{"fence": "yes"}}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			// Every write through it waits an hour, unless its client
+			// gives up.
+			proxy, held := testenv.NewSlowProxy(t, env.Config)
+			proxy.Delay.Store(int64(time.Hour))
+			outage, cut := testenv.NewOutageProxy(t, env.Config)
+			a := startShardMemberWith(t, ns, "g", "a", cut, true, writer("a", held))
+			eventually(t, "member a's write to wait in the proxy", func() bool { return proxy.Writes.Load() == 1 })
+
+			tc.move(t, ns, func(rc *rest.Config) *shardMember {
+				return startShardMemberWith(t, ns, "g", "b", rc, true, writer("b", env.Config))
+			}, outage)
+			eventually(t, "member b's write to land", func() bool {
+				cm, err := cms.Get(context.Background(), name, metav1.GetOptions{})
+				return err == nil && cm.Labels["written"] == "b"
+			})
+			eventually(t, "member a's held write to be canceled", func() bool { return proxy.Canceled.Load() == 1 })
+			// The writer answers RETRY to ERR_CANCELED only.
+			eventually(t, "member a's plugin to have answered the canceled write", func() bool {
+				return slices.ContainsFunc(a.rec.of("writer.wasm"), func(d observed) bool {
+					return d.Key == ns+"/"+name && d.Failure == 0 && d.Code == engine.CodeRetry
+				})
+			})
+			// Every write of a's was abandoned, none forwarded.
+			if w, c := proxy.Writes.Load(), proxy.Canceled.Load(); w != c {
+				t.Errorf("member a sent %d writes, %d of them canceled", w, c)
+			}
+			if cm, err := cms.Get(context.Background(), name, metav1.GetOptions{}); err != nil || cm.Labels["written"] != "b" {
+				t.Errorf("the object after both writes: %v, %v; want b's label", cm.Labels, err)
+			}
+		})
+	}
 }

@@ -37,8 +37,8 @@ const (
 type Counters struct {
 	Delivered      uint64 // ih_handle calls that returned a result
 	OK             uint64
-	Retries        uint64 // deliveries repeated because the plugin said retry
-	RetryExhausted uint64 // events dropped after maxRetries retries
+	Retries        uint64 // deliveries repeated because the plugin said retry, or error (onError: retry)
+	RetryExhausted uint64 // objects given up on after an explicit delivery.maxRetries
 	Dropped        uint64 // the plugin said drop
 	Errors         uint64 // the plugin said error
 	Traps          uint64
@@ -107,8 +107,15 @@ type PluginSlot struct {
 	// refusedSHA is the content last refused, so the same broken bytes are
 	// not compiled (and reported) again on every look at the directory.
 	refusedSHA string
-	failures   int       // consecutive failures of the current generation
-	loadedAt   time.Time // when the current generation was swapped in
+	// failures counts the current generation's failures since it was
+	// last stable (limits.stablePeriod without a failure), lastFailure
+	// when the last one was: as a container's CrashLoopBackOff, the
+	// streak is ended by time without failure, not by a success in
+	// between, so a plugin that fails on one object among many
+	// successes still backs off and is still quarantined.
+	failures    int
+	lastFailure time.Time
+	loadedAt    time.Time // when the current generation was swapped in
 
 	// self records the plugin's successful writes (writes.go), made once
 	// by selfOnce; it is safe for concurrent use itself.
@@ -139,6 +146,8 @@ type generation struct {
 	settings config.PluginSettings
 	config   []byte
 	queue    *DeliveryQueue
+	// conv is the per-object retry and failure state (converge.go).
+	conv *convergence
 
 	// bindings are the generation's listeners, one per binding, in the
 	// configuration's order; byResource indexes them. Both are set by
@@ -168,9 +177,6 @@ type generation struct {
 	// kw is the plugin's writes client (writes.go), built with the first
 	// instance and shared by its restarts.
 	kw *kubewrite.Writer
-	// failing is set when a call fails and cleared by the next successful
-	// call.
-	failing bool
 	// syncDue says the bindings' sync may have changed (an initial-list
 	// entry handled, a replay started, the worker woke idle): housekeeping
 	// looks only then, so a live event costs no lookups.
@@ -308,6 +314,7 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 	g := &generation{
 		slot: slot, log: slot.log.With("version", mod.SHA256()[:12]), module: mod, settings: settings, config: configJSON,
 		queue:      NewDeliveryQueue(mode, settings.Delivery.BufferSize),
+		conv:       newConvergence(settings.Delivery, settings.Limits),
 		byResource: map[string]*bindingListener{}, seen: map[objectKey]*seenObject{}, reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
 		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(),
@@ -417,6 +424,9 @@ func (g *generation) stop() {
 // quarantined, or when it failed after being replaced.
 func (g *generation) run(inst *engine.Instance) {
 	defer close(g.done)
+	// Objects still waiting out a retry are given up explicitly, not
+	// silently abandoned.
+	defer g.giveUpWaiting("the version stopped")
 	defer func() {
 		if inst != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), shutdownCallTimeout)
@@ -440,7 +450,10 @@ func (g *generation) run(inst *engine.Instance) {
 		d, wait, ok := g.queue.next(prev)
 		prev = nil
 		if !ok {
-			if draining && wait == 0 {
+			if draining {
+				// What waits now waits out a retry: given up on (logged
+				// by giveUpWaiting) rather than holding the stop up for
+				// as long as its backoff.
 				return
 			}
 			if !draining && !g.synced.Load() && wait == 0 {
@@ -548,14 +561,14 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 			continue
 		}
 		// The generation's stop cancels a write waiting in ih_synced too.
-		called, err := inst.Synced(stopContext{g.stopCh}, ref)
+		called, err := inst.Synced(g.callContext(nil), ref)
+		g.callEnded()
 		if called && g.slot.h.observe != nil {
 			g.slot.h.observe(g.slot.name, &informer.Event{Resource: ref}, engine.Result{}, err)
 		}
 		if err != nil {
 			var f *engine.Failure
 			if errors.As(err, &f) {
-				g.failing = true
 				return g.failed(inst, "synced "+l.binding, err)
 			}
 			g.log.Warn("ih_synced not called", "binding", l.binding, "err", err)
@@ -706,9 +719,11 @@ func (g *generation) record(k objectKey, ev *informer.Event, seen *seenObject) {
 // of its own; the engine's CallTimeout applies within it.
 const shutdownCallTimeout = 5 * time.Second
 
-// deliver hands d to the plugin once. A RETRY answer hands d back to the
-// queue to wait out its backoff, while other objects go on; after
-// maxRetries it is dropped and counted. On a failure it restarts the
+// deliver hands d to the plugin once. A RETRY answer, or an ERROR one
+// (unless delivery.onError is skip), hands d back to the queue to wait
+// out the object's backoff while other objects go on; only an explicit
+// delivery.maxRetries gives up on it. A failed call, or too many ERROR
+// answers, for one object parks it. On a failure it restarts the
 // instance (after a backoff) or quarantines the plugin. It returns the
 // instance to use next (nil when quarantined or replaced) and whether d
 // goes back to the queue as done (false when the queue was cleared or d
@@ -738,7 +753,10 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 	if d.attempts == 0 {
 		s.obs.wait.Observe(start.Sub(d.enqueued).Seconds())
 	}
-	flags, drop := g.selfFlags(ev)
+	// Only a live change can be the plugin's own write: an event built
+	// from the store (an initial list, a replay, a repair, a handover)
+	// is the state, whoever wrote it last.
+	flags, drop := g.selfFlags(ev, !own && !d.replay && !d.fromStore)
 	if drop {
 		// A no-op update the plugin's own write caused (dropSelfNoop):
 		// it has what it wrote; its view moves on without a call.
@@ -746,9 +764,15 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 		g.record(d.key, ev, seen)
 		return inst, true
 	}
-	res, err := inst.HandleWith(stopContext{g.stopCh}, env, flags)
-	if err != nil && g.stopping() && !errors.As(err, new(*engine.Failure)) {
-		return inst, false // stopped just before the call: not the plugin's failure
+	rv := resourceVersion(ev.Object)
+	g.conv.handing(d.key, rv)
+	ctx := g.callContext(&d.key)
+	res, err := inst.HandleWith(ctx, env, flags)
+	g.callEnded()
+	if err != nil && (g.stopping() || ctx.Err() != nil) && !errors.As(err, new(*engine.Failure)) {
+		// Stopped, or handed over (the handover replays it), just before
+		// the call: not the plugin's failure.
+		return inst, !g.stopping()
 	}
 	s.obs.handle.Observe(since(start))
 	s.lastEvent.Store(time.Now().UnixNano())
@@ -756,22 +780,11 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 		s.h.observe(s.name, env.Event(), res, err)
 	}
 	if err != nil {
-		g.failing = true
 		d.behind = nil // the restart clears the queue, and these with it
+		g.objectFailed(d.key, ev, rv, err.Error())
 		return g.failed(inst, eventString(ev), err), false
 	}
 	s.c.delivered.Add(1)
-	if g.failing {
-		// The first success after failures ends the streak. Only the
-		// current generation's worker counts failures (restart), so the
-		// slot's lock is taken only when there is a streak to end.
-		s.mu.Lock()
-		if s.current == g {
-			s.failures = 0
-		}
-		s.mu.Unlock()
-		g.failing = false
-	}
 	switch res.Code {
 	case engine.CodeOK:
 		s.c.ok.Add(1)
@@ -780,36 +793,88 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 		g.log.Debug("plugin dropped an event", "event", eventString(ev), "message", res.Message)
 	case engine.CodeError:
 		s.c.errors.Add(1)
-		g.log.Warn("plugin failed to handle an event; skipped", "event", eventString(ev), "message", res.Message)
-	case engine.CodeRetry:
-		d.attempts++
-		if d.attempts <= g.settings.Delivery.MaxRetries {
-			s.c.retries.Add(1)
-			if own || d.replay {
-				// What waits is the event the plugin was given.
-				d.ev, d.replay = *ev, false
-			}
-			d.env = env
-			backoff := g.settings.Delivery.RetryBackoff.Duration << (d.attempts - 1)
-			q.Retry(d, time.Now().Add(backoff))
-			return inst, false
+		if g.settings.Delivery.OnError == config.OnErrorSkip {
+			g.log.Warn("plugin failed to handle an event; skipped (onError: skip)", "event", eventString(ev), "message", res.Message)
+			break
 		}
-		s.c.retryExhausted.Add(1)
-		g.log.Warn("plugin asked to retry an event too often; dropped", "event", eventString(ev),
-			"retries", d.attempts-1, "message", res.Message)
+		parked, n := g.objectFailed(d.key, ev, rv, "ERROR: "+res.Message)
+		if n == 1 {
+			g.log.Warn("plugin failed to handle an event; retrying it with backoff", "event", eventString(ev), "message", res.Message)
+		} else {
+			g.log.Debug("plugin's handling of an object failed again", "event", eventString(ev), "failures", n, "message", res.Message)
+		}
+		if parked {
+			g.initialDone(d)
+			return inst, true // the queue holds the parked object
+		}
+		return g.retry(inst, d, ev, env, seen, own, "ERROR", res.Message)
+	case engine.CodeRetry:
+		return g.retry(inst, d, ev, env, seen, own, "RETRY", res.Message)
 	}
+	g.conv.forget(d.key)
 	g.record(d.key, ev, seen)
-	if d.initial {
-		q.InitialDone(d.key.resource)
-		g.syncDue = true
-	}
+	g.initialDone(d)
 	return inst, true
 }
 
-// failed handles a call that did not complete: the event is skipped, as
-// client-go skips an event whose handler panics, the instance is discarded
-// and a fresh one started after a backoff, or the plugin is quarantined
-// after too many failures in a row. what names the call (the event).
+// retry hands d back to the queue to wait out its object's backoff, or
+// gives up on the object when delivery.maxRetries says so: counted,
+// listed in the status and logged.
+func (g *generation) retry(inst *engine.Instance, d *delivery, ev *informer.Event, env *engine.Envelope, seen *seenObject, own bool, answer, msg string) (*engine.Instance, bool) {
+	s := g.slot
+	delay, giveUp := g.conv.retryAfter(d.key)
+	if giveUp {
+		s.c.retryExhausted.Add(1)
+		g.conv.giveUp(d.key, answer+": "+msg, time.Now())
+		g.log.Warn("plugin's handling of an object failed delivery.maxRetries times; gave up on it until it changes",
+			"event", eventString(ev), "answer", answer, "maxRetries", g.settings.Delivery.MaxRetries, "message", msg)
+		g.record(d.key, ev, seen)
+		g.initialDone(d)
+		return inst, true
+	}
+	s.c.retries.Add(1)
+	d.attempts++
+	if own || d.replay {
+		// What waits is the event the plugin was given.
+		d.ev, d.replay, d.fromStore = *ev, false, true
+	}
+	d.env = env
+	// The plugin has been handed the initial list's object: its binding's
+	// sync waits for no retry, which may take long.
+	g.initialDone(d)
+	g.queue.Retry(d, time.Now().Add(delay))
+	return inst, false
+}
+
+// initialDone records that d, if part of an initial list, was handed.
+func (g *generation) initialDone(d *delivery) {
+	if d.initial {
+		g.queue.InitialDone(d.key.resource)
+		d.initial = false
+		g.syncDue = true
+	}
+}
+
+// objectFailed counts a failed call handling the object k and reports
+// whether it parked the object, and its count of failures. Parking is
+// logged once, with the failure; the queue holds the object back until
+// it changes or its backoff ends.
+func (g *generation) objectFailed(k objectKey, ev *informer.Event, rv, msg string) (parked bool, n int) {
+	parked, until, n := g.conv.failed(k, rv, msg, time.Now())
+	if !parked {
+		return false, n
+	}
+	g.queue.Defer(k, until, true)
+	g.log.Warn("object parked: handling it failed too often; it is not handed to the plugin again until it changes or its backoff ends",
+		"event", eventString(ev), "failures", n, "until", until, "lastError", msg)
+	return true, n
+}
+
+// failed handles a call that did not complete: the instance is discarded
+// and a fresh one started after a backoff, whose replay of the cache
+// hands the object again unless deliver parked it, or the plugin is
+// quarantined after too many failures without a stable period. what
+// names the call (the event).
 func (g *generation) failed(inst *engine.Instance, what string, err error) *engine.Instance {
 	s := g.slot
 	_ = inst.Close(context.Background())
@@ -844,9 +909,11 @@ func (g *generation) failed(inst *engine.Instance, what string, err error) *engi
 // calls for, or quarantines the plugin. A fresh instance has no state, so
 // it gets the cache again: the events still waiting, which the replay
 // supersedes, are discarded, and every key of the informers' stores goes
-// to the replay cursor as an initial list. The listeners stay registered:
-// registering them anew would have client-go replay the cache under the
-// informer's lock, stalling every other listener of it.
+// to the replay cursor as an initial list, but for the objects waiting
+// out a retry or parked, which are handed from the store when due. The
+// listeners stay registered: registering them anew would have client-go
+// replay the cache under the informer's lock, stalling every other
+// listener of it.
 //
 // A generation that is no longer current (a reload replaced it while its
 // call was failing) changes nothing of the slot and ends: its
@@ -860,17 +927,16 @@ func (g *generation) restart(cause error) *engine.Instance {
 			g.log.Info("replaced version failed; not restarted", "err", cause)
 			return nil
 		}
-		s.failures++
-		n := s.failures
+		n, quarantine := s.failedLocked(g.settings.Limits, time.Now())
 		s.lastErr = cause.Error()
-		if n >= g.settings.Limits.MaxConsecutiveFailures {
+		if quarantine {
 			s.state = StateQuarantined
 			s.mu.Unlock()
-			g.log.Error("plugin quarantined after failing too often in a row; it stays off until its file changes",
-				"failures", n, "lastError", cause.Error())
+			g.log.Error("plugin quarantined: it failed maxConsecutiveFailures times without a stable period in between; it stays off until its file changes",
+				"failures", n, "stablePeriod", g.settings.Limits.StablePeriod.Duration, "lastError", cause.Error())
 			g.synced.Store(false)
 			g.unregister()
-			g.queue.Clear()
+			g.giveUpWaiting("quarantined")
 			return nil
 		}
 		s.state = StateRestarting
@@ -898,11 +964,27 @@ func (g *generation) restart(cause error) *engine.Instance {
 	}
 }
 
+// failedLocked counts a failure of the current generation at now and
+// returns the failures of the streak, and whether they quarantine the
+// plugin. The streak ends only after l.StablePeriod without a failure,
+// never with a success: a plugin failing on some objects among many
+// successes keeps its restart delay growing and is quarantined by its
+// failure rate. Called with s.mu held.
+func (s *PluginSlot) failedLocked(l config.Limits, now time.Time) (n int, quarantine bool) {
+	if stable := l.StablePeriod.Duration; stable > 0 && !s.lastFailure.IsZero() && now.Sub(s.lastFailure) >= stable {
+		s.failures = 0
+	}
+	s.failures++
+	s.lastFailure = now
+	return s.failures, s.failures >= l.MaxConsecutiveFailures
+}
+
 // replayAll starts the plugin's view over: the queue is cleared, and every
 // key in the bindings' stores goes to the replay cursor as an initial
-// list.
+// list, but for objects waiting out a retry or parked, which are handed
+// from the store when due.
 func (g *generation) replayAll() {
-	superseded := g.queue.Clear()
+	superseded := g.queue.Restart()
 	g.slot.c.superseded.Add(uint64(superseded))
 	clear(g.seen)
 	clear(g.reported)
@@ -912,6 +994,18 @@ func (g *generation) replayAll() {
 		if reg := l.registration(); reg != nil {
 			g.queue.AddReplay(keysOf(l.binding, reg.Keys()), true)
 		}
+	}
+}
+
+// giveUpWaiting empties the queue of a generation that delivers no more
+// (quarantined, stopped) and logs how many objects waiting out a retry
+// or parked it gives up on. On a reload they are not lost: they are in
+// the informers' stores, so in the new version's initial list.
+func (g *generation) giveUpWaiting(why string) {
+	st := g.queue.Stats()
+	g.queue.Clear()
+	if st.Retrying > 0 {
+		g.log.Info("gave up on objects waiting out a retry or parked", "objects", st.Retrying, "because", why)
 	}
 }
 

@@ -3,16 +3,32 @@ package host
 import (
 	"context"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/state"
 )
 
 // openState opens the plugins' key-value state as plugins.state says. A
-// file it cannot use is reported by the store, which then runs in memory:
-// state is never a reason for the host not to start.
+// file it cannot use is reported by the store, which then runs in memory,
+// and a corrupt one is moved aside and started afresh: state is never a
+// reason for the host not to start. A corrupt file is reported in the log
+// (by the store, at error level, with the reason and where the file went)
+// and counted in informer_host_state_file_corrupt_total; no Event, as the
+// host has no Event recorder of its own, only the plugins'.
 func openState(ctx context.Context, cfg *config.Config, h *Host) (*state.Store, error) {
 	return state.Open(ctx, state.Options{Path: cfg.StatePath(), FlushInterval: cfg.StateFlushInterval(), Logger: h.log})
+}
+
+var descStateCorrupt = prometheus.NewDesc("informer_host_state_file_corrupt_total",
+	"Plugin state files found corrupt at start (or empty, or truncated), moved aside to <path>.corrupt-<time>; every plugin then started with empty state.",
+	nil, nil)
+
+func describeState(ch chan<- *prometheus.Desc) { ch <- descStateCorrupt }
+
+func (h *Host) collectState(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descStateCorrupt, prometheus.CounterValue, float64(h.state.CorruptFiles()))
 }
 
 // stateFor returns the bucket of plugin name for an instance with the

@@ -162,6 +162,12 @@ func TestStateCorruptFileStartsEmpty(t *testing.T) {
 	if lines := hs.logs.lines("level=ERROR", "corrupt", path); len(lines) != 1 {
 		t.Fatalf("corrupt file reported %d times, want once with its path:\n%s", len(lines), hs.logs.String())
 	}
+	if n := hs.metric("informer_host_state_file_corrupt_total", ""); n != 1 {
+		t.Fatalf("informer_host_state_file_corrupt_total = %v, want 1", n)
+	}
+	if moved, _ := filepath.Glob(path + ".corrupt-*"); len(moved) != 1 {
+		t.Fatalf("corrupt file not moved aside: %v", moved)
+	}
 	hs.createCM("a", nil)
 	eventually(t, "a in state", func() bool { n, ok, _ := hs.stateOf(hs.h, "state.wasm", "obj/a"); return ok && n == 1 })
 	if !hs.h.state.Persistent() {

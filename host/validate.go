@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/informer-host/informer-host/config"
@@ -32,7 +30,7 @@ type ModuleReport struct {
 // startTimeout bounds each module's start (0: the engine's default, 10s).
 func ValidateModules(ctx context.Context, cfg *config.Config, startTimeout time.Duration, log *slog.Logger) ([]ModuleReport, error) {
 	dir := cfg.PluginDir()
-	entries, err := os.ReadDir(dir)
+	names, err := wasmNames(dir)
 	if err != nil {
 		return nil, fmt.Errorf("plugin directory %s: %w", dir, err)
 	}
@@ -45,13 +43,10 @@ func ValidateModules(ctx context.Context, cfg *config.Config, startTimeout time.
 	}
 	defer eng.Close(context.Background())
 	var out []ModuleReport
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".wasm") {
-			continue
-		}
-		r := ModuleReport{File: e.Name(), Granted: cfg.SettingsFor(e.Name()).Grants.Granted()}
-		r.Requested, r.Err = validateModule(ctx, eng, cfg, filepath.Join(dir, e.Name()))
-		r.Ungranted = ungranted(r.Requested, cfg.SettingsFor(e.Name()).Grants)
+	for _, name := range names {
+		r := ModuleReport{File: name, Granted: cfg.SettingsFor(name).Grants.Granted()}
+		r.Requested, r.Err = validateModule(ctx, eng, cfg, filepath.Join(dir, name))
+		r.Ungranted = ungranted(r.Requested, cfg.SettingsFor(name).Grants)
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })

@@ -32,6 +32,7 @@ func (c *clusterWriter) request(r *engine.WriteRequest) *kubewrite.Request {
 	c.req = kubewrite.Request{
 		Op: r.Op, Resource: string(r.Resource), Namespace: string(r.Namespace), Name: string(r.Name),
 		Sub: string(r.Subresource), Body: r.Body, UID: string(r.UID), ResourceVersion: string(r.ResourceVersion), Force: r.Force,
+		MustExist: r.MustExist,
 	}
 	return &c.req
 }
@@ -76,10 +77,15 @@ func (s *PluginSlot) selfWrites() *kubewrite.SelfWrites {
 }
 
 // selfFlags returns the header flags of ev for this plugin alone
-// (abi.FlagSelfWrite when the object's state is one its own write
-// returned), and whether the binding drops it as a no-op self-update.
-func (g *generation) selfFlags(ev *informer.Event) (flags uint8, drop bool) {
-	if g.kw == nil || ev.Resource == nil || ev.Object == nil || ev.Type == informer.EventDelete {
+// (abi.FlagSelfWrite when ev is a live change to a state the plugin's own
+// write returned), and whether the binding drops it as a no-op
+// self-update. live is false for an event the host built from the store
+// (an initial list, a restart's or a repair's replay, a handover): it
+// says what the object is, not what the plugin just did, and a new
+// version or a fresh instance that skipped it would never look at the
+// object.
+func (g *generation) selfFlags(ev *informer.Event, live bool) (flags uint8, drop bool) {
+	if !live || g.kw == nil || ev.Resource == nil || ev.Object == nil || ev.Type == informer.EventDelete {
 		return 0, false
 	}
 	o := ev.Object

@@ -34,5 +34,8 @@
 // A resource whose kind or resource is not served yet (a CRD not installed)
 // is pending: it is resolved again periodically and starts by itself once
 // discovery serves it. Listeners may attach to a pending resource; they are
-// wired in when it starts.
+// wired in before its informers start, so they get its initial list as it
+// arrives (every object made while it was pending) and every change after.
+// Why it is pending is a NotServedError naming the nearest resources
+// discovery does serve, since a typo looks just like a CRD not installed.
 package informer

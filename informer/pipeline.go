@@ -70,6 +70,9 @@ type ResourceStatus struct {
 	Ref    *ResourceRef // nil until resolved
 	Synced bool         // every informer of the resource has completed its initial list
 	Error  string       // why it is not synced, not active or failing, if known
+	// Warning is what is wrong with the configured resource though it
+	// runs: the apiserver matched it to another name (NotServedError).
+	Warning string
 	// FailingSince is when the list/watch calls of one of the resource's
 	// informers started failing; zero while they succeed.
 	FailingSince time.Time
@@ -84,6 +87,7 @@ type Pipeline struct {
 	log         *slog.Logger
 	dynamic     dynamic.Interface
 	mapper      *restmapper.DeferredDiscoveryRESTMapper
+	disco       discovery.CachedDiscoveryInterface // what mapper reads; suggest reads it too
 	retryPeriod time.Duration
 	grace       time.Duration
 	watchOpts   watchOptions
@@ -113,10 +117,13 @@ type Pipeline struct {
 
 // resourceState is one configured resource. Guarded by Pipeline.mu.
 type resourceState struct {
-	spec    config.Resource
-	phase   Phase
-	ref     *ResourceRef
-	err     error
+	spec  config.Resource
+	phase Phase
+	ref   *ResourceRef
+	err   error
+	// warning is what is wrong with the spec though the resource runs
+	// (asWritten); set when it becomes active.
+	warning error
 	watches []*sharedWatch // one per namespace, or one for all; set iff phase is Active
 }
 
@@ -167,7 +174,8 @@ func New(opts Options) (*Pipeline, error) {
 			disco = d
 		}
 	}
-	p.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+	p.disco = memory.NewMemCacheClient(disco)
+	p.mapper = restmapper.NewDeferredDiscoveryRESTMapper(p.disco)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
 }
@@ -293,6 +301,9 @@ func (p *Pipeline) Status() []ResourceStatus {
 		if st.err != nil {
 			s.Error = st.err.Error()
 		}
+		if st.warning != nil {
+			s.Warning = st.warning.Error()
+		}
 		if st.phase == PhaseActive {
 			s.Synced = true
 			for _, w := range st.watches {
@@ -401,6 +412,10 @@ func (p *Pipeline) activate(ctx context.Context, name string) {
 		st.watches = append(st.watches, w)
 	}
 	st.ref, st.phase, st.err = ref, PhaseActive, nil
+	if w := asWritten(spec, ref); w != nil {
+		st.warning = w
+		p.log.Warn("resource is watched as the apiserver matched it, not as configured", "resource", name, "err", w)
+	}
 	for reg := range p.regs[name] {
 		if err := p.attachLocked(reg, st); err != nil {
 			p.log.Error("cannot add listener", "resource", name, "err", err)
@@ -414,8 +429,27 @@ func (p *Pipeline) activate(ctx context.Context, name string) {
 	p.log.Info("resource started", "resource", name, "gvr", gvrString(ref.GroupVersionResource()), "kind", ref.Kind, "namespaces", spec.Namespaces)
 }
 
+// Resolve looks spec up through discovery as Apply does, and starts
+// nothing: the resource's coordinates, or why it cannot be watched; a
+// resource the apiserver does not serve is a *NotServedError, with the
+// nearest ones it does. For checking a config against a cluster.
+//
+// A spec the RESTMapper matches only loosely (a singular resource name, a
+// group left empty) resolves, and is watched, but also comes back with a
+// *NotServedError saying what it matched.
+func (p *Pipeline) Resolve(ctx context.Context, spec config.Resource) (*ResourceRef, error) {
+	ref, _, err := p.resolve(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if w := asWritten(spec, ref); w != nil {
+		return ref, w
+	}
+	return ref, nil
+}
+
 // resolve maps a configured resource to its API coordinates through
-// discovery.
+// discovery. A resource not served comes back as a *NotServedError.
 func (p *Pipeline) resolve(ctx context.Context, spec config.Resource) (*ResourceRef, bool, error) {
 	var mapping *meta.RESTMapping
 	var err error
@@ -428,6 +462,9 @@ func (p *Pipeline) resolve(ctx context.Context, spec config.Resource) (*Resource
 		if err == nil {
 			mapping, err = p.mapper.RESTMappingWithContext(ctx, gvk.GroupKind(), gvk.Version)
 		}
+	}
+	if meta.IsNoMatchError(err) {
+		return nil, false, &NotServedError{Spec: spec, Suggestions: suggest(p.disco, spec), Err: err}
 	}
 	if err != nil {
 		return nil, false, err

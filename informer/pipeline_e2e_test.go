@@ -2,6 +2,8 @@ package informer_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -458,4 +460,57 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// A resource the apiserver does not serve as configured is pending with
+// a NotServedError naming the nearest served resources (by name, then
+// group, then version); one the RESTMapper takes all the same for another
+// name runs, with a Warning saying which. Resolve says the same without
+// starting anything.
+func TestNotServedResourcesSuggestTheNearestServed(t *testing.T) {
+	ns := env.Namespace(t)
+	tests := []struct {
+		spec    config.Resource
+		pending bool
+		want    string
+	}{
+		{config.Resource{Version: "v1", Resource: "confgimaps"}, true,
+			`the apiserver serves no resource "confgimaps" in v1; did you mean configmaps (v1)?`},
+		{config.Resource{Version: "v1", Resource: "cm"}, true, // kubectl's short name, which the RESTMapper does not take
+			`the apiserver serves no resource "cm" in v1; did you mean configmaps (v1)?`},
+		{config.Resource{Group: "apps", Version: "v1", Resource: "deploymnets"}, true,
+			`the apiserver serves no resource "deploymnets" in apps/v1; did you mean deployments (apps/v1)?`},
+		{config.Resource{Group: "apps", Version: "v1", Kind: "Deploymnet"}, true,
+			`the apiserver serves no kind "Deploymnet" in apps/v1; did you mean Deployment (apps/v1)?`},
+		{config.Resource{Group: "apps", Version: "v1", Resource: "pods"}, true,
+			`the apiserver serves no resource "pods" in apps/v1; did you mean pods (v1)?`},
+		{config.Resource{Group: ns + ".example.com", Version: "v1", Resource: "gizmos"}, true,
+			`the apiserver serves no resource "gizmos" in ` + ns + `.example.com/v1; fix group, version and resource, or install the CRD that serves it`},
+		{config.Resource{Version: "v1", Resource: "pod"}, false,
+			`the apiserver serves no resource "pod" in v1; did you mean pods (v1)? It is watched as that`},
+		{config.Resource{Version: "v1", Resource: "deployments"}, false,
+			`the apiserver serves no resource "deployments" in v1; did you mean deployments (apps/v1)? It is watched as that`},
+	}
+	var specs []config.Resource
+	for i := range tests {
+		tests[i].spec.Name = fmt.Sprint("r", i)
+		tests[i].spec.Namespaces = []string{ns}
+		specs = append(specs, tests[i].spec)
+	}
+	p := startPipeline(t, env.Config, nil, specs...)
+	for _, tc := range tests {
+		st := status(p, tc.spec.Name)
+		got, wantPhase := st.Warning, informer.PhaseActive
+		if tc.pending {
+			got, wantPhase = st.Error, informer.PhasePending
+		}
+		if st.Phase != wantPhase || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%+v: %s %q, want %s %q", tc.spec, st.Phase, got, wantPhase, tc.want)
+		}
+		_, err := p.Resolve(context.Background(), tc.spec)
+		var notServed *informer.NotServedError
+		if !errors.As(err, &notServed) || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("Resolve(%+v) = %v, want a NotServedError %q", tc.spec, err, tc.want)
+		}
+	}
 }

@@ -1,12 +1,17 @@
 package kubeevents
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 	"sync"
 	"unicode"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,9 +21,11 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/kubewrite"
 )
 
 // Options configure Recorders.
@@ -39,7 +46,8 @@ type Options struct {
 // Recorders holds the recorder of every plugin that may record Events.
 // Safe for concurrent use.
 type Recorders struct {
-	opts Options
+	opts    Options
+	metrics *prometheus.CounterVec
 	// mu guards byPlugin. A plugin's recorder is kept across its
 	// instances and versions while its identity and dry-run setting stay
 	// the same, so client-go's aggregation and spam filter see all of its
@@ -57,7 +65,10 @@ func New(o Options) *Recorders {
 	if o.Instance == "" {
 		o.Instance, _ = os.Hostname()
 	}
-	return &Recorders{opts: o, byPlugin: map[string]*Recorder{}}
+	return &Recorders{opts: o, byPlugin: map[string]*Recorder{}, metrics: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "informer_host_plugin_kube_events_total",
+		Help: "Kubernetes Events plugins recorded (event_record), by result: sent (stored by the apiserver, new or aggregated), refused (by the apiserver, not retried), unavailable (not reached; client-go retries), dry_run (logged), invalid and too_large (refused at the call).",
+	}, []string{"plugin", "result"})}
 }
 
 // Recorder records one plugin's Events.
@@ -65,7 +76,11 @@ type Recorder struct {
 	plugin   string
 	identity string // the impersonated user, "" = the daemon's credentials
 	dryRun   bool
+	qps      float64 // the plugin's API budget (its writes grant's rate)
+	burst    int
+	budget   *kubewrite.Budget // the rate limiter of the recorder's client; nil without one
 	log      *slog.Logger
+	count    func(result string)
 	// rec and b are nil when Events are only logged (dry run, no cluster).
 	rec record.EventRecorder
 	b   record.EventBroadcaster
@@ -87,19 +102,28 @@ func (r *Recorders) For(plugin string, g config.Grants) (*Recorder, error) {
 		identity = "system:serviceaccount:" + ns + ":" + name
 	}
 	dryRun := g.DryRun != nil && *g.DryRun
+	// The plugin's Events have a budget of the same rate as its writes
+	// (grants.writes.qps and burst, the defaults without writes), a
+	// bucket of their own: the background sends of Events never hold up
+	// a write the plugin is waiting on.
+	var wg config.WritesGrant
+	if g.Writes != nil {
+		wg = *g.Writes
+	}
+	qps, burst, _ := wg.Limits()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, fmt.Errorf("plugin %q: events: the host is stopping", plugin)
 	}
 	if old := r.byPlugin[plugin]; old != nil {
-		if old.identity == identity && old.dryRun == dryRun {
+		if old.identity == identity && old.dryRun == dryRun && old.qps == qps && old.burst == burst {
 			return old, nil
 		}
 		old.stop()
 		delete(r.byPlugin, plugin)
 	}
-	rec, err := r.build(plugin, identity, dryRun)
+	rec, err := r.build(plugin, identity, dryRun, qps, burst)
 	if err != nil {
 		return nil, err
 	}
@@ -107,8 +131,9 @@ func (r *Recorders) For(plugin string, g config.Grants) (*Recorder, error) {
 	return rec, nil
 }
 
-func (r *Recorders) build(plugin, identity string, dryRun bool) (*Recorder, error) {
-	rec := &Recorder{plugin: plugin, identity: identity, dryRun: dryRun, log: r.opts.Logger.With("plugin", plugin)}
+func (r *Recorders) build(plugin, identity string, dryRun bool, qps float64, burst int) (*Recorder, error) {
+	rec := &Recorder{plugin: plugin, identity: identity, dryRun: dryRun, qps: qps, burst: burst, log: r.opts.Logger.With("plugin", plugin),
+		count: func(result string) { r.metrics.WithLabelValues(plugin, result).Inc() }}
 	if dryRun || r.opts.RESTConfig == nil {
 		return rec, nil
 	}
@@ -116,12 +141,19 @@ func (r *Recorders) build(plugin, identity string, dryRun bool) (*Recorder, erro
 	if identity != "" {
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: identity}
 	}
+	// The sink sends without a deadline, so over the budget an Event
+	// waits in the background for its token rather than being dropped.
+	rec.budget = kubewrite.NewBudget(qps, burst)
+	cfg.RateLimiter, cfg.QPS, cfg.Burst = rec.budget, float32(qps), burst
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: events client: %w", plugin, err)
 	}
-	rec.b = record.NewBroadcaster(record.WithCorrelatorOptions(r.opts.Correlator))
-	rec.b.StartRecordingToSink(loggingSink{EventSink: &typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")}, log: rec.log, identity: identity})
+	// client-go logs a refused Event as a dump of the whole struct; the
+	// sink logs it as one line instead, so client-go's logger is muted.
+	quiet := klog.NewContext(context.Background(), logr.Discard())
+	rec.b = record.NewBroadcaster(record.WithCorrelatorOptions(r.opts.Correlator), record.WithContext(quiet))
+	rec.b.StartRecordingToSink(loggingSink{EventSink: &typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")}, log: rec.log, identity: identity, count: rec.count})
 	rec.rec = rec.b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component(plugin), Host: r.opts.Instance})
 	return rec, nil
 }
@@ -144,8 +176,10 @@ func Component(plugin string) string {
 	return "informer-host/" + name
 }
 
-// Forget stops plugin's recorder (its file was removed).
+// Forget stops plugin's recorder and drops its series (its file was
+// removed).
 func (r *Recorders) Forget(plugin string) {
+	r.metrics.DeletePartialMatch(prometheus.Labels{"plugin": plugin})
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if old := r.byPlugin[plugin]; old != nil {
@@ -178,6 +212,17 @@ func (rec *Recorder) stop() {
 // abi.MaxEventMessage, with the result message. The Event is sent in the
 // background: 0 means it was queued.
 func (rec *Recorder) Record(obj map[string]any, eventType, reason, message string) (int32, string) {
+	code, msg := rec.record(obj, eventType, reason, message)
+	switch {
+	case code != 0:
+		rec.count(kubewrite.Result(code))
+	case rec.rec == nil:
+		rec.count("dry_run")
+	}
+	return code, msg
+}
+
+func (rec *Recorder) record(obj map[string]any, eventType, reason, message string) (int32, string) {
 	if err := checkReason(reason); err != "" {
 		return abi.ErrInvalid, err
 	}
@@ -223,40 +268,61 @@ func checkReason(reason string) string {
 
 // loggingSink is the apiserver's Event sink, logging what the apiserver
 // refuses (an impersonated identity without RBAC for Events: forbidden)
-// into the host's log; client-go would only tell klog.
+// into the host's log as one line a person reads, and counting every
+// send; client-go would only tell klog, with the Event's whole struct.
 type loggingSink struct {
 	record.EventSink
 	log      *slog.Logger
 	identity string
+	count    func(result string)
 }
 
-func (s loggingSink) failed(e *corev1.Event, err error) {
-	if err != nil {
-		as := s.identity
-		if as == "" {
-			as = "the daemon's credentials"
-		}
-		s.log.Warn("Event not recorded: the apiserver refused it", "err", err, "as", as,
-			"object", e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name, "reason", e.Reason)
+func (s loggingSink) done(e *corev1.Event, err error) {
+	if err == nil {
+		s.count("sent")
+		return
 	}
+	as := s.identity
+	if as == "" {
+		as = "the daemon's credentials"
+	}
+	obj := e.InvolvedObject.Kind + " " + e.InvolvedObject.Name
+	if ns := e.InvolvedObject.Namespace; ns != "" {
+		obj = e.InvolvedObject.Kind + " " + ns + "/" + e.InvolvedObject.Name
+	}
+	if st := (*apierrors.StatusError)(nil); errors.As(err, &st) {
+		s.count("refused")
+		s.log.Warn("Event not recorded: the apiserver refused it", "object", obj, "reason", e.Reason, "as", as,
+			"error", st.ErrStatus.Message)
+		return
+	}
+	s.count("unavailable")
+	s.log.Warn("Event not recorded yet: the apiserver could not be reached (client-go retries)", "object", obj, "reason", e.Reason,
+		"as", as, "error", err.Error())
 }
 
 func (s loggingSink) Create(e *corev1.Event) (*corev1.Event, error) {
 	out, err := s.EventSink.Create(e)
-	s.failed(e, err)
+	s.done(e, err)
 	return out, err
 }
 
 func (s loggingSink) Update(e *corev1.Event) (*corev1.Event, error) {
 	out, err := s.EventSink.Update(e)
-	s.failed(e, err)
+	s.done(e, err)
 	return out, err
 }
 
 func (s loggingSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
 	out, err := s.EventSink.Patch(e, data)
 	if !apierrors.IsNotFound(err) { // client-go creates it then
-		s.failed(e, err)
+		s.done(e, err)
 	}
 	return out, err
 }
+
+// Describe implements prometheus.Collector.
+func (r *Recorders) Describe(ch chan<- *prometheus.Desc) { r.metrics.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (r *Recorders) Collect(ch chan<- prometheus.Metric) { r.metrics.Collect(ch) }

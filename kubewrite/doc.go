@@ -6,8 +6,10 @@
 // A Client is built once per daemon from its rest.Config; Client.For
 // returns one plugin's Writer, which holds everything the plugin's grant
 // decides: the resources, verbs, subresources and namespaces it may
-// write, its token bucket, its I/O timeout, its identity (the daemon's,
-// or a ServiceAccount it impersonates) and dry run. Every write carries
+// write, its API budget (a REST client of its own whose rate limiter is
+// a Budget at the grant's qps and burst: writes past it wait within the
+// I/O timeout), its I/O timeout, its identity (the daemon's, or a
+// ServiceAccount it impersonates) and dry run. Every write carries
 // the field manager "informer-host/<plugin>", so managedFields and the
 // audit log say which plugin wrote what.
 //

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"sync"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/config"
@@ -26,10 +25,10 @@ import (
 
 // Options configure a Client.
 type Options struct {
-	// Config is the daemon's own client configuration: its credentials,
-	// and its QPS and Burst as the client-wide limit every plugin's
-	// writes share (unless Config.RateLimiter is set, which is used as it
-	// is). Required.
+	// Config is the daemon's own client configuration, of which the
+	// plugins' clients take the credentials only: each plugin's client
+	// has the rate limiter of its own grant (a Budget), never the
+	// daemon's QPS, Burst or RateLimiter. Required.
 	Config *rest.Config
 	// Resolve maps a configured resource's name (config.yaml resources)
 	// to its API coordinates, false while it is not resolved. nil: only
@@ -44,12 +43,7 @@ type Client struct {
 	base    *rest.Config
 	resolve func(string) (schema.GroupVersionResource, bool)
 	log     *slog.Logger
-
-	// mu guards dyns: one dynamic client per identity ("" = the
-	// daemon's), shared by every plugin acting as it, so their
-	// connections are too.
-	mu   sync.Mutex
-	dyns map[string]dynamic.Interface
+	metrics *metrics
 }
 
 // New returns a Client.
@@ -58,33 +52,14 @@ func New(o Options) (*Client, error) {
 		return nil, errors.New("kubewrite: Options needs Config")
 	}
 	base := rest.CopyConfig(o.Config)
-	if base.RateLimiter == nil && base.QPS > 0 {
-		burst := max(base.Burst, 1)
-		base.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(base.QPS, burst)
-	}
+	// The daemon's limit is the daemon's: a plugin's writes neither wait
+	// on it nor take from it (For sets the plugin's own).
+	base.RateLimiter, base.QPS, base.Burst = nil, 0, 0
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Client{base: base, resolve: o.Resolve, log: log, dyns: map[string]dynamic.Interface{}}, nil
-}
-
-func (c *Client) dynamicFor(user string) (dynamic.Interface, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if d, ok := c.dyns[user]; ok {
-		return d, nil
-	}
-	cfg := rest.CopyConfig(c.base)
-	if user != "" {
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	}
-	d, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	c.dyns[user] = d
-	return d, nil
+	return &Client{base: base, resolve: o.Resolve, log: log, metrics: newMetrics()}, nil
 }
 
 // PluginOptions are one plugin's writes settings, from its grants.
@@ -100,37 +75,45 @@ type PluginOptions struct {
 }
 
 // Writer performs one plugin's writes within its grant. Check and Do are
-// called by one goroutine at a time (the plugin's instance); the token
-// bucket and SelfWrites are safe to share beyond that.
+// called by one goroutine at a time (the plugin's instance); the budget,
+// the metrics and SelfWrites are safe to share beyond that.
 type Writer struct {
 	dyn      dynamic.Interface
 	resolve  func(string) (schema.GroupVersionResource, bool)
 	grants   map[string]config.WriteGrant // by the grant's resource string
+	plugin   string
 	manager  string
 	dryRun   bool
 	timeout  time.Duration
-	limiter  flowcontrol.RateLimiter
+	budget   *Budget // the rate limiter of dyn's REST client, and only of it
 	self     *SelfWrites
 	log      *slog.Logger
+	metrics  *metrics
 	identity string // the impersonated user, for messages; "" = the daemon
 }
 
-// For returns the Writer of one plugin.
+// For returns the Writer of one plugin, with a REST client of its own
+// whose rate limiter is the plugin's Budget (grants.writes.qps and
+// burst). Connections are still shared: client-go caches its transports
+// by TLS settings, and the rate limiter is no part of them.
 func (c *Client) For(o PluginOptions) (*Writer, error) {
+	qps, burst, timeout := o.Grant.Limits()
+	cfg := rest.CopyConfig(c.base)
 	user := ""
 	if o.Impersonate != nil && o.Impersonate.ServiceAccount != "" {
 		user = o.Impersonate.ServiceAccountUser()
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	}
-	dyn, err := c.dynamicFor(user)
+	budget := NewBudget(qps, burst)
+	cfg.RateLimiter, cfg.QPS, cfg.Burst = budget, float32(qps), burst
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: writes client: %w", o.Plugin, err)
 	}
-	qps, burst, timeout := o.Grant.Limits()
 	w := &Writer{
-		dyn: dyn, resolve: c.resolve, grants: map[string]config.WriteGrant{},
-		manager: "informer-host/" + o.Plugin, dryRun: o.DryRun, timeout: timeout,
-		limiter: flowcontrol.NewTokenBucketRateLimiter(float32(qps), burst),
-		self:    o.Self, log: o.Logger, identity: user,
+		dyn: dyn, resolve: c.resolve, grants: map[string]config.WriteGrant{}, plugin: o.Plugin,
+		manager: "informer-host/" + o.Plugin, dryRun: o.DryRun, timeout: timeout, budget: budget,
+		self: o.Self, log: o.Logger, metrics: c.metrics, identity: user,
 	}
 	if w.log == nil {
 		w.log = c.log.With("plugin", o.Plugin)
@@ -141,6 +124,9 @@ func (c *Client) For(o PluginOptions) (*Writer, error) {
 	return w, nil
 }
 
+// Budget is the plugin's API budget, which its REST client waits on.
+func (w *Writer) Budget() *Budget { return w.budget }
+
 // Request is one write, as the plugin asked for it.
 type Request struct {
 	Op                             int32 // abi.WriteCreate ... abi.WriteDelete
@@ -148,6 +134,7 @@ type Request struct {
 	Body                           []byte
 	UID, ResourceVersion           string // preconditions; "" = none
 	Force                          bool
+	MustExist                      bool // an apply that updates only, never creates
 }
 
 // Check decides the grant and the arguments, without I/O: abi.ErrDenied
@@ -172,8 +159,9 @@ func (w *Writer) Check(r *Request) (int32, string) {
 
 // CheckArgs is Check's part that needs no grant: abi.ErrInvalid for
 // arguments that cannot work (an unknown op, a missing name, a create
-// with preconditions, force on anything but an apply), else 0. The
-// replay (host/replay) checks its stubbed writes with it.
+// with preconditions, force or must-exist on anything but an apply, an
+// apply body without apiVersion or kind), else 0. The replay
+// (host/replay) checks its stubbed writes with it.
 func CheckArgs(r *Request) (int32, string) {
 	switch {
 	case abi.WriteVerb(r.Op) == "":
@@ -184,21 +172,58 @@ func CheckArgs(r *Request) (int32, string) {
 		return abi.ErrInvalid, "a create takes no preconditions"
 	case r.Force && r.Op != abi.WriteApply:
 		return abi.ErrInvalid, "force applies to apply only"
+	case r.MustExist && r.Op != abi.WriteApply:
+		return abi.ErrInvalid, "must-exist applies to apply only (a patch never creates)"
+	case r.Op == abi.WriteApply:
+		return checkApplyBody(r.Body)
 	}
 	return 0, ""
 }
 
-// Do sends the request within the plugin's token bucket and I/O
-// timeout. It returns the apiserver's object (nil for a delete) or a
-// code with its message.
+// checkApplyBody refuses an applied configuration the apiserver could
+// only answer with a puzzle ("invalid object type: /v1, Kind="): server
+// side apply needs the object's apiVersion and kind in the body.
+func checkApplyBody(body []byte) (int32, string) {
+	var tm struct {
+		APIVersion any `json:"apiVersion"`
+		Kind       any `json:"kind"`
+	}
+	if err := json.Unmarshal(body, &tm); err != nil {
+		return abi.ErrInvalid, "an apply's body must be a JSON object (the applied configuration)"
+	}
+	var missing []string
+	if s, _ := tm.APIVersion.(string); s == "" {
+		missing = append(missing, "apiVersion")
+	}
+	if s, _ := tm.Kind.(string); s == "" {
+		missing = append(missing, "kind")
+	}
+	if len(missing) > 0 {
+		return abi.ErrInvalid, "an apply's body needs " + strings.Join(missing, " and ") +
+			` (as in {"apiVersion":"v1","kind":"Pod","metadata":{...}}): server-side apply cannot tell the type without`
+	}
+	return 0, ""
+}
+
+// Do sends the request within the plugin's budget and I/O timeout: a
+// write over the rate limit waits for its token inside the timeout (and
+// is abi.ErrRateLimited at once, unsent, when the wait would outlast
+// it). It returns the apiserver's object (nil for a delete) or a code
+// with its message, and counts the outcome in the write metrics.
 func (w *Writer) Do(parent context.Context, r *Request) (map[string]any, int32, string) {
+	start := time.Now()
+	obj, code, msg := w.do(parent, r)
+	w.metrics.observe(w.plugin, abi.WriteVerb(r.Op), r.Resource, code, time.Since(start))
+	return obj, code, msg
+}
+
+func (w *Writer) do(parent context.Context, r *Request) (map[string]any, int32, string) {
 	gvr, ok := w.gvr(r.Resource)
 	if !ok {
 		return nil, abi.ErrUnavailable, fmt.Sprintf("resource %q is not resolved yet (its informer has not started)", r.Resource)
 	}
-	if !w.limiter.TryAccept() {
-		return nil, abi.ErrRateLimited, "the plugin's write rate limit (grants.writes.qps, burst) is exhausted; answer RETRY"
-	}
+	// One deadline for the wait for a token and the request: the budget
+	// is part of the I/O timeout, not on top of it.
 	ctx, cancel := context.WithTimeout(parent, w.timeout)
 	defer cancel()
 	var dryRun []string
@@ -226,6 +251,20 @@ func (w *Writer) Do(parent context.Context, r *Request) (map[string]any, int32, 
 		}
 		out, err = res.Create(ctx, &u, metav1.CreateOptions{FieldManager: w.manager, DryRun: dryRun}, subs...)
 	case abi.WriteMergePatch, abi.WriteJSONPatch, abi.WriteApply:
+		if r.MustExist && r.UID == "" {
+			// An apply creates what is missing; only a uid in the applied
+			// object stops it (patchBody folds it in). Without the
+			// plugin's, the object's own: then the apply updates that
+			// object or fails, atomically, however soon it is deleted.
+			cur, err := res.Get(ctx, r.Name, metav1.GetOptions{}, subs...)
+			if err != nil {
+				code, msg := w.codeOf(parent, err, r)
+				return nil, code, msg
+			}
+			rr := *r
+			rr.UID = string(cur.GetUID())
+			r = &rr
+		}
 		body, pt, msg := w.patchBody(r)
 		if msg != "" {
 			return nil, abi.ErrInvalid, msg
@@ -348,6 +387,11 @@ func (w *Writer) codeOf(parent context.Context, err error, r *Request) (int32, s
 	if errors.Is(err, context.DeadlineExceeded) {
 		return abi.ErrTimeout, fmt.Sprintf("no answer within the write timeout (%s): %s", w.timeout, msg)
 	}
+	if rl := (*RateLimitedError)(nil); errors.As(err, &rl) {
+		return abi.ErrRateLimited, fmt.Sprintf("the plugin's write rate limit (grants.writes.qps %g, burst %d) would have held the write %s, "+
+			"longer than its I/O timeout (grants.writes.timeout %s) allows: nothing was sent; answer RETRY",
+			rl.QPS, rl.Burst, rl.Wait.Round(time.Millisecond), w.timeout)
+	}
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {
 		return abi.ErrUnavailable, msg // no answer: connection refused, reset, TLS
@@ -359,6 +403,10 @@ func (w *Writer) codeOf(parent context.Context, err error, r *Request) (int32, s
 		return abi.ErrAbsent, msg
 	case apierrors.IsAlreadyExists(err):
 		return abi.ErrExists, msg
+	case apierrors.IsConflict(err) && apierrors.HasStatusCause(err, metav1.CauseTypeFieldManagerConflict):
+		return abi.ErrFieldConflict, msg + " (another field manager owns the field: force it, or report it; a newer event does not change this)"
+	case r.MustExist && apierrors.IsConflict(err) && strings.Contains(st.Status().Message, noExistingObject):
+		return abi.ErrAbsent, "the object is gone (apply with must-exist does not create it): " + msg
 	case apierrors.IsConflict(err):
 		return abi.ErrConflict, msg
 	case preconditionFailed(err, r):
@@ -378,6 +426,12 @@ func (w *Writer) codeOf(parent context.Context, err error, r *Request) (int32, s
 	}
 	return abi.ErrUnprocessable, msg
 }
+
+// noExistingObject is how the apiserver's patch handler (patcher.applyPatch)
+// words the 409 of an apply whose object has a uid when there is no
+// object of that name: the only way an apply says "absent" in one
+// request.
+const noExistingObject = "no existing object was found"
 
 // preconditionFailed reports whether err is the apiserver refusing a
 // patch or apply for the uid patchBody folded in: a changed metadata.uid

@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	"github.com/informer-host/informer-host/abi"
@@ -115,7 +117,7 @@ func TestWriterOps(t *testing.T) {
 		{"json patch, other uid", gvrW, Request{Op: abi.WriteJSONPatch, Name: "a", Body: []byte(`[{"op":"replace","path":"/data/k","value":"x"}]`), UID: "0000"}, abi.ErrConflict},
 		{"apply", w, Request{Op: abi.WriteApply, Name: "a", Body: cmBody(ns, "a", "5"), Force: true}, 0},
 		{"apply, stale rv", w, Request{Op: abi.WriteApply, Name: "a", Body: cmBody(ns, "a", "x"), ResourceVersion: rv, Force: true}, abi.ErrConflict},
-		{"apply without kind", w, Request{Op: abi.WriteApply, Name: "a", Body: []byte(`{"data":{"k":"x"}}`)}, abi.ErrUnprocessable},
+		{"apply without kind", w, Request{Op: abi.WriteApply, Name: "a", Body: []byte(`{"data":{"k":"x"}}`)}, abi.ErrInvalid},
 		{"patch of a missing object", w, Request{Op: abi.WriteMergePatch, Name: "nope", Body: []byte(`{"data":{"k":"x"}}`)}, abi.ErrAbsent},
 		{"invalid object", w, Request{Op: abi.WriteMergePatch, Name: "a", Body: []byte(`{"data":{"bad key!":"x"}}`)}, abi.ErrUnprocessable},
 		{"delete, other uid", w, Request{Op: abi.WriteDelete, Name: "a", UID: "0000"}, abi.ErrConflict},
@@ -257,25 +259,180 @@ func TestWriterTimeoutAndCancel(t *testing.T) {
 	}
 }
 
-// The plugin's token bucket: past its burst a write is ERR_RATE_LIMITED
-// and no request is sent.
+// The plugin's budget: writes past its burst wait for their tokens
+// inside the I/O timeout and all succeed, spaced by the rate; when the
+// wait would outlast the timeout the write is ERR_RATE_LIMITED at once,
+// saying how long it would have waited, and no request is sent.
 func TestWriterRateLimit(t *testing.T) {
 	ns := env.Namespace(t)
 	proxy, cfg := testenv.NewSlowProxy(t, env.Config)
+	apply := func(w *Writer, name string) (int32, string) {
+		_, code, msg := do(t, w, Request{Op: abi.WriteApply, Resource: "configmaps", Namespace: ns, Name: name, Body: cmBody(ns, name, "1")})
+		return code, msg
+	}
+
 	g := allVerbs("configmaps")
-	g.QPS, g.Burst = 0.001, 2
+	g.QPS, g.Burst = 20, 2
 	w := writer(t, cfg, PluginOptions{Grant: g})
-	var codes []string
-	for i := range 4 {
-		_, code, _ := w.Do(context.Background(), &Request{Op: abi.WriteApply, Resource: "configmaps", Namespace: ns,
-			Name: fmt.Sprint("r", i), Body: cmBody(ns, fmt.Sprint("r", i), "1")})
-		codes = append(codes, abi.ErrorName(code))
+	const n = 6 // three times the burst
+	start := time.Now()
+	for i := range n {
+		if code, msg := apply(w, fmt.Sprint("r", i)); code != 0 {
+			t.Fatalf("write %d of %d: %s %s; want every write to wait for its token", i+1, n, abi.ErrorName(code), msg)
+		}
 	}
-	if strings.Join(codes, ",") != ",,ERR_RATE_LIMITED,ERR_RATE_LIMITED" {
-		t.Fatalf("codes %q", codes)
+	// The limiter's own arithmetic: past the burst, one token per 1/qps.
+	if took, least := time.Since(start), time.Duration(n-g.Burst)*time.Second/time.Duration(g.QPS); took < least {
+		t.Fatalf("%d writes took %s, less than the %s the rate allows", n, took, least)
 	}
-	if n := proxy.Writes.Load(); n != 2 {
-		t.Fatalf("%d requests sent, want 2", n)
+
+	g.QPS, g.Burst = 1, 1
+	g.Timeout = config.NewDuration(50 * time.Millisecond)
+	w = writer(t, cfg, PluginOptions{Grant: g})
+	if code, msg := apply(w, "s0"); code != 0 {
+		t.Fatalf("first write: %s %s", abi.ErrorName(code), msg)
+	}
+	before := proxy.Writes.Load()
+	code, msg := apply(w, "s1")
+	if code != abi.ErrRateLimited || !strings.Contains(msg, "would have held the write") || !strings.Contains(msg, "timeout 50ms") {
+		t.Fatalf("a wait longer than the timeout: %s %q; want ERR_RATE_LIMITED saying how long the wait would have been", abi.ErrorName(code), msg)
+	}
+	if sent := proxy.Writes.Load() - before; sent != 0 {
+		t.Fatalf("%d requests sent for a write the budget refused", sent)
+	}
+}
+
+// Each plugin spends its own budget only: two plugins granted 5/s,
+// burst 10, writing at once each get their whole burst from their own
+// bucket, and neither takes anything from the daemon's client limit
+// (which once all plugins shared, at client-go's default of 5/s).
+func TestWriterBudgetPerPlugin(t *testing.T) {
+	ns := env.Namespace(t)
+	daemon := &testenv.CountingLimiter{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.RateLimiter, cfg.QPS, cfg.Burst = daemon, 5, 10
+	c, err := New(Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := allVerbs("v1/configmaps")
+	g.QPS, g.Burst = 5, 10
+	var ws [2]*Writer
+	for i := range ws {
+		if ws[i], err = c.For(PluginOptions{Plugin: fmt.Sprintf("p%d.wasm", i), Grant: g}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ws[0].Budget() == ws[1].Budget() {
+		t.Fatal("two plugins share one budget")
+	}
+	errs := make(chan error, 2*g.Burst)
+	start := time.Now()
+	for i, w := range ws {
+		go func() {
+			for j := range g.Burst {
+				name := fmt.Sprintf("p%d-%d", i, j)
+				_, code, msg := w.Do(context.Background(), &Request{Op: abi.WriteApply, Resource: "v1/configmaps", Namespace: ns, Name: name, Body: cmBody(ns, name, "1")})
+				if code != 0 {
+					errs <- fmt.Errorf("plugin %d write %d: %s %s", i, j, abi.ErrorName(code), msg)
+					continue
+				}
+				errs <- nil
+			}
+		}()
+	}
+	for range 2 * g.Burst {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	for i, w := range ws {
+		// Each took its whole burst from its own bucket: what is left is
+		// at most what refilled since (qps × the time taken).
+		left := w.Budget().Tokens()
+		if refilled := g.QPS * time.Since(start).Seconds(); left > refilled+1e-6 {
+			t.Errorf("plugin %d: its budget holds %.2f tokens, more than the %.2f refilled: its writes did not spend it", i, left, refilled)
+		}
+	}
+	if n := daemon.Waits.Load(); n != 0 {
+		t.Fatalf("the plugins' writes took %d tokens from the daemon's client limit", n)
+	}
+}
+
+// The answers of an apply an author must tell apart, against the real
+// apiserver: a field another manager owns (kubectl set the label) is
+// ERR_FIELD_CONFLICT, a stale resourceVersion ERR_CONFLICT; with
+// must-exist an apply to a deleted Pod is ERR_ABSENT (with or without
+// the uid precondition) and creates nothing, where without it the apply
+// tries to create the Pod anew; a body without apiVersion or kind is
+// ERR_INVALID naming what is missing, without a request.
+func TestWriterApplyAnswers(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	pods := env.Client.CoreV1().Pods(ns)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"team":"kubectl"}}}`)
+	if _, err := pods.Patch(ctx, "p", types.ApplyPatchType, kubectl, metav1.PatchOptions{FieldManager: "kubectl"}); err != nil {
+		t.Fatal(err)
+	}
+	proxy, cfg := testenv.NewSlowProxy(t, env.Config)
+	w := writer(t, cfg, PluginOptions{Grant: allVerbs("v1/pods")})
+	label := func(v string) []byte {
+		return []byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":%q,"labels":{"team":%q}}}`, ns, v))
+	}
+	r := func(body []byte, mod func(*Request)) Request {
+		req := Request{Op: abi.WriteApply, Resource: "v1/pods", Namespace: ns, Name: "p", Body: body}
+		if mod != nil {
+			mod(&req)
+		}
+		return req
+	}
+	cases := []struct {
+		name   string
+		r      Request
+		delete bool // delete the Pod before this case
+		want   int32
+		msg    string
+		unsent bool
+	}{
+		{"a field kubectl owns", r(label("plugin"), nil), false, abi.ErrFieldConflict, "kubectl", false},
+		{"a stale resourceVersion", r(label("kubectl"), func(q *Request) { q.ResourceVersion = created.ResourceVersion }), false, abi.ErrConflict, "modified", false},
+		{"no kind", r([]byte(`{"apiVersion":"v1","metadata":{"name":"p"}}`), nil), false, abi.ErrInvalid, "needs kind", true},
+		{"no apiVersion nor kind", r([]byte(`{"metadata":{"name":"p"}}`), nil), false, abi.ErrInvalid, "needs apiVersion and kind", true},
+		{"must-exist on anything but an apply", r([]byte(`{}`), func(q *Request) { q.Op, q.MustExist = abi.WriteMergePatch, true }), false, abi.ErrInvalid, "must-exist", true},
+		{"forced, must exist", r(label("plugin"), func(q *Request) { q.Force, q.MustExist = true, true }), false, 0, "", false},
+		{"must exist, deleted", r(label("plugin"), func(q *Request) { q.MustExist = true }), true, abi.ErrAbsent, "", false},
+		{"must exist, deleted, with its uid", r(label("plugin"), func(q *Request) { q.MustExist, q.UID = true, string(created.UID) }), false, abi.ErrAbsent, "gone", false},
+		{"deleted, an apply creates", r(label("plugin"), func(q *Request) { q.ResourceVersion = created.ResourceVersion }), false, abi.ErrUnprocessable, "containers", false},
+	}
+	for _, tc := range cases {
+		if tc.delete {
+			if err := pods.Delete(ctx, "p", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := proxy.Writes.Load()
+		_, code, msg := do(t, w, tc.r)
+		if code != tc.want || !strings.Contains(msg, tc.msg) {
+			t.Errorf("%s: %s %q, want %s mentioning %q", tc.name, abi.ErrorName(code), msg, abi.ErrorName(tc.want), tc.msg)
+		}
+		if sent := proxy.Writes.Load() - before; tc.unsent && sent != 0 {
+			t.Errorf("%s: %d requests sent", tc.name, sent)
+		}
+	}
+	if _, err := pods.Get(ctx, "p", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("an apply created the deleted Pod again: %v", err)
+	}
+	// Every write Check let through is counted by its result's name.
+	for result, want := range map[string]float64{"ok": 1, "field_conflict": 1, "conflict": 1, "absent": 2, "unprocessable": 1} {
+		if got := testutil.ToFloat64(w.metrics.writes.WithLabelValues("test.wasm", "apply", "v1/pods", result)); got != want {
+			t.Errorf("writes_total{result=%s} = %g, want %g", result, got, want)
+		}
 	}
 }
 

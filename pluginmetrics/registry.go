@@ -25,8 +25,10 @@ const (
 	MaxLabels        = 16       // label keys of one metric
 	MaxBuckets       = 64       // histogram buckets
 	MaxLabelBytes    = 4096     // bytes of all label values of one update
+	MaxLabelValueLen = 1024     // bytes of one label value
 	MaxDeclBytes     = 16 << 10 // bytes of one declaration
 	DefaultMaxSeries = 1000     // series of one plugin when the grant names no cap
+	DefaultMaxBytes  = 1 << 20  // bytes one plugin's metrics may add to a /metrics response when the grant names no budget
 	maxViewIDs       = 4 * MaxMetrics
 )
 
@@ -39,10 +41,24 @@ type Options struct {
 	// PluginLabel is the label holding the plugin's file name, reserved:
 	// a plugin may not declare it. Default "plugin".
 	PluginLabel string
-	// DroppedName and SeriesName name the registry's own metrics.
-	// Defaults informer_host_plugin_metrics_dropped_total and
-	// informer_host_plugin_metrics_series.
-	DroppedName, SeriesName string
+	// DroppedName, SeriesName and BytesName name the registry's own
+	// metrics. Defaults informer_host_plugin_metrics_dropped_total,
+	// informer_host_plugin_metrics_series and
+	// informer_host_plugin_metrics_bytes.
+	DroppedName, SeriesName, BytesName string
+}
+
+// Limits bound what one plugin's metrics may hold. Zero fields take the
+// defaults.
+type Limits struct {
+	// MaxSeries caps the series; an update that would create one more is
+	// dropped (abi.MetricDropped). Default DefaultMaxSeries.
+	MaxSeries int
+	// MaxBytes caps what the plugin's metrics add to a /metrics response,
+	// as the declarations and series cost it (see the cost functions
+	// below); a declaration or a new series past it is abi.ErrQuota.
+	// Default DefaultMaxBytes.
+	MaxBytes int64
 }
 
 func (o Options) withDefaults() Options {
@@ -58,6 +74,9 @@ func (o Options) withDefaults() Options {
 	if o.SeriesName == "" {
 		o.SeriesName = "informer_host_plugin_metrics_series"
 	}
+	if o.BytesName == "" {
+		o.BytesName = "informer_host_plugin_metrics_bytes"
+	}
 	return o
 }
 
@@ -65,8 +84,8 @@ func (o Options) withDefaults() Options {
 // is unchecked (Describe sends nothing) because what it exports changes as
 // plugins declare metrics.
 type Registry struct {
-	opts                    Options
-	descDropped, descSeries *prometheus.Desc
+	opts                               Options
+	descDropped, descSeries, descBytes *prometheus.Desc
 
 	// mu guards sets, names, and every Set's families and dead flag:
 	// declarations are rare (once per instance start), so one lock for
@@ -92,21 +111,33 @@ func New(o Options) *Registry {
 	return &Registry{
 		opts: o,
 		descDropped: prometheus.NewDesc(o.DroppedName,
-			"Plugin metric updates dropped because they would have created a series past the plugin's maxSeries.",
+			"Plugin metric updates dropped because they would have created a series past the plugin's maxSeries or maxBytes.",
 			[]string{o.PluginLabel}, nil),
 		descSeries: prometheus.NewDesc(o.SeriesName,
 			"Series of the plugin's own metrics the host holds.", []string{o.PluginLabel}, nil),
+		descBytes: prometheus.NewDesc(o.BytesName,
+			"Bytes the plugin's own metrics are charged against its maxBytes: about what they add to a /metrics response.",
+			[]string{o.PluginLabel}, nil),
 		sets:  map[string]*Set{},
 		names: map[string]*nameUse{},
 	}
 }
 
-// Plugin returns the Set of the plugin file, creating it on first use,
-// and sets its series cap (maxSeries <= 0 selects DefaultMaxSeries). A
-// lower cap than before keeps existing series and refuses new ones.
+// Plugin is PluginLimits with only a series cap (maxSeries <= 0 selects
+// DefaultMaxSeries) and the default byte budget.
 func (r *Registry) Plugin(file string, maxSeries int) *Set {
-	if maxSeries <= 0 {
-		maxSeries = DefaultMaxSeries
+	return r.PluginLimits(file, Limits{MaxSeries: maxSeries})
+}
+
+// PluginLimits returns the Set of the plugin file, creating it on first
+// use, and sets its limits. A lower limit than before keeps existing
+// series and refuses new ones.
+func (r *Registry) PluginLimits(file string, l Limits) *Set {
+	if l.MaxSeries <= 0 {
+		l.MaxSeries = DefaultMaxSeries
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -115,8 +146,21 @@ func (r *Registry) Plugin(file string, maxSeries int) *Set {
 		s = &Set{r: r, file: file, families: map[string]*family{}}
 		r.sets[file] = s
 	}
-	s.maxSeries.Store(int64(maxSeries))
+	s.maxSeries.Store(int64(l.MaxSeries))
+	s.maxBytes.Store(l.MaxBytes)
 	return s
+}
+
+// Budget is the sum of the byte budgets of the plugins that have metrics:
+// a bound on what their series add to a /metrics response.
+func (r *Registry) Budget() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, s := range r.sets {
+		n += s.maxBytes.Load()
+	}
+	return n
 }
 
 // Forget drops the plugin's metrics and their series (its file was
@@ -147,7 +191,8 @@ func (r *Registry) retire(f *family) {
 	}
 	f.mu.Lock()
 	f.set.series.Add(-int64(len(f.series)))
-	f.series = nil
+	f.set.bytes.Add(-f.bytes)
+	f.series, f.bytes = nil, 0
 	f.mu.Unlock()
 }
 
@@ -162,6 +207,7 @@ func (r *Registry) Collect(ch chan<- prometheus.Metric) {
 	for file, s := range r.sets {
 		ch <- prometheus.MustNewConstMetric(r.descDropped, prometheus.CounterValue, float64(s.dropped.Load()), file)
 		ch <- prometheus.MustNewConstMetric(r.descSeries, prometheus.GaugeValue, float64(s.series.Load()), file)
+		ch <- prometheus.MustNewConstMetric(r.descBytes, prometheus.GaugeValue, float64(s.bytes.Load()), file)
 		for _, f := range s.families {
 			f.collect(ch)
 		}
@@ -175,6 +221,8 @@ type Set struct {
 
 	maxSeries atomic.Int64
 	series    atomic.Int64 // series held by the live families
+	maxBytes  atomic.Int64
+	bytes     atomic.Int64 // the cost of the live families and their series
 	dropped   atomic.Uint64
 
 	// families and dead are guarded by r.mu.
@@ -182,8 +230,13 @@ type Set struct {
 	dead     bool
 }
 
-// Dropped returns how many updates were dropped by the series cap.
+// Dropped returns how many updates were dropped by the series cap or the
+// byte budget.
 func (s *Set) Dropped() uint64 { return s.dropped.Load() }
+
+// Bytes returns what the plugin's metrics are charged against its byte
+// budget.
+func (s *Set) Bytes() int64 { return s.bytes.Load() }
 
 // Series returns how many series the plugin's metrics hold.
 func (s *Set) Series() int64 { return s.series.Load() }
@@ -220,10 +273,17 @@ type family struct {
 	// declaration, so the common case skips the map.
 	noLabel *series
 
-	// mu guards series. Readers are every update of an existing series
-	// (RLock); a writer only adds a series or drops them all.
+	// lineBytes is what each exported line of a series costs before its
+	// label values; lines is how many lines a series exports.
+	lineBytes, lines int64
+
+	// mu guards series and bytes. Readers are every update of an existing
+	// series (RLock); a writer only adds a series or drops them all.
 	mu     sync.RWMutex
 	series map[string]*series // by the raw label bytes the plugin passed
+	// bytes is what this family is charged in set.bytes: its declaration
+	// and its series, given back when it is retired.
+	bytes int64
 }
 
 // series is one labelled child; exactly one field is set.
@@ -266,7 +326,8 @@ type View struct {
 // Declare parses and validates a declaration and returns the id of the
 // metric, or a negative ABI code: ERR_INVALID for a malformed or
 // out-of-bounds declaration, ERR_EXISTS when another plugin exports the
-// name with another kind or help.
+// name with another kind or help, ERR_QUOTA when it does not fit the
+// plugin's byte budget.
 func (v *View) Declare(kind int32, decl []byte) int32 {
 	r := v.s.r
 	d, ok := parseDecl(kind, decl, r.opts.PluginLabel)
@@ -294,10 +355,19 @@ func (v *View) Declare(kind int32, decl []byte) int32 {
 		if f == nil && len(s.families) >= MaxMetrics {
 			return abi.ErrInvalid
 		}
+		// The declaration and, without labels, its one series are charged
+		// here, before the metric exists.
+		cost := r.declCost(&d)
+		if len(d.Labels) == 0 {
+			cost += r.lines(kind, &d) * r.lineCost(s.file, &d)
+		}
+		if !s.chargeReplacing(f, cost) {
+			return abi.ErrQuota
+		}
 		if f != nil {
 			r.retire(f)
 		}
-		f = newFamily(s, kind, d, full, r.opts.PluginLabel)
+		f = r.newFamily(s, kind, d, full, cost)
 		s.families[d.Name] = f
 		if u := r.names[full]; u != nil {
 			u.n++
@@ -317,9 +387,12 @@ func (v *View) Declare(kind int32, decl []byte) int32 {
 	return int32(len(v.ids) - 1)
 }
 
-func newFamily(s *Set, kind int32, d Decl, full, pluginLabel string) *family {
-	f := &family{set: s, kind: kind, decl: d, fullName: full}
-	cl := prometheus.Labels{pluginLabel: s.file}
+// newFamily makes the metric of d, whose declaration and no-label series
+// the caller has charged to s as cost.
+func (r *Registry) newFamily(s *Set, kind int32, d Decl, full string, cost int64) *family {
+	f := &family{set: s, kind: kind, decl: d, fullName: full,
+		lineBytes: r.lineCost(s.file, &d), lines: r.lines(kind, &d), bytes: cost}
+	cl := prometheus.Labels{r.opts.PluginLabel: s.file}
 	switch kind {
 	case abi.MetricCounter:
 		f.counters = prometheus.NewCounterVec(prometheus.CounterOpts{Name: full, Help: d.Help, ConstLabels: cl}, d.Labels)
@@ -334,6 +407,7 @@ func newFamily(s *Set, kind int32, d Decl, full, pluginLabel string) *family {
 	if len(d.Labels) == 0 {
 		// A metric without labels has its one series from the start, so a
 		// plugin that declares it shows it at zero before the first update.
+		// Past the series cap it has none, and its bytes go back.
 		if s.series.Add(1) > s.maxSeries.Load() {
 			s.series.Add(-1)
 		} else if sr, err := f.child(nil); err != nil {
@@ -342,9 +416,87 @@ func newFamily(s *Set, kind int32, d Decl, full, pluginLabel string) *family {
 			f.noLabel = sr
 			f.series = map[string]*series{"": sr}
 		}
+		if f.noLabel == nil {
+			s.bytes.Add(-f.lines * f.lineBytes)
+			f.bytes -= f.lines * f.lineBytes
+		}
 	}
 	f.live.Store(true)
 	return f
+}
+
+// What declarations and series cost against a plugin's byte budget: at
+// least the bytes they add to a /metrics response in the Prometheus text
+// format (escapes included; the protobuf format and gzip are smaller), so
+// the sum of the budgets bounds what plugins add to a response. The
+// constants cover the punctuation, a histogram's suffixes and le label,
+// and a value written at full float64 length.
+const (
+	familyOverhead = 32 // "# HELP ", "# TYPE ", " histogram", newlines, on top of the prefix twice
+	lineOverhead   = 96 // braces, plugin="", le="…", the value, the newline, on top of the prefix and the plugin label
+	labelOverhead  = 4  // ="", around one value
+)
+
+// declCost is what a declaration's # HELP and # TYPE lines cost.
+func (r *Registry) declCost(d *Decl) int64 {
+	return int64(familyOverhead + 2*(len(r.opts.Prefix)+len(d.Name)) + escapedLen(d.Help))
+}
+
+// lineCost is what each exported line of a series of d costs before its
+// label values.
+func (r *Registry) lineCost(file string, d *Decl) int64 {
+	n := lineOverhead + len(r.opts.Prefix) + len(d.Name) + len(r.opts.PluginLabel) + escapedLen(file)
+	for _, k := range d.Labels {
+		n += len(k) + labelOverhead
+	}
+	return int64(n)
+}
+
+// lines is how many lines one series of d exports: a histogram's buckets,
+// its +Inf bucket, _sum and _count.
+func (r *Registry) lines(kind int32, d *Decl) int64 {
+	if kind == abi.MetricHistogram {
+		return int64(len(d.Buckets) + 3)
+	}
+	return 1
+}
+
+// escapedLen is len(s) once the text format has escaped it (a backslash,
+// a double quote and a newline take two bytes).
+func escapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c == '"' || c == '\n' {
+			n++
+		}
+	}
+	return n
+}
+
+// charge takes n bytes of the budget, or reports that they do not fit.
+func (s *Set) charge(n int64) bool {
+	if s.bytes.Add(n) > s.maxBytes.Load() {
+		s.bytes.Add(-n)
+		return false
+	}
+	return true
+}
+
+// chargeReplacing charges cost for a declaration that replaces old (or
+// nil): it must fit once old's bytes are given back, and a refusal keeps
+// old. On success old's bytes are given back already, so retiring it
+// gives back only the series it creates meanwhile.
+func (s *Set) chargeReplacing(old *family, cost int64) bool {
+	if old == nil {
+		return s.charge(cost)
+	}
+	old.mu.Lock() // no new series of old while its bytes move
+	defer old.mu.Unlock()
+	if !s.charge(cost - old.bytes) {
+		return false
+	}
+	old.bytes = 0
+	return true
 }
 
 // parseDecl decodes and validates a declaration.
@@ -425,8 +577,9 @@ func validName(s string, max int) bool {
 }
 
 // Add adds x to a counter or gauge series. A counter takes only finite
-// x >= 0. It returns 0, abi.MetricDropped, or ERR_INVALID (unknown id,
-// wrong kind, bad value, wrong label values), checked in that order.
+// x >= 0. It returns 0, abi.MetricDropped, ERR_INVALID (unknown id,
+// wrong kind, bad value, wrong or too long label values), checked in that
+// order, or ERR_QUOTA when a new series does not fit the byte budget.
 func (v *View) Add(id int32, x float64, labels []byte) int32 {
 	f := v.family(id)
 	if f == nil {
@@ -494,8 +647,9 @@ func (v *View) family(id int32) *family {
 
 // resolve finds the series of the plugin's label bytes (values separated
 // by a zero byte). It returns a series and 0, or nil and the code:
-// abi.MetricDropped when the update is to be dropped (past the cap, or
-// the family is no longer exported), else an error.
+// abi.MetricDropped when the update is to be dropped (past the series
+// cap, or the family is no longer exported), abi.ErrQuota past the byte
+// budget, else an error.
 func (f *family) resolve(labels []byte) (*series, int32) {
 	if len(f.decl.Labels) == 0 {
 		if len(labels) != 0 {
@@ -532,6 +686,14 @@ func (f *family) newSeries(labels []byte) (*series, int32) {
 	if len(vs) != len(f.decl.Labels) {
 		return nil, abi.ErrInvalid
 	}
+	cost := f.lineBytes
+	for _, v := range vs {
+		if len(v) > MaxLabelValueLen {
+			return nil, abi.ErrInvalid
+		}
+		cost += int64(escapedLen(v))
+	}
+	cost *= f.lines
 	s := f.set
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -546,14 +708,21 @@ func (f *family) newSeries(labels []byte) (*series, int32) {
 		s.dropped.Add(1)
 		return nil, abi.MetricDropped
 	}
+	if !s.charge(cost) {
+		s.series.Add(-1)
+		s.dropped.Add(1)
+		return nil, abi.ErrQuota
+	}
 	sr, err := f.child(vs)
 	if err != nil {
 		s.series.Add(-1)
+		s.bytes.Add(-cost)
 		return nil, abi.ErrInvalid
 	}
 	if f.series == nil {
 		f.series = map[string]*series{}
 	}
 	f.series[string(labels)] = sr
+	f.bytes += cost
 	return sr, 0
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/informer-host/informer-host/abi"
 )
@@ -310,10 +311,11 @@ func BenchmarkAdd(b *testing.B) {
 }
 
 // Updates, scrapes, redeclarations and Forget at once (run with -race):
-// the counts stay within the cap and nothing panics.
+// the counts stay within the cap and the budget, and nothing panics.
 func TestConcurrent(t *testing.T) {
+	const budget = 2 << 10 // fewer bytes than 20 series take
 	r := New(Options{})
-	s := r.Plugin("a.wasm", 20)
+	s := r.PluginLimits("a.wasm", Limits{MaxSeries: 20, MaxBytes: budget})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(r)
 	done := make(chan struct{})
@@ -355,7 +357,155 @@ func TestConcurrent(t *testing.T) {
 		if n := s.Series(); n > 20 || n < 0 {
 			t.Fatalf("series %d", n)
 		}
+		if b := s.Bytes(); b > budget || b < 0 {
+			t.Fatalf("bytes %d, budget %d", b, budget)
+		}
 	}
 	close(done)
 	wg.Wait()
+}
+
+func TestLabelValueLength(t *testing.T) {
+	v := New(Options{}).Plugin("a.wasm", 0).Instance()
+	c := v.Declare(abi.MetricCounter, []byte(`{"name":"c","labels":["a","b"]}`))
+	for _, tc := range []struct {
+		name string
+		a, b string
+		want int32
+	}{
+		{"longest value", strings.Repeat("x", MaxLabelValueLen), "y", 0},
+		{"one byte too long", strings.Repeat("x", MaxLabelValueLen+1), "y", abi.ErrInvalid},
+		{"second value too long", "x", strings.Repeat("y", MaxLabelValueLen+1), abi.ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := v.Add(c, 1, labels(tc.a, tc.b)); got != tc.want {
+				t.Errorf("got %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// exported returns the text exposition of the plugin metrics r exports,
+// without the registry's own.
+func exported(t *testing.T, r *Registry) string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(r)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "informer_host_plugin_metric_") {
+			if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return b.String()
+}
+
+// The byte budget: a plugin that fills it with the costliest series it can
+// declare exports no more than it is charged, gets ERR_QUOTA past it, and
+// gets the bytes back when a declaration is replaced or its file removed.
+func TestSeriesBudget(t *testing.T) {
+	long := strings.Repeat(`"`, MaxLabelValueLen/4) // every byte escaped
+	var buckets []string
+	for i := range MaxBuckets {
+		buckets = append(buckets, fmt.Sprintf("%g", 1e-300*math.Pow(1.7, float64(i))))
+	}
+	for _, tc := range []struct {
+		name   string
+		kind   int32
+		decl   string
+		values func(i int) []byte
+	}{
+		{"counter, short labels", abi.MetricCounter, `{"name":"c","labels":["k"]}`,
+			func(i int) []byte { return labels(fmt.Sprint(i)) }},
+		{"gauge, escaped labels", abi.MetricGauge, `{"name":"g","help":"\\\n\\\n","labels":["a","b","c","d"]}`,
+			func(i int) []byte { return labels(fmt.Sprint(i), long, long, long) }},
+		{"histogram, every bucket, the longest labels", abi.MetricHistogram,
+			`{"name":"` + strings.Repeat("h", MaxNameLen) + `","help":"` + strings.Repeat("x", MaxHelpLen) +
+				`","labels":["a","b","c","d"],"buckets":[` + strings.Join(buckets, ",") + `]}`,
+			func(i int) []byte {
+				v := strings.Repeat("v", MaxLabelValueLen-1)
+				return labels(fmt.Sprintf("%04d", i)+v[4:], v, v, v)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const budget = DefaultMaxBytes
+			r := New(Options{})
+			s := r.PluginLimits("a-plugin-with-a-long-file-name.wasm", Limits{MaxSeries: 100000, MaxBytes: budget})
+			v := s.Instance()
+			id := v.Declare(tc.kind, []byte(tc.decl))
+			if id < 0 {
+				t.Fatalf("declare: %d", id)
+			}
+			added := 0
+			for i := 0; ; i++ {
+				got := v.Add(id, 1, tc.values(i))
+				if tc.kind == abi.MetricHistogram {
+					got = v.Observe(id, 1, tc.values(i))
+				}
+				if got == abi.ErrQuota {
+					break
+				}
+				if got != 0 {
+					t.Fatalf("update %d: %d", i, got)
+				}
+				added++
+			}
+			if added == 0 {
+				t.Fatal("no series fit the budget")
+			}
+			text := exported(t, r)
+			t.Logf("%d series, exported %d bytes, charged %d", added, len(text), s.Bytes())
+			if n := int64(len(text)); n > s.Bytes() || s.Bytes() > budget {
+				t.Errorf("exported %d bytes, charged %d, budget %d: want exported <= charged <= budget", n, s.Bytes(), budget)
+			}
+			if s.Dropped() != 1 {
+				t.Errorf("dropped %d, want 1 (the update past the budget)", s.Dropped())
+			}
+			if got := v.Add(id, 1, tc.values(0)); tc.kind != abi.MetricHistogram && got != 0 {
+				t.Errorf("existing series past the budget: %d, want 0", got)
+			}
+			// A replacing declaration is charged after the old one gave its
+			// bytes back.
+			if got := v.Declare(abi.MetricCounter, []byte(`{"name":"`+strings.SplitN(tc.decl, `"`, 5)[3]+`","help":"new"}`)); got < 0 {
+				t.Errorf("replacing declaration: %d", got)
+			}
+			if s.Bytes() >= budget/2 {
+				t.Errorf("after the replacement %d bytes are charged", s.Bytes())
+			}
+			r.Forget(s.file)
+			if s.Bytes() != 0 {
+				t.Errorf("after Forget %d bytes are charged", s.Bytes())
+			}
+		})
+	}
+}
+
+func TestDeclarationBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget int64
+		decl   string
+		want   int32
+	}{
+		{"fits", 1 << 10, `{"name":"c","labels":["k"]}`, 0},
+		{"help past the budget", 1 << 10, `{"name":"c","help":"` + strings.Repeat("x", 1<<10) + `"}`, abi.ErrQuota},
+		{"a no-label metric with its series", 200, `{"name":"c"}`, abi.ErrQuota},
+		{"the same with labels: no series yet", 200, `{"name":"c","labels":["k"]}`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(Options{}).PluginLimits("a.wasm", Limits{MaxBytes: tc.budget})
+			if got := s.Instance().Declare(abi.MetricCounter, []byte(tc.decl)); (got >= 0) != (tc.want == 0) || got < 0 && got != tc.want {
+				t.Errorf("got %d, want %d", got, tc.want)
+			}
+			if s.Bytes() > tc.budget {
+				t.Errorf("charged %d past the budget %d", s.Bytes(), tc.budget)
+			}
+		})
+	}
 }

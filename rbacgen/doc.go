@@ -9,21 +9,28 @@
 //   - get and update on its leader-election Lease (by name) and create on
 //     leases, in the Lease's namespace, when leader election is enabled;
 //   - the write verbs each plugin is granted (grants.writes: create →
-//     create, patch and apply → patch, delete → delete) on the granted
-//     resources and subresources, in Roles where the grant names
-//     namespaces;
+//     create, patch → patch, apply → patch and create, since an apply that
+//     creates its object is authorized as a create too, delete → delete)
+//     on the granted resources and subresources, in Roles where the grant
+//     names namespaces; a grant naming none is narrowed to the watched
+//     namespaces when every resource names namespaces and the written
+//     resource is namespaced (built-in table, or a configured resource
+//     with namespaces), else it is cluster-wide;
 //   - create and patch on Events (core and events.k8s.io) when a plugin is
 //     granted events;
 //   - impersonate on exactly the ServiceAccounts plugins are granted as
 //     their identity (grants.impersonate). Such a plugin's writes and
 //     Events are made as that ServiceAccount, so the daemon itself is not
-//     given them: the operator grants them to the ServiceAccount, and the
-//     apiserver decides;
+//     given them: they become that ServiceAccount's own RBAC (an
+//     Identity: ClusterRole and Roles by the same rules, bound to it);
 //   - with Options.ServerAuth (run --server-auth=kubernetes), create on
 //     tokenreviews and subjectaccessreviews.
 //
 // Discovery needs nothing: the apiserver's default system:discovery role
-// lets every authenticated user read it.
+// lets every authenticated user read it. A resource named by kind gets its
+// plural from the table of built-in kinds (builtinResources), else from
+// Options.Resolve (discovery), so a config of built-in kinds needs no
+// cluster.
 //
 // plugins.default counts as a plugin: a module the config does not name
 // gets its grants.

@@ -56,10 +56,26 @@ func apply(t *testing.T, objs []runtime.Object) {
 	}
 }
 
+// mayFunc asks, with a SelfSubjectAccessReview, whether cs's user may do a.
+func mayFunc(t *testing.T, cs kubernetes.Interface) func(a authzv1.ResourceAttributes) bool {
+	return func(a authzv1.ResourceAttributes) bool {
+		t.Helper()
+		rev, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(),
+			&authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &a}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev.Status.Allowed
+	}
+}
+
 // The generated RBAC, applied to the real apiserver (RBAC authorization),
 // lets the daemon's ServiceAccount (authenticated by a TokenRequest token)
 // do every action the config grants, and refuses a sample of the ones it
-// does not: checked with SelfSubjectAccessReviews and with real calls.
+// does not: checked with SelfSubjectAccessReviews and with real calls. A
+// grant of apply alone lets an apply create its object. The ServiceAccount
+// a plugin acts as gets its own RBAC: its plugin's writes and Events get
+// through as it, and nothing more.
 func TestGeneratedRBACOnTheAPIServer(t *testing.T) {
 	ctx := context.Background()
 	daemonNS, team, ids, other := env.Namespace(t), env.Namespace(t), env.Namespace(t), env.Namespace(t)
@@ -75,13 +91,16 @@ plugins:
           resources:
             - {resource: cms, verbs: [create, apply, delete]}
             - {resource: pods, verbs: [patch], subresources: [status], namespaces: [TEAM]}
+            - {resource: v1/serviceaccounts, verbs: [apply], namespaces: [TEAM]}
         events: {}
     - file: actor.wasm
       grants:
         impersonate: {serviceAccount: IDS/sa-a}
         writes:
           resources:
-            - {resource: v1/secrets, verbs: [create]}
+            - {resource: v1/secrets, verbs: [create], namespaces: [IDS]}
+            - {resource: v1/configmaps, verbs: [apply], namespaces: [IDS]}
+        events: {}
 `)
 	r, err := Generate(ctx, parse(t, text), Options{Namespace: daemonNS, ServiceAccount: "informer-host",
 		Name: "informer-host-" + daemonNS, ServerAuth: true})
@@ -92,19 +111,12 @@ plugins:
 	sa := env.ServiceAccount(t, daemonNS, "informer-host")
 	cs := kubernetes.NewForConfigOrDie(sa)
 
-	may := func(a authzv1.ResourceAttributes) bool {
-		t.Helper()
-		rev, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
-			&authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &a}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rev.Status.Allowed
-	}
+	may := mayFunc(t, cs)
 	// The RBAC authorizer sees new roles through its informers.
 	testenv.Eventually(t, "the generated RBAC to take effect", func() bool {
 		return may(authzv1.ResourceAttributes{Verb: "patch", Resource: "pods", Subresource: "status", Namespace: team}) &&
-			may(authzv1.ResourceAttributes{Verb: "list", Resource: "configmaps"})
+			may(authzv1.ResourceAttributes{Verb: "list", Resource: "configmaps"}) &&
+			may(authzv1.ResourceAttributes{Verb: "patch", Resource: "serviceaccounts", Namespace: team})
 	})
 
 	type attrs = authzv1.ResourceAttributes
@@ -194,6 +206,15 @@ plugins:
 	_, err = cs.CoreV1().ConfigMaps(other).Update(ctx, cm, metav1.UpdateOptions{})
 	forbidden("update a configmap", err)
 	ok("delete a configmap", cs.CoreV1().ConfigMaps(other).Delete(ctx, "applied", metav1.DeleteOptions{}))
+	// A grant of apply alone: the apply that creates the object needs
+	// create beside patch.
+	_, err = cs.CoreV1().ServiceAccounts(team).Apply(ctx, corev1ac.ServiceAccount("applied", team).WithLabels(map[string]string{"by": "apply"}),
+		metav1.ApplyOptions{FieldManager: "informer-host/writer.wasm"})
+	ok("server-side apply creating a serviceaccount, granted apply only", err)
+	_, err = cs.CoreV1().ServiceAccounts(team).Apply(ctx, corev1ac.ServiceAccount("applied", team).WithLabels(map[string]string{"by": "apply-again"}),
+		metav1.ApplyOptions{FieldManager: "informer-host/writer.wasm"})
+	ok("server-side apply changing it", err)
+	forbidden("delete the serviceaccount, not granted", cs.CoreV1().ServiceAccounts(team).Delete(ctx, "applied", metav1.DeleteOptions{}))
 
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: team},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.invalid/c"}}}}
@@ -253,8 +274,49 @@ plugins:
 	if want := "system:serviceaccount:" + ids + ":sa-a"; err == nil && who.Status.UserInfo.Username != want {
 		t.Errorf("acting as %q, want %q", who.Status.UserInfo.Username, want)
 	}
-	_, err = as("sa-a").CoreV1().Secrets(ids).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{})
-	forbidden("create a secret as sa-a, which its own RBAC does not allow", err)
+
+	// The identity's own generated RBAC: what actor.wasm's grants need as
+	// sa-a, and nothing more.
+	saA := as("sa-a")
+	mayAs := mayFunc(t, saA)
+	testenv.Eventually(t, "sa-a's generated RBAC to take effect", func() bool {
+		return mayAs(attrs{Verb: "create", Resource: "secrets", Namespace: ids}) && mayAs(attrs{Verb: "create", Resource: "events", Namespace: other})
+	})
+	for _, a := range []attrs{
+		{Verb: "create", Resource: "secrets", Namespace: ids},
+		{Verb: "patch", Resource: "configmaps", Namespace: ids}, {Verb: "create", Resource: "configmaps", Namespace: ids},
+		{Verb: "create", Resource: "events", Namespace: other}, {Verb: "patch", Resource: "events", Namespace: other},
+		{Verb: "create", Group: "events.k8s.io", Resource: "events", Namespace: other},
+		{Verb: "patch", Group: "events.k8s.io", Resource: "events", Namespace: other},
+	} {
+		if !mayAs(a) {
+			t.Errorf("sa-a not allowed, but actor.wasm is granted: %+v", a)
+		}
+	}
+	for _, a := range []attrs{
+		{Verb: "create", Resource: "secrets", Namespace: other}, {Verb: "get", Resource: "secrets", Namespace: ids},
+		{Verb: "list", Resource: "secrets", Namespace: ids}, {Verb: "update", Resource: "secrets", Namespace: ids},
+		{Verb: "delete", Resource: "secrets", Namespace: ids},
+		{Verb: "patch", Resource: "configmaps", Namespace: other}, {Verb: "create", Resource: "configmaps", Namespace: other},
+		{Verb: "get", Resource: "configmaps", Namespace: ids}, {Verb: "delete", Resource: "configmaps", Namespace: ids},
+		{Verb: "update", Resource: "configmaps", Namespace: ids}, {Verb: "list", Resource: "configmaps"},
+		{Verb: "list", Resource: "pods", Namespace: team}, {Verb: "patch", Resource: "pods", Namespace: team},
+		{Verb: "delete", Resource: "events", Namespace: other},
+		{Verb: "impersonate", Resource: "serviceaccounts", Namespace: ids, Name: "sa-b"},
+		{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: daemonNS},
+	} {
+		if mayAs(a) {
+			t.Errorf("sa-a allowed, but actor.wasm is not granted: %+v", a)
+		}
+	}
+	_, err = saA.CoreV1().Secrets(ids).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{})
+	ok("create a secret as sa-a, as its generated Role allows", err)
+	_, err = saA.CoreV1().ConfigMaps(ids).Apply(ctx, corev1ac.ConfigMap("applied", ids).WithData(map[string]string{"k": "v"}),
+		metav1.ApplyOptions{FieldManager: "informer-host/actor.wasm"})
+	ok("server-side apply creating a configmap as sa-a, granted apply only", err)
+	_, err = saA.CoreV1().Secrets(other).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{})
+	forbidden("create a secret as sa-a outside the grant's namespace", err)
+	forbidden("delete a configmap as sa-a, not granted", saA.CoreV1().ConfigMaps(ids).Delete(ctx, "applied", metav1.DeleteOptions{}))
 	_, err = as("sa-b").AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	forbidden("act as sa-b", err)
 

@@ -52,12 +52,30 @@ type Rule struct {
 	Why []string
 }
 
-// RBAC is the generated RBAC: cluster-wide rules and rules per namespace.
+// RBAC is the generated RBAC: the daemon's cluster-wide rules and rules
+// per namespace, and those of each ServiceAccount a plugin acts as.
 type RBAC struct {
 	Options Options
 	// Cluster are the ClusterRole's rules; none: no ClusterRole.
 	Cluster []Rule
 	// Namespaced are each namespace's Role's rules, by namespace.
+	Namespaced map[string][]Rule
+	// Identities are the ServiceAccounts plugins act as
+	// (grants.impersonate), sorted by namespace and name: what those
+	// plugins' writes and Events need, which the daemon is not given.
+	Identities []Identity
+}
+
+// Identity is the RBAC of one ServiceAccount plugins act as.
+type Identity struct {
+	// Namespace and ServiceAccount name the subject of its bindings.
+	Namespace, ServiceAccount string
+	// Name names its ClusterRole, Roles and bindings:
+	// "<Options.Name>:<namespace>:<service account>", unique beside the
+	// daemon's and each other's.
+	Name string
+	// Cluster and Namespaced are as RBAC's.
+	Cluster    []Rule
 	Namespaced map[string][]Rule
 }
 
@@ -69,6 +87,37 @@ type perm struct {
 // builder collects perms per scope ("" = cluster-wide) with their reasons.
 type builder struct {
 	scopes map[string]map[perm]map[string]bool
+}
+
+func newBuilder() *builder { return &builder{scopes: map[string]map[perm]map[string]bool{}} }
+
+// watched is what the config watches, for narrowing what a plugin may
+// write and where its Events go.
+type watched struct {
+	// all: every configured resource names its namespaces, so the
+	// plugins see objects of those namespaces only.
+	all        bool
+	namespaces []string
+	// namespaced holds the configured resources known to be namespaced
+	// (they name namespaces); builtinResources knows the rest.
+	namespaced map[schema.GroupResource]bool
+}
+
+// narrow is where a write of gr goes when its grant names no namespace:
+// the watched namespaces when every resource is watched in named ones and
+// gr is namespaced (a cluster-scoped resource needs the ClusterRole, and
+// one of unknown scope keeps it), else everywhere (nil).
+func (w watched) narrow(gr schema.GroupResource) []string {
+	if !w.all {
+		return nil
+	}
+	if w.namespaced[gr] {
+		return w.namespaces
+	}
+	if r, ok := builtinByResource[gr]; ok && r.Namespaced {
+		return w.namespaces
+	}
+	return nil
 }
 
 func (b *builder) add(namespaces []string, group string, resources, verbs, names []string, why string) {
@@ -112,13 +161,12 @@ func Generate(ctx context.Context, cfg *config.Config, o Options) (*RBAC, error)
 	if o.ShardNamespace == "" {
 		o.ShardNamespace = o.Namespace
 	}
-	b := &builder{scopes: map[string]map[perm]map[string]bool{}}
+	b := newBuilder()
 	var errs []error
 
 	// Watches: what the informers list and watch.
 	plural := map[string]schema.GroupResource{} // configured name → group/resource
-	allNamespaced := len(cfg.Resources) > 0
-	var resourceNamespaces []string
+	w := watched{all: len(cfg.Resources) > 0, namespaced: map[schema.GroupResource]bool{}}
 	for _, r := range cfg.Resources {
 		gr, err := resourceOf(ctx, cfg, r, o.Resolve)
 		if err != nil {
@@ -129,9 +177,11 @@ func Generate(ctx context.Context, cfg *config.Config, o Options) (*RBAC, error)
 		b.add(r.Namespaces, gr.Group, []string{gr.Resource}, []string{"get", "list", "watch"}, nil,
 			fmt.Sprintf("watch resource %q", r.Name))
 		if len(r.Namespaces) == 0 {
-			allNamespaced = false
+			w.all = false
+		} else {
+			w.namespaced[gr] = true
 		}
-		resourceNamespaces = append(resourceNamespaces, r.Namespaces...)
+		w.namespaces = append(w.namespaces, r.Namespaces...)
 	}
 
 	if le := cfg.LeaderElection; le.Enabled {
@@ -157,56 +207,89 @@ func Generate(ctx context.Context, cfg *config.Config, o Options) (*RBAC, error)
 		b.add(nil, "authorization.k8s.io", []string{"subjectaccessreviews"}, []string{"create"}, nil, why)
 	}
 
+	idents := map[[2]string]*builder{} // by ServiceAccount namespace, name
 	for _, p := range plugins(cfg) {
-		g := p.grants
-		if imp := g.Impersonate; imp != nil {
+		acts := b // whose RBAC the plugin's writes and Events need
+		if imp := p.grants.Impersonate; imp != nil {
 			ns, name, ok := strings.Cut(imp.ServiceAccount, "/")
 			if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 				errs = append(errs, fmt.Errorf("%s: grants.impersonate.serviceAccount %q is not namespace/name", p.name, imp.ServiceAccount))
 				continue
 			}
-			// The plugin's writes and Events are the ServiceAccount's
-			// to be allowed, not the daemon's.
+			// The plugin's writes and Events are made as the
+			// ServiceAccount: they go into its RBAC, not the daemon's.
 			b.add([]string{ns}, "", []string{"serviceaccounts"}, []string{"impersonate"}, []string{name},
 				fmt.Sprintf("%s acts as %s", p.name, imp.ServiceAccount))
-			continue
-		}
-		if g.Writes != nil {
-			for i, w := range g.Writes.Resources {
-				gr, err := writeResource(cfg, plural, w.Resource)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: grants.writes.resources[%d]: %w", p.name, i, err))
-					continue
-				}
-				verbs, err := writeVerbs(w.Verbs)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: grants.writes.resources[%d]: %w", p.name, i, err))
-					continue
-				}
-				resources := []string{gr.Resource}
-				for _, sub := range w.Subresources {
-					resources = append(resources, gr.Resource+"/"+sub)
-				}
-				b.add(w.Namespaces, gr.Group, resources, verbs, nil, fmt.Sprintf("%s writes %s", p.name, w.Resource))
+			k := [2]string{ns, name}
+			if idents[k] == nil {
+				idents[k] = newBuilder()
 			}
+			acts = idents[k]
 		}
-		if g.Events != nil {
-			// An Event goes to the namespace of the object it is about,
-			// which comes from the informers' caches: when every resource
-			// is watched in named namespaces, those are the only ones.
-			var ns []string
-			if allNamespaced {
-				ns = resourceNamespaces
-			}
-			why := fmt.Sprintf("%s records Events", p.name)
-			b.add(ns, "", []string{"events"}, []string{"create", "patch"}, nil, why)
-			b.add(ns, "events.k8s.io", []string{"events"}, []string{"create", "patch"}, nil, why)
-		}
+		errs = append(errs, acts.actions(cfg, p, plural, w)...)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return b.build(o), nil
+	out := &RBAC{Options: o}
+	out.Cluster, out.Namespaced = b.build()
+	for k, ib := range idents {
+		id := Identity{Namespace: k[0], ServiceAccount: k[1], Name: o.Name + ":" + k[0] + ":" + k[1]}
+		id.Cluster, id.Namespaced = ib.build()
+		out.Identities = append(out.Identities, id)
+	}
+	sort.Slice(out.Identities, func(i, j int) bool { return out.Identities[i].Name < out.Identities[j].Name })
+	return out, nil
+}
+
+// actions adds what p's writes and Events need: its write grants' verbs
+// on their resources and subresources, in the grant's namespaces, else
+// the watched ones (watched.narrow); create and patch on Events where
+// the objects they are about can be.
+func (b *builder) actions(cfg *config.Config, p plugin, plural map[string]schema.GroupResource, w watched) []error {
+	var errs []error
+	g := p.grants
+	if g.Writes != nil {
+		for i, wg := range g.Writes.Resources {
+			gr, err := writeResource(cfg, plural, wg.Resource)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: grants.writes.resources[%d]: %w", p.name, i, err))
+				continue
+			}
+			verbs, err := writeVerbs(wg.Verbs)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: grants.writes.resources[%d]: %w", p.name, i, err))
+				continue
+			}
+			resources := []string{gr.Resource}
+			for _, sub := range wg.Subresources {
+				resources = append(resources, gr.Resource+"/"+sub)
+			}
+			why := fmt.Sprintf("%s writes %s", p.name, wg.Resource)
+			ns := wg.Namespaces
+			if len(ns) == 0 {
+				// The plugin writes what its events and caches show it,
+				// which is in the watched namespaces.
+				if ns = w.narrow(gr); ns != nil {
+					why += " (the watched namespaces: the grant names none)"
+				}
+			}
+			b.add(ns, gr.Group, resources, verbs, nil, why)
+		}
+	}
+	if g.Events != nil {
+		// An Event goes to the namespace of the object it is about,
+		// which comes from the informers' caches: when every resource
+		// is watched in named namespaces, those are the only ones.
+		var ns []string
+		if w.all {
+			ns = w.namespaces
+		}
+		why := fmt.Sprintf("%s records Events", p.name)
+		b.add(ns, "", []string{"events"}, []string{"create", "patch"}, nil, why)
+		b.add(ns, "events.k8s.io", []string{"events"}, []string{"create", "patch"}, nil, why)
+	}
+	return errs
 }
 
 type plugin struct {
@@ -230,11 +313,14 @@ func resourceOf(ctx context.Context, cfg *config.Config, r config.Resource, reso
 		return schema.GroupResource{Group: r.Group, Resource: r.Resource}, nil
 	}
 	gvk := schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
+	if b, ok := builtinResources[gvk.GroupKind()]; ok {
+		return schema.GroupResource{Group: r.Group, Resource: b.Resource}, nil
+	}
 	if resolve == nil {
 		guess, _ := meta.UnsafeGuessKindToResource(gvk)
-		return schema.GroupResource{}, fmt.Errorf("%sresource %q names kind %s only, and RBAC rules name plural resources: "+
+		return schema.GroupResource{}, fmt.Errorf("%sresource %q names kind %s only, which is not a built-in kind, and RBAC rules name plural resources: "+
 			"set its resource (probably %q) instead of kind, or pass --kubeconfig to look it up through discovery",
-			fileOf(cfg), r.Name, r.Kind, guess.Resource)
+			fileOf(cfg), r.Name, gvk.GroupKind(), guess.Resource)
 	}
 	res, err := resolve(ctx, gvk)
 	if err != nil {
@@ -271,15 +357,19 @@ func writeResource(cfg *config.Config, plural map[string]schema.GroupResource, s
 	return schema.GroupResource{}, fmt.Errorf("resource %q is neither a configured resource's name nor version/resource or group/version/resource", s)
 }
 
-// writeVerbs maps grant verbs to RBAC verbs: server-side apply is a PATCH.
+// writeVerbs maps grant verbs to RBAC verbs. Server-side apply is a PATCH
+// that creates the object when it is missing, and the apiserver's patch
+// handler then authorizes a create too: apply needs both.
 func writeVerbs(verbs []string) ([]string, error) {
 	var out []string
 	for _, v := range verbs {
 		switch v {
 		case config.VerbCreate:
 			out = append(out, "create")
-		case config.VerbPatch, config.VerbApply:
+		case config.VerbPatch:
 			out = append(out, "patch")
+		case config.VerbApply:
+			out = append(out, "patch", "create")
 		case config.VerbDelete:
 			out = append(out, "delete")
 		default:
@@ -292,11 +382,12 @@ func writeVerbs(verbs []string) ([]string, error) {
 	return out, nil
 }
 
-// build turns the perms into rules: what a cluster-wide perm covers is
-// dropped from the namespaces, a perm on any name covers its named ones,
-// then perms sharing group, names and verbs share a rule.
-func (b *builder) build(o Options) *RBAC {
-	cluster := b.scopes[""]
+// build turns the perms into rules, cluster-wide and by namespace: what a
+// cluster-wide perm covers is dropped from the namespaces, a perm on any
+// name covers its named ones, then perms sharing group, names and verbs
+// share a rule.
+func (b *builder) build() (cluster []Rule, namespaced map[string][]Rule) {
+	all := b.scopes[""]
 	covered := func(s map[perm]map[string]bool, p perm) bool {
 		if s == nil {
 			return false
@@ -310,11 +401,11 @@ func (b *builder) build(o Options) *RBAC {
 		}
 		return false
 	}
-	out := &RBAC{Options: o, Namespaced: map[string][]Rule{}}
+	namespaced = map[string][]Rule{}
 	for ns, s := range b.scopes {
 		kept := map[perm]map[string]bool{}
 		for p, why := range s {
-			if ns != "" && covered(cluster, p) {
+			if ns != "" && covered(all, p) {
 				continue
 			}
 			if p.name != "" && covered(s, perm{p.group, p.resource, p.verb, ""}) {
@@ -327,12 +418,12 @@ func (b *builder) build(o Options) *RBAC {
 			continue
 		}
 		if ns == "" {
-			out.Cluster = rules
+			cluster = rules
 		} else {
-			out.Namespaced[ns] = rules
+			namespaced[ns] = rules
 		}
 	}
-	return out
+	return cluster, namespaced
 }
 
 func rulesOf(perms map[perm]map[string]bool) []Rule {
@@ -394,21 +485,45 @@ func rulesOf(perms map[perm]map[string]bool) []Rule {
 	return out
 }
 
-// Namespaces returns the namespaces with a Role, sorted.
-func (r *RBAC) Namespaces() []string {
-	out := make([]string, 0, len(r.Namespaced))
-	for ns := range r.Namespaced {
+// Namespaces returns the namespaces with a daemon's Role, sorted.
+func (r *RBAC) Namespaces() []string { return sortedKeys(r.Namespaced) }
+
+// Namespaces returns the namespaces with a Role of the identity, sorted.
+func (id *Identity) Namespaces() []string { return sortedKeys(id.Namespaced) }
+
+func sortedKeys(m map[string][]Rule) []string {
+	out := make([]string, 0, len(m))
+	for ns := range m {
 		out = append(out, ns)
 	}
 	sort.Strings(out)
 	return out
 }
 
-// Objects returns the ClusterRole, Roles and their bindings, in the order
-// Write prints them.
-func (r *RBAC) Objects() []runtime.Object {
+// subjectRBAC is the RBAC of one subject: the daemon's, or an identity's.
+type subjectRBAC struct {
+	name                      string // of its roles and bindings
+	namespace, serviceAccount string // the subject
+	cluster                   []Rule
+	namespaced                map[string][]Rule
+	namespaces                []string // namespaced's, sorted
+}
+
+// subjects are the daemon's RBAC, then each identity's, in the order
+// Objects and Write give them.
+func (r *RBAC) subjects() []subjectRBAC {
 	o := r.Options
-	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: o.ServiceAccount, Namespace: o.Namespace}}
+	out := []subjectRBAC{{o.Name, o.Namespace, o.ServiceAccount, r.Cluster, r.Namespaced, r.Namespaces()}}
+	for i := range r.Identities {
+		id := &r.Identities[i]
+		out = append(out, subjectRBAC{id.Name, id.Namespace, id.ServiceAccount, id.Cluster, id.Namespaced, id.Namespaces()})
+	}
+	return out
+}
+
+// Objects returns the ClusterRoles, Roles and their bindings, in the
+// order Write prints them: the daemon's, then each identity's.
+func (r *RBAC) Objects() []runtime.Object {
 	policy := func(rules []Rule) []rbacv1.PolicyRule {
 		out := make([]rbacv1.PolicyRule, len(rules))
 		for i, rule := range rules {
@@ -417,18 +532,21 @@ func (r *RBAC) Objects() []runtime.Object {
 		return out
 	}
 	var out []runtime.Object
-	if len(r.Cluster) > 0 {
-		out = append(out,
-			&rbacv1.ClusterRole{TypeMeta: typeMeta("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: o.Name}, Rules: policy(r.Cluster)},
-			&rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("ClusterRoleBinding"), ObjectMeta: metav1.ObjectMeta{Name: o.Name},
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: o.Name}, Subjects: subjects})
-	}
-	for _, ns := range r.Namespaces() {
-		meta := metav1.ObjectMeta{Name: o.Name, Namespace: ns}
-		out = append(out,
-			&rbacv1.Role{TypeMeta: typeMeta("Role"), ObjectMeta: meta, Rules: policy(r.Namespaced[ns])},
-			&rbacv1.RoleBinding{TypeMeta: typeMeta("RoleBinding"), ObjectMeta: meta,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: o.Name}, Subjects: subjects})
+	for _, sr := range r.subjects() {
+		subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sr.serviceAccount, Namespace: sr.namespace}}
+		if len(sr.cluster) > 0 {
+			out = append(out,
+				&rbacv1.ClusterRole{TypeMeta: typeMeta("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: sr.name}, Rules: policy(sr.cluster)},
+				&rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("ClusterRoleBinding"), ObjectMeta: metav1.ObjectMeta{Name: sr.name},
+					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: sr.name}, Subjects: subjects})
+		}
+		for _, ns := range sr.namespaces {
+			meta := metav1.ObjectMeta{Name: sr.name, Namespace: ns}
+			out = append(out,
+				&rbacv1.Role{TypeMeta: typeMeta("Role"), ObjectMeta: meta, Rules: policy(sr.namespaced[ns])},
+				&rbacv1.RoleBinding{TypeMeta: typeMeta("RoleBinding"), ObjectMeta: meta,
+					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sr.name}, Subjects: subjects})
+		}
 	}
 	return out
 }

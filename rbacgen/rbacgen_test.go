@@ -23,7 +23,8 @@ import (
 const head = "apiVersion: informer-host/v1\n"
 
 // rulesText renders rules one a line, "scope group resources [names] verbs",
-// scope "*" for the ClusterRole.
+// scope "*" for the ClusterRole; an identity's after the daemon's, as
+// "as namespace/name scope ...".
 func rulesText(r *RBAC) []string {
 	var out []string
 	line := func(scope string, rule Rule) string {
@@ -39,6 +40,17 @@ func rulesText(r *RBAC) []string {
 	for _, ns := range r.Namespaces() {
 		for _, rule := range r.Namespaced[ns] {
 			out = append(out, line(ns, rule))
+		}
+	}
+	for _, id := range r.Identities {
+		as := "as " + id.Namespace + "/" + id.ServiceAccount + " "
+		for _, rule := range id.Cluster {
+			out = append(out, line(as+"*", rule))
+		}
+		for _, ns := range id.Namespaces() {
+			for _, rule := range id.Namespaced[ns] {
+				out = append(out, line(as+ns, rule))
+			}
 		}
 	}
 	return out
@@ -84,9 +96,23 @@ func TestGenerate(t *testing.T) {
 			`b "apps" deployments get,list,watch`,
 		},
 	}, {
-		name:    "a kind-only resource without discovery asks for its plural",
-		config:  "resources:\n  - {name: pods, version: v1, kind: Pod}\n",
-		wantErr: `test.yaml: resource "pods" names kind Pod only, and RBAC rules name plural resources: set its resource (probably "pods") instead of kind, or pass --kubeconfig`,
+		name: "built-in kinds without discovery: their exact plurals and scope",
+		config: `resources:
+  - {name: pods, version: v1, kind: Pod}
+  - {name: eps, version: v1, kind: Endpoints}
+  - {name: policies, group: networking.k8s.io, version: v1, kind: NetworkPolicy}
+  - {name: slices, group: discovery.k8s.io, version: v1, kind: EndpointSlice}
+  - {name: ingclasses, group: networking.k8s.io, version: v1, kind: IngressClass}
+`,
+		want: []string{
+			`* "" endpoints,pods get,list,watch`,
+			`* "discovery.k8s.io" endpointslices get,list,watch`,
+			`* "networking.k8s.io" ingressclasses,networkpolicies get,list,watch`,
+		},
+	}, {
+		name:    "a kind-only resource that is not built in, without discovery, asks for its plural",
+		config:  "resources:\n  - {name: w, group: example.com, version: v1, kind: Widget}\n",
+		wantErr: `test.yaml: resource "w" names kind Widget.example.com only, which is not a built-in kind, and RBAC rules name plural resources: set its resource (probably "widgets") instead of kind, or pass --kubeconfig`,
 	}, {
 		name:   "a kind-only resource resolved through discovery",
 		config: "resources:\n  - {name: pods, version: v1, kind: Pod}\n",
@@ -123,7 +149,7 @@ func TestGenerate(t *testing.T) {
 		config: "leaderElection: {enabled: false}\n",
 		want:   nil,
 	}, {
-		name: "writes: exactly the granted verbs, apply as patch, subresources, namespaces, both resource spellings",
+		name: "writes: exactly the granted verbs, apply as patch and create, subresources, namespaces, both resource spellings",
 		config: `resources:
   - {name: pods, version: v1, resource: pods}
 plugins:
@@ -142,11 +168,49 @@ plugins:
             - {resource: v1/configmaps, verbs: [create], namespaces: [x, y]}
 `,
 		want: []string{
-			`* "" pods get,list,patch,watch`,
-			`* "" pods/status patch`,
+			`* "" pods create,get,list,patch,watch`,
+			`* "" pods/status create,patch`,
 			`* "apps" deployments delete`,
 			`x "" configmaps create,delete`,
 			`y "" configmaps create`,
+		},
+	}, {
+		name: "writes: apply alone is patch and create",
+		config: `plugins:
+  modules:
+    - file: a.wasm
+      grants:
+        writes:
+          resources:
+            - {resource: v1/configmaps, verbs: [apply], namespaces: [x]}
+`,
+		want: []string{`x "" configmaps create,patch`},
+	}, {
+		name: "writes without namespaces go to the watched ones when every resource names namespaces, namespaced resources only",
+		config: `resources:
+  - {name: pods, version: v1, resource: pods, namespaces: [a]}
+  - {name: cms, version: v1, kind: ConfigMap, namespaces: [b]}
+plugins:
+  modules:
+    - file: a.wasm
+      grants:
+        writes:
+          resources:
+            - {resource: pods, verbs: [delete]}
+            - {resource: v1/secrets, verbs: [create]}
+            - {resource: v1/namespaces, verbs: [patch]}
+            - {resource: example.com/v1/widgets, verbs: [patch]}
+            - {resource: v1/services, verbs: [patch], namespaces: [c]}
+`,
+		want: []string{
+			`* "" namespaces patch`,
+			`* "example.com" widgets patch`,
+			`a "" pods delete,get,list,watch`,
+			`a "" secrets create`,
+			`b "" configmaps get,list,watch`,
+			`b "" pods delete`,
+			`b "" secrets create`,
+			`c "" services patch`,
 		},
 	}, {
 		name: "plugins.default's grants count: a module the config does not name gets them",
@@ -209,11 +273,21 @@ plugins:
     - file: c.wasm
       grants:
         impersonate: {serviceAccount: other/sa-c}
+    - file: d.wasm
+      grants:
+        impersonate: {serviceAccount: team/sa-a}
+        writes:
+          resources:
+            - {resource: v1/configmaps, verbs: [apply], namespaces: [x]}
 `,
 		want: []string{
 			`other "" serviceaccounts [sa-c] impersonate`,
 			`team "" serviceaccounts [sa-a] impersonate`,
 			`team "" serviceaccounts [sa-b] impersonate`,
+			`as team/sa-a * "" events create,patch`,
+			`as team/sa-a * "" secrets patch`,
+			`as team/sa-a * "events.k8s.io" events create,patch`,
+			`as team/sa-a x "" configmaps create,patch`,
 		},
 	}, {
 		name:   "server auth: token and access reviews",
@@ -285,6 +359,9 @@ plugins:
     - file: a.wasm
       grants:
         impersonate: {serviceAccount: "null/on"}
+        writes:
+          resources:
+            - {resource: cms, verbs: [apply]}
 `)
 	o := Options{Namespace: "ih", ServiceAccount: "no", Name: "y"}
 	r, err := Generate(context.Background(), cfg, o)
@@ -338,6 +415,9 @@ plugins:
 			t.Fatal(err)
 		}
 		got = append(got, obj)
+	}
+	if n := len(got); n != 12 {
+		t.Errorf("%d objects, want 12 (the daemon's ClusterRole, four Roles and their bindings; the identity's ClusterRole and binding)", n)
 	}
 	if want := r.Objects(); !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded:\n%s\nwant:\n%s", dump(got), dump(want))

@@ -8,8 +8,9 @@ import (
 )
 
 // Write prints the RBAC as YAML documents in a stable order: the
-// ClusterRole and its binding, then each namespace's Role and binding,
-// namespaces sorted; each rule under a comment saying why it is there.
+// daemon's ClusterRole and its binding, then each namespace's Role and
+// binding, namespaces sorted; then each identity's the same way, under a
+// comment naming it; each rule under a comment saying why it is there.
 // header, when not empty, is printed first as comment lines.
 func (r *RBAC) Write(w io.Writer, header string) error {
 	bw := bufio.NewWriter(w)
@@ -18,7 +19,6 @@ func (r *RBAC) Write(w io.Writer, header string) error {
 			fmt.Fprintln(bw, strings.TrimRight("# "+line, " "))
 		}
 	}
-	o := r.Options
 	first := true
 	doc := func() {
 		if !first {
@@ -26,41 +26,48 @@ func (r *RBAC) Write(w io.Writer, header string) error {
 		}
 		first = false
 	}
-	role := func(kind, namespace string, rules []Rule) {
-		doc()
-		fmt.Fprintf(bw, "apiVersion: rbac.authorization.k8s.io/v1\nkind: %s\nmetadata:\n  name: %s\n", kind, scalar(o.Name))
-		if namespace != "" {
-			fmt.Fprintf(bw, "  namespace: %s\n", scalar(namespace))
+	for i, sr := range r.subjects() {
+		if i > 0 && (len(sr.cluster) > 0 || len(sr.namespaces) > 0) {
+			doc()
+			first = true // the comment opens the next document
+			fmt.Fprintf(bw, "# The ServiceAccount %s/%s, as which plugins act (grants.impersonate):\n# what their writes and Events need.\n", sr.namespace, sr.serviceAccount)
 		}
-		fmt.Fprintln(bw, "rules:")
-		for _, rule := range rules {
-			for _, why := range rule.Why {
-				fmt.Fprintf(bw, "  # %s\n", why)
+		role := func(kind, namespace string, rules []Rule) {
+			doc()
+			fmt.Fprintf(bw, "apiVersion: rbac.authorization.k8s.io/v1\nkind: %s\nmetadata:\n  name: %s\n", kind, scalar(sr.name))
+			if namespace != "" {
+				fmt.Fprintf(bw, "  namespace: %s\n", scalar(namespace))
 			}
-			fmt.Fprintf(bw, "  - apiGroups: %s\n", list(rule.APIGroups))
-			fmt.Fprintf(bw, "    resources: %s\n", list(rule.Resources))
-			if len(rule.ResourceNames) > 0 {
-				fmt.Fprintf(bw, "    resourceNames: %s\n", list(rule.ResourceNames))
+			fmt.Fprintln(bw, "rules:")
+			for _, rule := range rules {
+				for _, why := range rule.Why {
+					fmt.Fprintf(bw, "  # %s\n", why)
+				}
+				fmt.Fprintf(bw, "  - apiGroups: %s\n", list(rule.APIGroups))
+				fmt.Fprintf(bw, "    resources: %s\n", list(rule.Resources))
+				if len(rule.ResourceNames) > 0 {
+					fmt.Fprintf(bw, "    resourceNames: %s\n", list(rule.ResourceNames))
+				}
+				fmt.Fprintf(bw, "    verbs: %s\n", list(rule.Verbs))
 			}
-			fmt.Fprintf(bw, "    verbs: %s\n", list(rule.Verbs))
 		}
-	}
-	binding := func(kind, roleKind, namespace string) {
-		doc()
-		fmt.Fprintf(bw, "apiVersion: rbac.authorization.k8s.io/v1\nkind: %s\nmetadata:\n  name: %s\n", kind, scalar(o.Name))
-		if namespace != "" {
-			fmt.Fprintf(bw, "  namespace: %s\n", scalar(namespace))
+		binding := func(kind, roleKind, namespace string) {
+			doc()
+			fmt.Fprintf(bw, "apiVersion: rbac.authorization.k8s.io/v1\nkind: %s\nmetadata:\n  name: %s\n", kind, scalar(sr.name))
+			if namespace != "" {
+				fmt.Fprintf(bw, "  namespace: %s\n", scalar(namespace))
+			}
+			fmt.Fprintf(bw, "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: %s\n  name: %s\n", roleKind, scalar(sr.name))
+			fmt.Fprintf(bw, "subjects:\n  - kind: ServiceAccount\n    name: %s\n    namespace: %s\n", scalar(sr.serviceAccount), scalar(sr.namespace))
 		}
-		fmt.Fprintf(bw, "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: %s\n  name: %s\n", roleKind, scalar(o.Name))
-		fmt.Fprintf(bw, "subjects:\n  - kind: ServiceAccount\n    name: %s\n    namespace: %s\n", scalar(o.ServiceAccount), scalar(o.Namespace))
-	}
-	if len(r.Cluster) > 0 {
-		role("ClusterRole", "", r.Cluster)
-		binding("ClusterRoleBinding", "ClusterRole", "")
-	}
-	for _, ns := range r.Namespaces() {
-		role("Role", ns, r.Namespaced[ns])
-		binding("RoleBinding", "Role", ns)
+		if len(sr.cluster) > 0 {
+			role("ClusterRole", "", sr.cluster)
+			binding("ClusterRoleBinding", "ClusterRole", "")
+		}
+		for _, ns := range sr.namespaces {
+			role("Role", ns, sr.namespaced[ns])
+			binding("RoleBinding", "Role", ns)
+		}
 	}
 	return bw.Flush()
 }

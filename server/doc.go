@@ -14,7 +14,12 @@
 //
 // The server has read, write and idle timeouts, and a connection limit
 // that sheds waiting connections rather than queueing new ones, so the
-// probes answer under a connection flood (limit.go). With
+// probes answer under a connection flood (limit.go). Clients of /metrics
+// and /debug/plugins cannot take the daemon's memory (bounded.go): each
+// endpoint serves a few requests at once (503 past them), renders each
+// response into a bounded buffer before writing it within the scrape
+// timeout, and every connection's kernel send buffer is fixed, so a
+// client that never reads holds little and not for long. With
 // Options.AuthClient, /metrics and /debug/plugins require a Kubernetes
 // bearer token allowed to get them (auth.go); the probes never do.
 //

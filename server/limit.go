@@ -29,6 +29,9 @@ import (
 type shedListener struct {
 	net.Listener
 	max int
+	// sndbuf, when > 0, is each connection's kernel send buffer (see
+	// Options.ConnWriteBuffer).
+	sndbuf int
 
 	// mu guards conns and every trackedConn's serving and since.
 	mu    sync.Mutex
@@ -48,8 +51,8 @@ type trackedConn struct {
 	since time.Time
 }
 
-func newShedListener(ln net.Listener, max int) *shedListener {
-	return &shedListener{Listener: ln, max: max, conns: map[*trackedConn]struct{}{}}
+func newShedListener(ln net.Listener, max, sndbuf int) *shedListener {
+	return &shedListener{Listener: ln, max: max, sndbuf: sndbuf, conns: map[*trackedConn]struct{}{}}
 }
 
 func (l *shedListener) Accept() (net.Conn, error) {
@@ -57,6 +60,9 @@ func (l *shedListener) Accept() (net.Conn, error) {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
+		}
+		if t, ok := c.(*net.TCPConn); ok && l.sndbuf > 0 {
+			_ = t.SetWriteBuffer(l.sndbuf) // best effort: the default only costs memory
 		}
 		tc := &trackedConn{Conn: c, l: l, since: time.Now()}
 		l.mu.Lock()

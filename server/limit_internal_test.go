@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestShedNeverClosesServingConnections(t *testing.T) {
 		})),
 		ConnContext: connContext,
 	}
-	go func() { _ = srv.Serve(newShedListener(ln, limit)) }()
+	go func() { _ = srv.Serve(newShedListener(ln, limit, 0)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
 	var busy []net.Conn
@@ -71,5 +72,46 @@ func TestShedNeverClosesServingConnections(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("request %d: %s", i, resp.Status)
 		}
+	}
+}
+
+// Accepted connections keep the configured kernel send buffer while a
+// client does not read: without it Linux grows the buffer (to 4 MiB by
+// default) and queues that much for the client, in the pod's memory.
+func TestConnWriteBuffer(t *testing.T) {
+	const sndbuf = 64 << 10
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := newShedListener(ln, 4, sndbuf)
+	defer sl.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c, err := sl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Write until the kernel takes no more; the deadline only ends the
+	// write, it bounds nothing the test asserts.
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Write(make([]byte, 64<<20))
+	raw, err := c.(*trackedConn).Conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		got, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF)
+	}); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if got > 2*sndbuf { // Linux reports twice what was set
+		t.Errorf("SO_SNDBUF = %d after a client that does not read, want at most %d", got, 2*sndbuf)
 	}
 }

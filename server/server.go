@@ -40,6 +40,32 @@ type Options struct {
 	// Prometheus's common 60s scrape interval so scrapes reuse connections.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 
+	// ConnWriteBuffer is the kernel send buffer of each connection
+	// (SO_SNDBUF; Linux doubles it). What a client has not read waits
+	// there, charged to the pod's memory (cgroup v2 counts socket
+	// memory): with the kernel's autotuning up to 4 MiB a connection, the
+	// connection limit's worth of clients that never read could take
+	// 1 GiB. Default 256 KiB: ample for a scrape inside a cluster, and
+	// MaxConnections × 512 KiB at most. Negative keeps the kernel's.
+	ConnWriteBuffer int
+	// MaxConcurrentScrapes bounds the /metrics requests served at once,
+	// and apart from them the /debug/plugins requests: each holds its
+	// response in memory while its client reads it. Past the bound a
+	// request gets 503 with Retry-After at once. Default
+	// DefaultMaxConcurrentScrapes.
+	MaxConcurrentScrapes int
+	// ScrapeTimeout bounds rendering and writing one /metrics or
+	// /debug/plugins response; a client that reads slower is cut off, so
+	// it holds a slot and the response's memory at most this long.
+	// Default 10s, Prometheus's default scrape timeout: a slower scrape
+	// is discarded by Prometheus anyway.
+	ScrapeTimeout time.Duration
+	// MaxMetricsBytes bounds a /metrics response body as sent; a larger
+	// one is not sent (500, logged). Default: DefaultHostMetricsBytes for
+	// the host's own metrics plus the plugins' metric byte budgets
+	// (grants.metrics.maxBytes), which bound what plugins add.
+	MaxMetricsBytes int64
+
 	// AuthClient, when set, guards /metrics and /debug/plugins with
 	// Kubernetes authentication and authorisation (auth.go): a bearer
 	// token the apiserver accepts, whose user may "get" the path as a
@@ -70,6 +96,7 @@ func (o *Options) defaults() {
 		{&o.WriteTimeout, 30 * time.Second},
 		{&o.IdleTimeout, 90 * time.Second},
 		{&o.AuthCacheTTL, 10 * time.Second},
+		{&o.ScrapeTimeout, 10 * time.Second},
 	} {
 		if *d.v <= 0 {
 			*d.v = d.def
@@ -78,7 +105,27 @@ func (o *Options) defaults() {
 	if o.MaxConnections <= 0 {
 		o.MaxConnections = 256
 	}
+	if o.ConnWriteBuffer == 0 {
+		o.ConnWriteBuffer = 256 << 10
+	}
+	if o.MaxConcurrentScrapes <= 0 {
+		o.MaxConcurrentScrapes = DefaultMaxConcurrentScrapes
+	}
 }
+
+const (
+	// DefaultMaxConcurrentScrapes is Options.MaxConcurrentScrapes's
+	// default: an HA pair of Prometheus servers and two people with curl.
+	DefaultMaxConcurrentScrapes = 4
+	// DefaultHostMetricsBytes is what /metrics may take beyond the
+	// plugins' own metrics: the host's metrics per plugin and resource
+	// and the Go runtime's are a few KB each.
+	DefaultHostMetricsBytes = 8 << 20
+	// maxDebugBytes bounds a /debug/plugins response: a plugin's status
+	// is a few KB, so this is thousands of plugins, and what one
+	// pathological status could make every client hold is bounded.
+	maxDebugBytes = 16 << 20
+)
 
 // Server serves the endpoints until Shutdown. It starts before the
 // pipeline and the plugins exist (a standby replica waiting for
@@ -113,11 +160,22 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		a := &kubeAuth{client: o.AuthClient, ttl: o.AuthCacheTTL, log: log, cache: map[authKey]authDecision{}}
 		guard = a.wrap
 	}
+	metricsLimit := func() int64 { return o.MaxMetricsBytes }
+	if o.MaxMetricsBytes <= 0 {
+		metricsLimit = s.metricsLimit
+	}
+	// The guard comes first, so requests it refuses take no slot.
+	refused := newRefused()
+	reg.MustRegister(refused)
+	metrics := newBounded("/metrics", log, o.MaxConcurrentScrapes, o.ScrapeTimeout, metricsLimit,
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), refused)
+	debug := newBounded("/debug/plugins", log, o.MaxConcurrentScrapes, o.ScrapeTimeout,
+		func() int64 { return maxDebugBytes }, http.HandlerFunc(s.debugPlugins), refused)
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", guard(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	mux.Handle("GET /metrics", guard(metrics))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /debug/plugins", guard(http.HandlerFunc(s.debugPlugins)))
+	mux.Handle("GET /debug/plugins", guard(debug))
 	var tlsConfig *tls.Config
 	if o.TLSCertFile != "" || o.TLSKeyFile != "" {
 		if o.TLSCertFile == "" || o.TLSKeyFile == "" {
@@ -133,7 +191,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: listen on %s: %w", o.Address, err)
 	}
-	shed := newShedListener(ln, o.MaxConnections)
+	shed := newShedListener(ln, o.MaxConnections, o.ConnWriteBuffer)
 	s.addr = ln.Addr()
 	s.srv = &http.Server{
 		Handler:           serving(mux),
@@ -167,6 +225,21 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	log.Info("serving /metrics, /healthz, /readyz and /debug/plugins", "address", s.addr.String(),
 		"scheme", scheme, "maxConnections", o.MaxConnections, "auth", auth)
 	return s, nil
+}
+
+// metricsLimit is the default bound of a /metrics response: the host's
+// own metrics and the attached plugins' metric budgets.
+func (s *Server) metricsLimit() int64 {
+	s.mu.Lock()
+	h := s.host
+	s.mu.Unlock()
+	n := int64(DefaultHostMetricsBytes)
+	if h != nil {
+		if b, ok := h.PluginMetrics().(interface{ Budget() int64 }); ok {
+			n += b.Budget()
+		}
+	}
+	return n
 }
 
 // Standby marks this replica as a standby: until Attach, /readyz answers
@@ -256,6 +329,9 @@ func NotReady(p *informer.Pipeline, h *host.Host) []string {
 		}
 	}
 	if h != nil {
+		if r := h.ShardNotReady(); r != "" {
+			why = append(why, r)
+		}
 		for _, pl := range h.Status() {
 			switch pl.State {
 			case host.StateQuarantined, host.StateStandby: // deliberately off: not a reason to stop traffic

@@ -30,11 +30,16 @@ type Assignment struct {
 	Members []string
 	// Key is the hashed key.
 	Key Key
-	// Active: this member may own objects. False before it has waited
-	// out its join delay and once it is fenced.
+	// Active: this member may own objects. False before the others have
+	// let it in (see Member) and once it is fenced.
 	Active bool
 	// Since is when the Assignment was published.
 	Since time.Time
+	// Problem says why the member cannot take part in its group (it
+	// cannot list the group's Leases or renew its own), "" when it can.
+	// A member with a problem owns nothing once its validity runs out,
+	// and never joins: the host reports it as not ready.
+	Problem string
 
 	// until is ValidUntil as nanoseconds after Since (-1: never valid),
 	// so that comparisons keep Since's monotonic clock reading. The member

@@ -1,8 +1,12 @@
 // Package shard makes replicas of informer-host members of one sharding
 // group: each member holds a coordination.k8s.io/v1 Lease of its own,
-// labelled with the group, renews it, lists the group's Leases, and
-// computes which objects it owns by rendezvous hashing of an object key
-// over the members whose Leases are live.
+// labelled with the group, lists the group's Leases, renews its own only
+// after a successful list (a member that cannot see the group is never
+// counted), and computes which objects it owns by rendezvous hashing of
+// an object key over the members whose Leases are live. A joining member
+// owns nothing until every other live member's Lease acknowledges it
+// (AnnotationView), which they write only once they stopped owning its
+// share.
 //
 // A Member publishes an Assignment each time its view changes; the host
 // delivers to its plugins only the objects the current Assignment owns.

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +22,19 @@ import (
 // LabelGroup is the label every member's Lease carries, with the group's
 // name (the lease prefix) as its value: members find one another by it.
 const LabelGroup = "informer-host.io/shard-group"
+
+// The annotations of a member's Lease that carry the join handshake.
+// AnnotationEpoch names the member's current streak: a new random value
+// each time it (re)joins, so that what the others acknowledged of an
+// earlier streak is not taken for an acknowledgement of this one.
+// AnnotationView is the view the member published last: the other members
+// it counts, each with the epoch it saw ("id=epoch,id=epoch"). A member
+// listed there with its current epoch knows the writer has stopped owning
+// its share, and so may start owning it.
+const (
+	AnnotationEpoch = "informer-host.io/shard-epoch"
+	AnnotationView  = "informer-host.io/shard-view"
+)
 
 // Options configure a Member.
 type Options struct {
@@ -67,10 +82,18 @@ type Member struct {
 	own *coordinationv1.Lease
 	// lastRenew and lastList are when the last successful renewal and
 	// list were sent (their start, so that the real write or read is
-	// later). joinedAt is when the first successful renewal of the
-	// current streak returned (zero while fenced): the member owns
-	// nothing until it is renewDeadline old.
-	lastRenew, lastList, joinedAt time.Time
+	// later).
+	lastRenew, lastList time.Time
+	// epoch names the current streak ("" while fenced: the next renewal
+	// starts a new one). joinedAt is when the first renewal that wrote
+	// epoch returned (zero until then). activated: the streak has been
+	// active; it stays so while its validity is extended.
+	epoch     string
+	joinedAt  time.Time
+	activated bool
+	// listErr and renewErr are the last round's failures (nil: it
+	// succeeded), kept to log each change of them once, loudly.
+	listErr, renewErr error
 	// seen holds, by Lease name, the version of each member's Lease this
 	// member last saw and when it first saw that version.
 	seen map[string]observation
@@ -81,6 +104,13 @@ type observation struct {
 	identity   string
 	seenAt     time.Time
 	expiresAge time.Duration // the Lease's leaseDurationSeconds
+	// epoch is the member's streak (AnnotationEpoch); acks the view it
+	// published (AnnotationView), identity -> epoch; handshake is whether
+	// its Lease carries a view at all (members of a version without the
+	// handshake are waited for with the join delay instead).
+	epoch     string
+	acks      map[string]string
+	handshake bool
 }
 
 // New validates o and returns a Member owning nothing until Run has
@@ -123,8 +153,9 @@ func (m *Member) Assignment() *Assignment {
 	return m.cur
 }
 
-// Run renews the member's Lease and lists the group's every RetryPeriod,
-// publishing a new Assignment whenever the view changes, until ctx ends.
+// Run lists the group's Leases and then renews the member's own every
+// RetryPeriod, publishing a new Assignment whenever the view changes,
+// until ctx ends.
 // Then it publishes an inactive Assignment and, unless Options.Abandon,
 // deletes its Lease, so the others take its objects over at their next
 // list instead of after LeaseDuration. Cancel ctx only once the plugins
@@ -153,7 +184,7 @@ func (m *Member) Run(ctx context.Context) {
 // leave publishes an inactive Assignment and gives the Lease up.
 func (m *Member) leave() {
 	m.mu.Lock()
-	m.joinedAt = time.Time{}
+	m.endStreakLocked()
 	m.publishLocked(m.cur.Members, false, time.Now(), time.Time{})
 	own := m.own
 	m.mu.Unlock()
@@ -176,7 +207,7 @@ func (m *Member) leave() {
 // validity runs out before a round extends it: the member's own loop may
 // be stuck in a request to an apiserver that does not answer. Owns says
 // false from ValidUntil on anyway; this tells the host, so its plugins
-// get the handed-over deletes.
+// get the handed-over deletes and their calls' I/O is canceled.
 func (m *Member) fenceLoop(ctx context.Context) {
 	for {
 		m.mu.Lock()
@@ -208,20 +239,28 @@ func (m *Member) fenceLoop(ctx context.Context) {
 }
 
 func (m *Member) fenceLocked(now time.Time) {
-	m.joinedAt = time.Time{}
+	m.endStreakLocked()
 	m.o.Logger.Warn("sharding: lease not renewed or group not listed within renewDeadline; this member owns nothing until it rejoins",
 		"identity", m.o.Identity, "lastRenew", m.lastRenew, "lastList", m.lastList, "renewDeadline", m.o.RenewDeadline)
 	m.publishLocked(m.cur.Members, false, now, time.Time{})
 }
 
-// round renews the Lease, lists the group's Leases and publishes the view.
+// endStreakLocked ends the current streak: the member joins again, under
+// a new epoch, so no acknowledgement of this streak counts for the next.
+func (m *Member) endStreakLocked() {
+	m.epoch, m.joinedAt, m.activated = "", time.Time{}, false
+}
+
+// round lists the group's Leases, publishes the view, then renews the
+// Lease with that view in it (the others' acknowledgement of a joining
+// member: they write it only once they have stopped owning its share).
+// A member whose list failed does not renew: a member that cannot see
+// the group must not be counted by those that can, or its share would
+// be owned by nobody.
 func (m *Member) round(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, m.o.RenewDeadline)
 	defer cancel()
-	renewSent := time.Now()
-	renewErr := m.renew(rctx, renewSent)
-	renewDone := time.Now()
-	listSent := renewDone
+	listSent := time.Now()
 	list, listErr := m.lease.List(rctx, metav1.ListOptions{LabelSelector: LabelGroup + "=" + m.o.Group})
 	done := time.Now()
 	if ctx.Err() != nil {
@@ -229,49 +268,161 @@ func (m *Member) round(ctx context.Context) {
 	}
 
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	// Lapsed: the validity ran out before this round could extend it.
 	// Whatever this round achieved, the member has been out (others may
-	// have counted it gone), so it joins again, with the join delay.
-	lapsed := m.cur.Active && !done.Before(m.cur.ValidUntil())
-	if lapsed {
+	// have counted it gone), so it joins again.
+	if m.cur.Active && !done.Before(m.cur.ValidUntil()) {
 		m.fenceLocked(done)
 	}
-	if renewErr == nil {
-		m.lastRenew = renewSent
-		if m.joinedAt.IsZero() {
-			m.joinedAt = renewDone
-		}
-	} else {
-		m.o.Logger.Debug("sharding: renew failed", "lease", m.name, "err", renewErr)
-	}
+	m.noteLocked("list the group's Leases", &m.listErr, listErr)
 	if listErr == nil {
 		m.lastList = listSent
 		m.observeLocked(list.Items, done)
-	} else {
-		m.o.Logger.Debug("sharding: list failed", "err", listErr)
 	}
-	validUntil := m.lastRenew
-	if m.lastList.Before(validUntil) {
-		validUntil = m.lastList
-	}
-	validUntil = validUntil.Add(m.o.RenewDeadline)
+	validUntil := m.validUntilLocked()
 	fresh := done.Before(validUntil)
-	if !fresh {
-		m.joinedAt = time.Time{}
-		if renewErr == nil {
+	if !fresh && !m.joinedAt.IsZero() {
+		m.endStreakLocked() // renewals stopped long enough to be counted gone
+	}
+	if fresh && !m.activated && listErr == nil && !m.joinedAt.IsZero() && !listSent.Before(m.joinedAt) {
+		m.activated = m.admittedLocked(listSent, done)
+	}
+	m.publishLocked(m.liveLocked(done), fresh && m.activated, done, validUntil)
+	if listErr != nil {
+		m.mu.Unlock()
+		return
+	}
+	if m.epoch == "" {
+		m.epoch = newEpoch()
+	}
+	epoch, view := m.epoch, m.viewLocked()
+	m.mu.Unlock()
+
+	renewSent := time.Now()
+	renewErr := m.renew(rctx, renewSent, epoch, view)
+	renewDone := time.Now()
+	if ctx.Err() != nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.noteLocked("renew this member's Lease", &m.renewErr, renewErr)
+	if renewErr == nil {
+		m.lastRenew = renewSent
+		if m.epoch == epoch && m.joinedAt.IsZero() {
 			m.joinedAt = renewDone
 		}
+		if m.cur.Active {
+			m.cur.extend(m.validUntilLocked())
+		}
 	}
-	active := fresh && !m.joinedAt.IsZero() && done.Sub(m.joinedAt) >= m.o.RenewDeadline
-	m.publishLocked(m.liveLocked(done), active, done, validUntil)
-	if listErr == nil {
-		m.collectLocked(ctx, list.Items, done)
+	m.collectLocked(ctx, list.Items, done)
+}
+
+// validUntilLocked is when the older of the last successful renewal and
+// list turns renewDeadline old.
+func (m *Member) validUntilLocked() time.Time {
+	t := m.lastRenew
+	if m.lastList.Before(t) {
+		t = m.lastList
+	}
+	return t.Add(m.o.RenewDeadline)
+}
+
+// admittedLocked reports whether this member may start owning objects,
+// from a list sent at listSent, after its streak's first renewal had
+// returned (so the list shows it, and every member whose Lease the list
+// does not show lists after that renewal and counts this one): every
+// other member live at now has published a view with this member in it,
+// under this streak's epoch, so none still owns this member's share. A member
+// whose Lease carries no view (a version before the handshake) is waited
+// for with the join delay instead: by renewDeadline after this member's
+// renewal, any member whose view is still valid has listed since.
+func (m *Member) admittedLocked(listSent, now time.Time) bool {
+	delayed := listSent.Sub(m.joinedAt) >= m.o.RenewDeadline
+	for name, o := range m.seen {
+		if !m.liveOtherLocked(name, o, now) {
+			continue
+		}
+		if o.handshake && o.acks[m.o.Identity] != m.epoch || !o.handshake && !delayed {
+			return false
+		}
+	}
+	return true
+}
+
+// noteLocked records the outcome of one of the round's requests and logs
+// each change loudly: a member that cannot list its group, or renew its
+// Lease, owns nothing, and the operator must hear of it (a Role without
+// list on Leases is the usual cause).
+func (m *Member) noteLocked(what string, last *error, err error) {
+	prev := *last
+	*last = err
+	switch {
+	case err == nil && prev != nil:
+		m.o.Logger.Info("sharding: this member can "+what+" again", "identity", m.o.Identity)
+	case err == nil:
+	case prev != nil && prev.Error() == err.Error():
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		m.o.Logger.Error("sharding: this member may not "+what+"; it takes no share of the objects until it may",
+			"identity", m.o.Identity, "lease", m.o.Namespace+"/"+m.name, "err", err)
+	default:
+		m.o.Logger.Warn("sharding: could not "+what+"; this member owns nothing from renewDeadline on if it keeps failing",
+			"identity", m.o.Identity, "lease", m.o.Namespace+"/"+m.name, "err", err)
 	}
 }
 
-// renew writes this member's Lease: holder, renewTime, duration.
-func (m *Member) renew(ctx context.Context, now time.Time) error {
+// problemLocked says why the member cannot take part, "" when it can.
+func (m *Member) problemLocked() string {
+	switch {
+	case m.listErr != nil:
+		return "cannot list the sharding group's Leases in " + m.o.Namespace + ": " + m.listErr.Error()
+	case m.renewErr != nil:
+		return "cannot renew the Lease " + m.o.Namespace + "/" + m.name + ": " + m.renewErr.Error()
+	}
+	return ""
+}
+
+// newEpoch names a streak: random, so a member restarted with the same
+// identity never repeats one.
+func newEpoch() string {
+	return strconv.FormatUint(rand.Uint64(), 36)
+}
+
+// viewLocked is AnnotationView's value for the current Assignment: the
+// other members it counts, with the epochs this member saw.
+func (m *Member) viewLocked() string {
+	byID := make(map[string]string, len(m.seen))
+	for _, o := range m.seen {
+		byID[o.identity] = o.epoch
+	}
+	var b strings.Builder
+	for _, id := range m.cur.Members {
+		if id == m.o.Identity || byID[id] == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(id + "=" + byID[id])
+	}
+	return b.String()
+}
+
+// parseView reads AnnotationView.
+func parseView(s string) map[string]string {
+	out := map[string]string{}
+	for kv := range strings.SplitSeq(s, ",") {
+		if id, epoch, ok := strings.Cut(kv, "="); ok {
+			out[id] = epoch
+		}
+	}
+	return out
+}
+
+// renew writes this member's Lease: holder, renewTime, duration, and the
+// handshake's epoch and view.
+func (m *Member) renew(ctx context.Context, now time.Time, epoch, view string) error {
 	seconds := int32((m.o.LeaseDuration + time.Second - 1) / time.Second)
 	rt := metav1.NewMicroTime(now)
 	m.mu.Lock()
@@ -282,7 +433,8 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 		switch {
 		case apierrors.IsNotFound(err):
 			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.o.Namespace,
-				Labels: map[string]string{LabelGroup: m.o.Group}},
+				Labels:      map[string]string{LabelGroup: m.o.Group},
+				Annotations: map[string]string{AnnotationEpoch: epoch, AnnotationView: view}},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &m.o.Identity, LeaseDurationSeconds: &seconds,
 					AcquireTime: &rt, RenewTime: &rt}}
 			created, err := m.lease.Create(ctx, l, metav1.CreateOptions{})
@@ -301,6 +453,10 @@ func (m *Member) renew(ctx context.Context, now time.Time) error {
 		l.Labels = map[string]string{}
 	}
 	l.Labels[LabelGroup] = m.o.Group
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[AnnotationEpoch], l.Annotations[AnnotationView] = epoch, view
 	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != m.o.Identity {
 		l.Spec.HolderIdentity, l.Spec.AcquireTime = &m.o.Identity, &rt
 	}
@@ -328,7 +484,10 @@ func (m *Member) observeLocked(items []coordinationv1.Lease, now time.Time) {
 	next := make(map[string]observation, len(items))
 	for i := range items {
 		l := &items[i]
-		o := observation{rv: l.ResourceVersion, seenAt: now}
+		o := observation{rv: l.ResourceVersion, seenAt: now, epoch: l.Annotations[AnnotationEpoch]}
+		if v, ok := l.Annotations[AnnotationView]; ok {
+			o.acks, o.handshake = parseView(v), true
+		}
 		if l.Spec.HolderIdentity != nil {
 			o.identity = *l.Spec.HolderIdentity
 		}
@@ -343,15 +502,18 @@ func (m *Member) observeLocked(items []coordinationv1.Lease, now time.Time) {
 	m.seen = next
 }
 
+// liveOtherLocked reports whether the Lease name, seen as o, is another
+// member's that this member saw change less than its leaseDuration ago.
+func (m *Member) liveOtherLocked(name string, o observation, now time.Time) bool {
+	return name != m.name && o.identity != "" && o.identity != m.o.Identity && now.Before(o.seenAt.Add(o.expiresAge))
+}
+
 // liveLocked returns the identities of the other members whose Leases
 // this member saw change less than their leaseDuration ago.
 func (m *Member) liveLocked(now time.Time) []string {
 	var out []string
 	for name, o := range m.seen {
-		if name == m.name || o.identity == "" || o.identity == m.o.Identity {
-			continue
-		}
-		if now.Before(o.seenAt.Add(o.expiresAge)) {
+		if m.liveOtherLocked(name, o, now) {
 			out = append(out, o.identity)
 		}
 	}
@@ -378,15 +540,18 @@ func (m *Member) collectLocked(ctx context.Context, items []coordinationv1.Lease
 	}
 }
 
-// publishLocked makes a new Assignment current when the view changed, or
-// extends the current one's validity when it did not.
+// publishLocked makes a new Assignment current when the view or the
+// member's problem changed, or extends the current one's validity when
+// neither did.
 func (m *Member) publishLocked(members []string, active bool, now, validUntil time.Time) {
 	next := NewAssignment(m.o.Identity, members, m.o.Key, active, now, validUntil)
-	if next.SameView(m.cur) && active {
+	next.Problem = m.problemLocked()
+	same := next.SameView(m.cur) && next.Problem == m.cur.Problem
+	if same && active {
 		m.cur.extend(validUntil)
 		return
 	}
-	if next.SameView(m.cur) {
+	if same {
 		return
 	}
 	prev := m.cur

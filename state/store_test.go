@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -206,14 +207,23 @@ func TestCorruptFileStartsEmpty(t *testing.T) {
 }
 
 func TestUnopenableFileRunsInMemory(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "missing-dir", "state.db")
-	s, logs := open(t, path)
-	if s.Persistent() || !strings.Contains(logs.String(), "memory only") || !strings.Contains(logs.String(), path) {
-		t.Fatalf("persistent=%v, logs: %s", s.Persistent(), logs)
-	}
-	mustSet(t, s.Bucket("a.wasm", Quota{}), "k", "v")
-	if err := s.Close(context.Background()); err != nil {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	for _, path := range []string{
+		filepath.Join(t.TempDir(), "missing-dir", "state.db"),
+		"/dev/zero", // read to its end, it would fill memory
+		fifo,        // opened, it would wait for a writer
+	} {
+		s, logs := open(t, path)
+		if s.Persistent() || !strings.Contains(logs.String(), "memory only") || !strings.Contains(logs.String(), path) {
+			t.Fatalf("%s: persistent=%v, logs: %s", path, s.Persistent(), logs)
+		}
+		mustSet(t, s.Bucket("a.wasm", Quota{}), "k", "v")
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -176,20 +177,66 @@ func (ep *endpoint) checkRedirect(req *http.Request, via []*http.Request) error 
 	return nil
 }
 
-// under reports whether u is on the upstream: same scheme and host, path
-// under the base path.
+// under reports whether u is on the upstream: same scheme and host, and a
+// path that stays under the base path however the server reads it
+// (pathUnder).
 func (ep *endpoint) under(u *url.URL) bool {
-	if u.Scheme != ep.base.Scheme || u.Host != ep.base.Host || u.User != nil {
+	if u.Scheme != ep.base.Scheme || !strings.EqualFold(u.Host, ep.base.Host) || u.User != nil {
 		return false
 	}
-	bp := strings.TrimSuffix(ep.base.Path, "/")
-	return u.Path == bp || strings.HasPrefix(u.Path, bp+"/") || bp == ""
+	return pathUnder(ep.base, u.EscapedPath())
+}
+
+// maxDecodings bounds how many times pathUnder decodes a path: a server
+// (or a proxy in front of it) may decode once more than the standard
+// says, and an escape nested deeper than this is refused rather than
+// chased.
+const maxDecodings = 4
+
+// pathUnder reports whether escaped, a URL's path as sent on the wire,
+// stays under base's path as a server may read it. The path is
+// read as sent and as decoded once, twice, ...: at every reading it must
+// have no backslash and no "..;" or ".;" segment (servers that treat a
+// backslash as a separator, or drop ";parameters" from a segment, would
+// read them as a step up), and, dot segments resolved (path.Clean), it
+// must be the base or below it on a segment boundary ("/base-evil" is not
+// under "/base"). An encoded slash is a separator at the readings that
+// decode it, so "..%2f" is a step up there.
+func pathUnder(base *url.URL, escaped string) bool {
+	// As sent, the path is compared with the base as sent; decoded, with
+	// the base decoded.
+	within := func(bp, p string) bool {
+		bp, c := path.Clean("/"+bp), path.Clean("/"+p)
+		return bp == "/" || c == bp || strings.HasPrefix(c, bp+"/")
+	}
+	s, bp := escaped, base.EscapedPath()
+	for i := 0; ; i++ {
+		if strings.ContainsAny(s, "\\\x00") || !within(bp, s) {
+			return false
+		}
+		for seg := range strings.SplitSeq(s, "/") {
+			if name, _, params := strings.Cut(seg, ";"); params && (name == "." || name == "..") {
+				return false
+			}
+		}
+		dec, err := url.PathUnescape(s)
+		switch {
+		case err != nil && i == 0:
+			return false // not validly escaped as sent
+		case err != nil || dec == s:
+			return true // no reading decodes further
+		case i == maxDecodings:
+			return false
+		}
+		s, bp = dec, base.Path
+	}
 }
 
 // target is the URL of a plugin's path under the base. The path is empty
 // or starts with "/" or "?"; it must not leave the base: no "." or ".."
 // segment (escaped or not), no "//host", no scheme, no backslash, no
-// fragment.
+// fragment, and nothing a server decoding more than once or reading
+// "..;" as ".." would take out of the base (under).
 func (ep *endpoint) target(p string) (*url.URL, error) {
 	rawPath, query, _ := strings.Cut(p, "?")
 	switch {
@@ -225,7 +272,7 @@ func (ep *endpoint) target(p string) (*url.URL, error) {
 		return nil, fmt.Errorf("the path does not make a URL: %v", err)
 	}
 	if !ep.under(u) {
-		return nil, errors.New("the path leaves the upstream's URL")
+		return nil, errors.New("the path leaves the upstream's URL as a server may read it (decoded once or more, dot segments resolved, a \"..;\" segment read as \"..\")")
 	}
 	return u, nil
 }

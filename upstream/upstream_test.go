@@ -89,6 +89,21 @@ func TestPaths(t *testing.T) {
 		{"/x y", abi.ErrInvalid, ""},
 		{"/x\r\nHost: evil", abi.ErrInvalid, ""},
 		{"/%zz", abi.ErrInvalid, ""},
+		// What a server may read as a step up: "..;" (";parameters"
+		// dropped), an escape decoded twice, an encoded backslash.
+		{"/..;/x", abi.ErrInvalid, ""},
+		{"/.;/x", abi.ErrInvalid, ""},
+		{"/%2e%2e;/x", abi.ErrInvalid, ""},
+		{"/%252e%252e/x", abi.ErrInvalid, ""},
+		{"/%25252e%25252e/x", abi.ErrInvalid, ""},
+		{"/..%252fx", abi.ErrInvalid, ""},
+		{"/%5c..%5cx", abi.ErrInvalid, ""},
+		// An encoded slash that stays under the base is a name part, as
+		// some APIs (project IDs "group%2Fname") need; so is a ";" in a
+		// name and a literal "%" decoded once.
+		{"/projects/group%2Fname", 200, "/base/projects/group%2Fname"},
+		{"/a;v=1", 200, "/base/a;v=1"},
+		{"/100%25", 200, "/base/100%25"},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			srv.mu.Lock()
@@ -162,6 +177,71 @@ func TestRedirects(t *testing.T) {
 	}
 	if len(other.paths) != 0 {
 		t.Errorf("a redirect off the upstream was followed: %q", other.paths)
+	}
+}
+
+// A redirect the server sends back is followed only when its path stays
+// under the base however a server reads it: the operator's secret header
+// must never reach a path outside it. Each malicious Location below
+// names the upstream's own host, so only the path check stands between
+// the header and the path it escapes to.
+func TestRedirectsStayUnderTheBase(t *testing.T) {
+	for _, tc := range []struct {
+		name, location string
+		followed       bool // the redirect is followed (else the plugin gets the 302)
+	}{
+		{"under the base", "/base/target", true},
+		{"dot segments resolving under the base", "/base/a/%2e%2e/target", true},
+		{"encoded slash under the base", "/base/group%2Fname", true},
+		{"literal dot-dot", "/base/../secret", false},
+		{"encoded dot-dot", "/base/%2e%2e/secret", false},
+		{"encoded dot-dot, upper case", "/base/%2E%2E/secret", false},
+		{"mixed encoded dot-dot", "/base/.%2e/secret", false},
+		{"dot-dot with parameters", "/base/..;/secret", false},
+		{"encoded dot-dot with parameters", "/base/%2e%2e;x=1/secret", false},
+		{"encoded slash after dot-dot", "/base/..%2fsecret", false},
+		{"encoded slashes climbing", "/base/a%2f..%2f..%2fsecret", false},
+		{"encoded slash, upper case", "/base/..%2Fsecret", false},
+		{"backslash", "/base/..\\secret", false},
+		{"encoded backslash", "/base/..%5csecret", false},
+		{"double-encoded dot-dot", "/base/%252e%252e/secret", false},
+		{"double-encoded slash", "/base/..%252fsecret", false},
+		{"triple-encoded dot-dot", "/base/%25252e%25252e/secret", false},
+		{"prefix without a segment boundary", "/base-evil/secret", false},
+		{"the base's parent", "/", false},
+		{"another host", "//evil.example/base/x", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/base/redirect" {
+					w.Header().Set("Location", tc.location) // as is: http.Redirect would clean it
+					w.WriteHeader(http.StatusFound)
+					return
+				}
+				_, _ = io.WriteString(w, "followed")
+			})
+			cfg := parse(t, "- name: u\n  url: '"+srv.URL+"/base'\n  methods: [GET]\n  headers: [{name: X-Secret, value: s3cret}]\n")
+			c := client(t, cfg, Options{}, 0, "u")
+			var resp Response
+			code, msg := c.Do(context.Background(), &Request{Upstream: "u", Method: "GET", Path: "/redirect"}, &resp)
+			srv.mu.Lock()
+			defer srv.mu.Unlock()
+			if !tc.followed {
+				if code != http.StatusFound {
+					t.Errorf("code %d (%s), want the 302 itself", code, msg)
+				}
+				if len(srv.paths) != 1 {
+					t.Errorf("the redirect to %q was followed with the secret header: the server saw %q", tc.location, srv.paths)
+				}
+				return
+			}
+			if code != 200 || string(resp.Body) != "followed" || len(srv.paths) != 2 {
+				t.Fatalf("code %d %q (%s), server saw %q: want the redirect followed", code, resp.Body, msg, srv.paths)
+			}
+			if got := srv.hdrs[1].Get("X-Secret"); got != "s3cret" {
+				t.Errorf("the followed redirect lost the operator's header: %q", got)
+			}
+		})
 	}
 }
 

@@ -58,6 +58,8 @@
 #define IH_ERR_UNAVAILABLE (-16)   /* the peer could not be reached or answered 5xx */
 #define IH_ERR_TOO_LARGE (-17)     /* request or response over the operator's limit */
 #define IH_ERR_CANCELED (-18)      /* the host stopped the call: return */
+/* Since v1.3. */
+#define IH_ERR_FIELD_CONFLICT (-19) /* apply: another field manager owns the field; force or report */
 
 /* which: the object or the old object */
 #define IH_OBJECT 0
@@ -143,10 +145,13 @@ IH_IMPORT("state_list") int64_t ih_state_list(const void *prefix, int32_t prefix
  * declaration is JSON: {"name":"pods","help":"...","labels":["namespace"],
  * "buckets":[0.1,1]} (buckets for histograms only). metric_declare returns
  * an id (>= 0) for the updates, or IH_ERR_DENIED / IH_ERR_INVALID /
- * IH_ERR_EXISTS. Label values are passed as one buffer, separated by a zero
- * byte, in the declared order (len 0 for a metric without labels). Updates
- * return 0, IH_METRIC_DROPPED (past the plugin's series cap: dropped and
- * counted by the host), or IH_ERR_DENIED / IH_ERR_INVALID. */
+ * IH_ERR_EXISTS / IH_ERR_QUOTA (past the plugin's byte budget, v1.3). Label
+ * values are passed as one buffer, separated by a zero byte, in the
+ * declared order (len 0 for a metric without labels), each at most 1024
+ * bytes (v1.3). Updates return 0, IH_METRIC_DROPPED (past the plugin's
+ * series cap: dropped and counted by the host), IH_ERR_QUOTA (a new series
+ * past the byte budget: dropped and counted too), or IH_ERR_DENIED /
+ * IH_ERR_INVALID. */
 #define IH_METRIC_COUNTER 0
 #define IH_METRIC_GAUGE 1
 #define IH_METRIC_HISTOGRAM 2
@@ -172,7 +177,8 @@ IH_IMPORT("result_message") int32_t ih_result_message(char *buf, int32_t len);
 #define IH_WRITE_JSON_PATCH 3
 #define IH_WRITE_APPLY 4
 #define IH_WRITE_DELETE 5
-#define IH_WRITE_FORCE 0x1 /* apply: take over conflicting fields */
+#define IH_WRITE_FORCE 0x1      /* apply: take over conflicting fields */
+#define IH_WRITE_MUST_EXIST 0x2 /* apply: update only, IH_ERR_ABSENT when there is no object (v1.3) */
 IH_IMPORT("k8s_write") int32_t ih_k8s_write(int32_t op, const char *res, int32_t res_len, const char *ns, int32_t ns_len,
                                              const char *name, int32_t name_len, const char *sub, int32_t sub_len,
                                              const char *body, int32_t body_len, const char *uid, int32_t uid_len,

@@ -28,9 +28,10 @@ type metricsAPI interface {
 // the order given, taking values in the same order. Updates return nil,
 // or a HostError: ERR_DENIED when the operator did not grant metrics,
 // ERR_INVALID for a bad declaration, value or label count, ERR_EXISTS when
-// another plugin exports the name with another kind or help. An update
-// the host drops because the plugin's series cap is reached returns
-// ErrDropped.
+// another plugin exports the name with another kind or help, ERR_QUOTA
+// for a declaration or a new series past the plugin's byte budget (ABI
+// v1.3). An update the host drops because the plugin's series cap is
+// reached returns ErrDropped.
 type Metric struct {
 	kind int32
 	decl []byte

@@ -8,6 +8,11 @@ import "github.com/informer-host/informer-host/abi"
 // ErrConflict (a precondition or resourceVersion conflict, 409) and
 // ErrNoObject (the object a patch, apply or delete names is missing, 404).
 var (
+	// ErrFieldConflict: an apply would change fields another field
+	// manager owns (kubectl, another controller). No newer event settles
+	// it: force (ApplyOptions.Force) if the plugin owns the field by
+	// policy, else report it. Since v1.3.
+	ErrFieldConflict error = HostError(abi.ErrFieldConflict)
 	ErrForbidden     error = HostError(abi.ErrForbidden)     // the apiserver's RBAC refused it (403)
 	ErrExists        error = HostError(abi.ErrExists)        // a create of an object that exists
 	ErrUnprocessable error = HostError(abi.ErrUnprocessable) // an invalid object (422) or request (400)
@@ -78,9 +83,28 @@ func (c Cluster) JSONPatch(t Target, patch []byte, p Preconditions) (Cached, err
 // metadata.name) as field manager "informer-host/<plugin>". force takes
 // over fields another manager owns.
 func (c Cluster) Apply(t Target, body []byte, force bool, p Preconditions) (Cached, error) {
+	return c.ApplyWith(t, body, ApplyOptions{Force: force}, p)
+}
+
+// ApplyOptions are the flags of an apply.
+type ApplyOptions struct {
+	// Force takes over fields another manager owns; without it such a
+	// field is ErrFieldConflict.
+	Force bool
+	// MustExist makes the apply update the object only: when it is gone
+	// (deleted since the event) the apply is ErrNoObject instead of
+	// creating it anew. Since v1.3.
+	MustExist bool
+}
+
+// ApplyWith is Apply with all of an apply's options.
+func (c Cluster) ApplyWith(t Target, body []byte, o ApplyOptions, p Preconditions) (Cached, error) {
 	var flags int32
-	if force {
-		flags = abi.WriteForce
+	if o.Force {
+		flags |= abi.WriteForce
+	}
+	if o.MustExist {
+		flags |= abi.WriteMustExist
 	}
 	return c.p.write(abi.WriteApply, t, body, p, flags)
 }

@@ -19,7 +19,8 @@ type writesHost struct {
 
 func (h *writesHost) k8sWrite(op int32, t Target, body []byte, p Preconditions, flags int32) int32 {
 	h.calls = append(h.calls, strings.Join([]string{abi.WriteVerb(op), t.Resource, t.Namespace, t.Name, t.Subresource,
-		string(body), p.UID, p.ResourceVersion, map[int32]string{0: "", abi.WriteForce: "force"}[flags]}, "|"))
+		string(body), p.UID, p.ResourceVersion, map[int32]string{0: "", abi.WriteForce: "force", abi.WriteMustExist: "mustExist",
+			abi.WriteForce | abi.WriteMustExist: "force,mustExist"}[flags]}, "|"))
 	return h.code
 }
 
@@ -40,17 +41,21 @@ func TestWrites(t *testing.T) {
 	if _, err := c.MergePatch(Target{Resource: "pods", Namespace: "ns", Name: "p", Subresource: "status"}, []byte(`{"status":{}}`), Preconditions{ResourceVersion: "5"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.ApplyWith(pods, []byte(`{}`), ApplyOptions{MustExist: true}, Preconditions{}); err != nil {
+		t.Fatal(err)
+	}
 	h.code = 0
 	if err := c.Delete(pods, Preconditions{}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"apply|pods|ns|p||{}|u||force", `patch|pods|ns|p|status|{"status":{}}||5|`, "delete|pods|ns|p|||||"}
+	want := []string{"apply|pods|ns|p||{}|u||force", `patch|pods|ns|p|status|{"status":{}}||5|`, "apply|pods|ns|p||{}|||mustExist", "delete|pods|ns|p|||||"}
 	if strings.Join(h.calls, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("calls\n%s\nwant\n%s", strings.Join(h.calls, "\n"), strings.Join(want, "\n"))
 	}
 	// Errors carry the code and the message, longer than the first buffer.
 	for code, sentinel := range map[int32]error{abi.ErrForbidden: ErrForbidden, abi.ErrConflict: ErrConflict,
-		abi.ErrAbsent: ErrNoObject, abi.ErrRateLimited: ErrRateLimited, abi.ErrCanceled: ErrCanceled, abi.ErrDenied: ErrDenied} {
+		abi.ErrAbsent: ErrNoObject, abi.ErrRateLimited: ErrRateLimited, abi.ErrCanceled: ErrCanceled, abi.ErrDenied: ErrDenied,
+		abi.ErrFieldConflict: ErrFieldConflict} {
 		h.code, h.msg = code, strings.Repeat("m", 3000)
 		_, err := c.Create(pods, []byte(`{}`))
 		var we *CallError

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,27 +68,8 @@ plugins:
 server:
   address: off
 `)
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	daemons := make(chan *daemon, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), runOptions{drainTimeout: 10 * time.Second,
-			started: func(d *daemon) { daemons <- d }})
-	}()
-	defer func() {
-		cancel()
-		<-done
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", strings.Join(logs.lines(), "\n"))
-		}
-	}()
-	select {
-	case <-daemons:
-	case err := <-done:
-		t.Fatalf("run returned early: %v", err)
-	}
-	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scaffolded"}}, metav1.CreateOptions{}); err != nil {
+	logs := runDaemon(t, cfg)
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scaffolded"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, lang := range langs {

@@ -28,7 +28,7 @@ func rbacCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.StringVar(&o.ServiceAccount, "service-account", "informer-host", "the daemon's ServiceAccount, the subject of the bindings")
 	fs.StringVar(&o.Name, "name", "", "name of the ClusterRole, Roles and bindings (default: the service account)")
 	serverAuth := fs.String("server-auth", "none", "the daemon's run --server-auth: none, or kubernetes (adds create on tokenreviews and subjectaccessreviews)")
-	kubeconfig := fs.String("kubeconfig", "", "look up the plural resource of resources the config names by kind only through this cluster's discovery (without it they are an error)")
+	kubeconfig := fs.String("kubeconfig", "", "look up the plural resource of resources the config names by a kind that is not built in (a CRD's) through this cluster's discovery (without it they are an error; built-in kinds need no cluster)")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -68,7 +68,8 @@ func rbacCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 // discoveryResolver maps kinds to plural resources through the discovery
-// of the cluster kubeconfig points at.
+// of the cluster kubeconfig points at: for kinds rbacgen's table of
+// built-in kinds does not have.
 func discoveryResolver(kubeconfig string) (func(context.Context, schema.GroupVersionKind) (string, error), error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {

@@ -30,6 +30,21 @@ func TestDeployRBACIsGenerated(t *testing.T) {
 	}
 }
 
+// The shipped config.yaml (kinds named, no cluster at hand) gives its
+// RBAC without --kubeconfig: its kind Pod is built in.
+func TestRBACOfTheShippedConfig(t *testing.T) {
+	t.Chdir("../..")
+	var stdout, stderr bytes.Buffer
+	if code := Main(context.Background(), []string{"rbac", "--config", "config.yaml"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("informer-host rbac --config config.yaml: exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"kind: Role\nmetadata:\n  name: informer-host\n  namespace: demo\n", "resources: [configmaps, pods]\n    verbs: [get, list, watch]\n"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
 func TestRBACCommand(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string) string {
@@ -41,7 +56,8 @@ func TestRBACCommand(t *testing.T) {
 	}
 	plain := write("plain.yaml", "apiVersion: informer-host/v1\nresources:\n  - {name: cms, version: v1, resource: configmaps, namespaces: [team]}\n"+
 		"leaderElection: {enabled: true, namespace: le-ns}\n")
-	kind := write("kind.yaml", "apiVersion: informer-host/v1\nresources:\n  - {name: pods, version: v1, kind: Pod}\n")
+	kind := write("kind.yaml", "apiVersion: informer-host/v1\nresources:\n  - {name: w, group: example.com, version: v1, kind: Widget}\n")
+	builtin := write("builtin.yaml", "apiVersion: informer-host/v1\nresources:\n  - {name: eps, version: v1, kind: Endpoints, namespaces: [team]}\n")
 	cm := write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  config.yaml: |\n    apiVersion: informer-host/v1\n    resources:\n      - {name: cms, version: v1, resource: configmaps}\n")
 	tests := []struct {
 		name     string
@@ -57,7 +73,9 @@ func TestRBACCommand(t *testing.T) {
 			[]string{"kind: ClusterRole\n", "resources: [configmaps]\n"}, ""},
 		{"server auth", []string{"--config", cm, "--config-map-key", "config.yaml", "--server-auth", "kubernetes"}, 0,
 			[]string{"resources: [tokenreviews]\n", "resources: [subjectaccessreviews]\n"}, ""},
-		{"a kind needs its plural", []string{"--config", kind}, 1, nil, `names kind Pod only`},
+		{"a kind that is not built in needs its plural", []string{"--config", kind}, 1, nil, `names kind Widget.example.com only, which is not a built-in kind`},
+		{"a built-in kind needs no cluster", []string{"--config", builtin}, 0,
+			[]string{"kind: Role\nmetadata:\n  name: informer-host\n  namespace: team\n", "resources: [endpoints]\n"}, ""},
 		{"a ConfigMap without the key", []string{"--config", cm, "--config-map-key", "other"}, 1, nil, `not a ConfigMap with data key "other"`},
 		{"bad server auth", []string{"--config", cm, "--server-auth", "maybe"}, 2, nil, `neither none nor kubernetes`},
 	}

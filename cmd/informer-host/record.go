@@ -32,6 +32,7 @@ func recordCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	resource := fs.String("resource", "", "record the events of this resource only")
 	plugin := fs.String("plugin", "", "record this plugin file only (e.g. pod-logger.wasm)")
 	duration := fs.Duration("duration", 0, "stop after this long (0: at SIGINT or SIGTERM)")
+	keepSecrets := fs.Bool("keep-secret-data", false, "write Secrets' data and stringData values as they are (by default they are blanked, keys kept)")
 	var lo logOptions
 	lo.register(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -55,7 +56,7 @@ func recordCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	files, err := record(ctx, cfg, log, &host.Recorder{Resource: *resource}, *plugin, *out)
+	files, err := record(ctx, cfg, log, &host.Recorder{Resource: *resource, KeepSecretData: *keepSecrets}, *plugin, *out)
 	if err != nil {
 		fmt.Fprintln(stderr, "informer-host record:", err)
 		return 1
@@ -124,7 +125,7 @@ func record(ctx context.Context, cfg *config.Config, log *slog.Logger, rec *host
 		if len(plugins) > 1 {
 			file = strings.TrimSuffix(out, ".jsonl") + "." + strings.TrimSuffix(name, ".wasm") + ".jsonl"
 		}
-		f, err := os.Create(file)
+		f, err := createPrivate(file)
 		if err != nil {
 			return written, err
 		}
@@ -138,4 +139,20 @@ func record(ctx context.Context, cfg *config.Config, log *slog.Logger, rec *host
 		written = append(written, file)
 	}
 	return written, nil
+}
+
+// createPrivate creates or truncates file, readable and writable by its
+// owner only: a recording holds whole objects (Secrets' keys and, with
+// --keep-secret-data, their values). OpenFile's mode applies to a new
+// file only, so one that existed (an earlier recording, 0644) is changed.
+func createPrivate(file string) (*os.File, error) {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: making it private: %w", file, err)
+	}
+	return f, nil
 }

@@ -62,10 +62,15 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, ro
 	fs.StringVar(&ro.serverAuth, "server-auth", "none", "guard /metrics and /debug/plugins: none, or kubernetes (TokenReview and SubjectAccessReview; /healthz and /readyz stay open)")
 	fs.StringVar(&ro.tlsCert, "server-tls-cert", "", "serve HTTPS with this certificate (PEM; read again when it changes); needs --server-tls-key")
 	fs.StringVar(&ro.tlsKey, "server-tls-key", "", "the key of --server-tls-cert (PEM)")
+	ro.apiClient.register(fs)
 	var lo logOptions
 	lo.register(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
+	}
+	if err := ro.apiClient.check(); err != nil {
+		fmt.Fprintf(stderr, "informer-host run: %v\n", err)
+		return 2
 	}
 	if ro.serverAuth != "none" && ro.serverAuth != "kubernetes" {
 		fmt.Fprintf(stderr, "informer-host run: --server-auth: %q is neither none nor kubernetes\n", ro.serverAuth)
@@ -144,6 +149,9 @@ type runOptions struct {
 	maxConnections  int
 	serverAuth      string
 	tlsCert, tlsKey string
+	// apiClient is the daemon's own client-side limit (--kube-api-qps,
+	// --kube-api-burst); zero keeps the kubeconfig's.
+	apiClient apiClientOptions
 	// stopping is called when the first stop signal arrives; it restores
 	// the default signal handling so that a second signal exits at once.
 	stopping func()
@@ -192,7 +200,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 	if err != nil {
 		return err
 	}
-	log.Info("informer-host starting", "version", versionString(), "config", cfg.File, "apiserver", restCfg.Host, "credentials", source)
+	o.apiClient.apply(restCfg)
+	log.Info("informer-host starting", "version", versionString(), "config", cfg.File, "apiserver", restCfg.Host, "credentials", source,
+		"apiQPS", restCfg.QPS, "apiBurst", restCfg.Burst)
 	p, err := informer.New(informer.Options{RESTConfig: restCfg, Logger: log, WatchFailureGrace: o.watchFailureGrace})
 	if err != nil {
 		return err
@@ -201,6 +211,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger, o runOptions
 	if err := p.Apply(ctx, cfg.Resources); err != nil {
 		return err
 	}
+	warnResources(log, cfg, p)
 	if o.logEvents {
 		for _, r := range cfg.Resources {
 			if _, err := p.AddListener(r.Name, eventLogger(log)); err != nil {
@@ -337,6 +348,7 @@ func (d *daemon) reload(ctx context.Context, why string) {
 		d.log.Error("config reload: resources", "err", err)
 		return
 	}
+	warnResources(d.log, next, d.pipeline)
 	if err := d.host.ApplyConfig(ctx, next); err != nil {
 		d.log.Error("config reload: some plugins keep their previous settings", "err", err)
 	}
@@ -347,6 +359,25 @@ func (d *daemon) reload(ctx context.Context, why string) {
 	}
 	d.cfg = next
 	d.log.Info("config reloaded", "reason", why, "resources", len(next.Resources))
+}
+
+// warnResources names, at their entries in the config file, the
+// resources Apply left pending, with why (for one the apiserver does not
+// serve, the nearest ones it does), and those it watches under another
+// name than written. A typo would otherwise show only as a resource that
+// never starts. Apply resolves what it adds before it returns, so all of
+// that is known by now.
+func warnResources(log *slog.Logger, cfg *config.Config, p *informer.Pipeline) {
+	for _, st := range p.Status() {
+		switch {
+		case st.Phase == informer.PhasePending && st.Error != "":
+			log.Warn("configured resource is pending: it starts once the apiserver serves it",
+				"resource", st.Name, "problem", cfg.ResourceProblem(st.Name, "%s", st.Error).String())
+		case st.Warning != "":
+			log.Warn("configured resource is watched under another name than written",
+				"resource", st.Name, "problem", cfg.ResourceProblem(st.Name, "%s", st.Warning).String())
+		}
+	}
 }
 
 func resourceNames(cfg *config.Config) []string {

@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host"
+	"github.com/informer-host/informer-host/internal/testenv"
 	"github.com/informer-host/informer-host/shard"
 )
 
@@ -87,6 +91,53 @@ func TestShardedDaemons(t *testing.T) {
 	leases, err = env.Client.CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{LabelSelector: shard.LabelGroup + "=hooks"})
 	if err != nil || len(leases.Items) != 1 {
 		t.Errorf("the group's Leases after a left: %d, %v; want b's alone", len(leases.Items), err)
+	}
+}
+
+// A replica whose identity may not list its group's Leases (a Role
+// without list) takes no share of the objects, and says so where an
+// operator looks: /readyz is not ready with the reason, /metrics has
+// informer_host_shard_member_blocked 1. Given list, it joins and is ready.
+func TestShardedDaemonThatCannotListItsGroupIsNotReady(t *testing.T) {
+	ns := env.Namespace(t)
+	cfg := shardConfig(t, ns)
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "member", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update", "delete"}},
+	}}
+	rbac := env.Client.RbacV1()
+	if _, err := rbac.Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "member", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "member"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "member", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.WriteConfigKubeconfig(env.ServiceAccount(t, ns, "member"), filepath.Join(cfg.Dir(), "kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	r := startReplica(t, cfg, runOptions{})
+	defer r.cancel()
+	eventually(t, "/readyz to say the member cannot list its group", func() bool {
+		code, body := get(t, r.url+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "cannot list the sharding group's Leases")
+	})
+	if _, metrics := get(t, r.url+"/metrics"); !strings.Contains(metrics, "informer_host_shard_member_blocked 1") {
+		t.Error("/metrics lacks informer_host_shard_member_blocked 1")
+	}
+
+	role.Rules[1].Verbs = append(role.Rules[1].Verbs, "list")
+	if _, err := rbac.Roles(ns).Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "/readyz ok once the member may list", func() bool {
+		code, _ := get(t, r.url+"/readyz")
+		return code == http.StatusOK
+	})
+	if _, metrics := get(t, r.url+"/metrics"); !strings.Contains(metrics, "informer_host_shard_member_blocked 0") {
+		t.Error("/metrics lacks informer_host_shard_member_blocked 0")
 	}
 }
 

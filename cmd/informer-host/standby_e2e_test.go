@@ -194,9 +194,10 @@ func leaderConfig(t *testing.T, ns, plugin, src string) *config.Config {
 `)
 }
 
-// writeDaemonConfig writes daemonConfig on namespace ns with plugin (a
-// file name) built from the WAT file src, and tail appended.
-func writeDaemonConfig(t *testing.T, ns, plugin, src, tail string) *config.Config {
+// daemonDir makes a directory for a daemon's config file: a kubeconfig
+// for the test's control plane, and a plugin directory "plugins" holding
+// plugin, made of wasm.
+func daemonDir(t *testing.T, plugin string, wasm []byte) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := env.WriteKubeconfig(filepath.Join(dir, "kubeconfig")); err != nil {
@@ -205,9 +206,17 @@ func writeDaemonConfig(t *testing.T, ns, plugin, src, tail string) *config.Confi
 	if err := os.Mkdir(filepath.Join(dir, "plugins"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "plugins", plugin), wat(t, src), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "plugins", plugin), wasm, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// writeDaemonConfig writes daemonConfig on namespace ns with plugin (a
+// file name) built from the WAT file src, and tail appended.
+func writeDaemonConfig(t *testing.T, ns, plugin, src, tail string) *config.Config {
+	t.Helper()
+	dir := daemonDir(t, plugin, wat(t, src))
 	text := strings.ReplaceAll(fmt.Sprintf(daemonConfig, "", "{resource: cms}"), "NS", ns) + tail
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {

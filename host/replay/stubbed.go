@@ -49,13 +49,15 @@ type writeRequest struct {
 	UID             string          `json:"uid,omitempty"`
 	ResourceVersion string          `json:"resourceVersion,omitempty"`
 	Force           bool            `json:"force,omitempty"`
+	MustExist       bool            `json:"mustExist,omitempty"`
 }
 
 type stubWrites struct{ calls *Calls }
 
 func requestOf(r *engine.WriteRequest) writeRequest {
 	req := writeRequest{Op: writeOps[r.Op], Resource: string(r.Resource), Namespace: string(r.Namespace), Name: string(r.Name),
-		Subresource: string(r.Subresource), UID: string(r.UID), ResourceVersion: string(r.ResourceVersion), Force: r.Force}
+		Subresource: string(r.Subresource), UID: string(r.UID), ResourceVersion: string(r.ResourceVersion), Force: r.Force,
+		MustExist: r.MustExist}
 	if json.Valid(r.Body) {
 		req.Body = json.RawMessage(r.Body)
 	}
@@ -67,7 +69,7 @@ func requestOf(r *engine.WriteRequest) writeRequest {
 // grants to check.
 func (s stubWrites) Check(r *engine.WriteRequest) (int32, string) {
 	code, msg := kubewrite.CheckArgs(&kubewrite.Request{Op: r.Op, Name: string(r.Name), UID: string(r.UID),
-		ResourceVersion: string(r.ResourceVersion), Force: r.Force})
+		ResourceVersion: string(r.ResourceVersion), Force: r.Force, MustExist: r.MustExist, Body: r.Body})
 	if code != 0 {
 		s.calls.refuse(abi.ImportK8sWrite, requestOf(r), code, msg)
 	}

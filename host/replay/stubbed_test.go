@@ -209,7 +209,11 @@ func TestStubWritesCheckArgs(t *testing.T) {
 		{"create with preconditions", engine.WriteRequest{Op: 1, Resource: []byte("pods"), Body: []byte(`{}`), ResourceVersion: []byte("7")}, -5, "a create takes no preconditions"},
 		{"patch without a name", engine.WriteRequest{Op: 2, Resource: []byte("pods"), Body: []byte(`{}`)}, -5, "a name is required (only a create may leave it to the body)"},
 		{"force on a delete", engine.WriteRequest{Op: 5, Resource: []byte("pods"), Name: []byte("a"), Force: true}, -5, "force applies to apply only"},
-		{"apply", engine.WriteRequest{Op: 4, Resource: []byte("pods"), Name: []byte("a"), Body: []byte(`{}`), Force: true}, 0, ""},
+		{"apply without kind", engine.WriteRequest{Op: 4, Resource: []byte("pods"), Name: []byte("a"), Body: []byte(`{"apiVersion":"v1"}`)}, -5,
+			`an apply's body needs kind (as in {"apiVersion":"v1","kind":"Pod","metadata":{...}}): server-side apply cannot tell the type without`},
+		{"must-exist on a patch", engine.WriteRequest{Op: 2, Resource: []byte("pods"), Name: []byte("a"), Body: []byte(`{}`), MustExist: true}, -5,
+			"must-exist applies to apply only (a patch never creates)"},
+		{"apply", engine.WriteRequest{Op: 4, Resource: []byte("pods"), Name: []byte("a"), Body: []byte(`{"apiVersion":"v1","kind":"Pod"}`), Force: true, MustExist: true}, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Calls{stubs: NewStubs([]Stub{{Function: "k8s_write"}})}

@@ -23,6 +23,9 @@ type SlowProxy struct {
 	// Delay is how long each write is held (ns); 0 = not at all. A write
 	// reads it when it arrives.
 	Delay atomic.Int64
+	// Canceled counts the held writes whose client gave up (never
+	// forwarded).
+	Canceled atomic.Int64
 	// Writes counts the writes that arrived (held or not).
 	Writes atomic.Int64
 	closed chan struct{} // closed at the test's end: held writes give up
@@ -51,6 +54,7 @@ func NewSlowProxy(t testing.TB, cfg *rest.Config) (*SlowProxy, *rest.Config) {
 				select {
 				case <-t.C:
 				case <-r.Context().Done():
+					p.Canceled.Add(1)
 					return
 				case <-p.closed:
 					return

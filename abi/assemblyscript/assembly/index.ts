@@ -51,17 +51,20 @@ export const ERR_TIMEOUT: i32 = -15;
 export const ERR_UNAVAILABLE: i32 = -16;
 export const ERR_TOO_LARGE: i32 = -17;
 export const ERR_CANCELED: i32 = -18;
+// An apply would change fields another field manager owns: force or
+// report; no newer event settles it (v1.3).
+export const ERR_FIELD_CONFLICT: i32 = -19;
 
 const ERR_NAMES: string[] = [
   "ERR_ABSENT", "ERR_NOT_FOUND", "ERR_BAD_PATH", "ERR_BOUNDS", "ERR_INVALID", "ERR_NO_EVENT",
   "ERR_INTERNAL", "ERR_DENIED", "ERR_CONFLICT", "ERR_QUOTA", "ERR_EXISTS", "ERR_FORBIDDEN",
   "ERR_UNPROCESSABLE", "ERR_RATE_LIMITED", "ERR_TIMEOUT", "ERR_UNAVAILABLE", "ERR_TOO_LARGE",
-  "ERR_CANCELED",
+  "ERR_CANCELED", "ERR_FIELD_CONFLICT",
 ];
 
 // The code's name in abi/ABI.md: errorName(-2) is "ERR_NOT_FOUND".
 export function errorName(code: i32): string {
-  if (code <= -1 && code >= -18) return ERR_NAMES[-code - 1];
+  if (code <= -1 && code >= -19) return ERR_NAMES[-code - 1];
   return "ERR_UNKNOWN(" + code.toString() + ")";
 }
 
@@ -619,6 +622,7 @@ export const WRITE_JSON_PATCH: i32 = 3; // JSON patch (RFC 6902); verb patch
 export const WRITE_APPLY: i32 = 4; // server-side apply; verb apply
 export const WRITE_DELETE: i32 = 5; // DELETE, no body; verb delete
 export const WRITE_FORCE: i32 = 1; // apply: take over fields another manager owns
+export const WRITE_MUST_EXIST: i32 = 2; // apply: update only, ERR_ABSENT when gone (v1.3)
 
 // The object a write acts on. resource is a granted resource as the grant
 // names it: a configured name ("pods") or "group/version/resource".
@@ -665,9 +669,11 @@ export function k8sJSONPatch(t: Target, patch: string, pre: Preconditions = NO_P
 }
 
 // Server-side applies body (apiVersion, kind, metadata.name) as field
-// manager informer-host/<plugin>; force takes over conflicting fields.
-export function k8sApply(t: Target, body: string, force: bool = false, pre: Preconditions = NO_PRECONDITIONS): Readable | null {
-  return written(k8sWrite(WRITE_APPLY, t, body, pre, force ? WRITE_FORCE : 0));
+// manager informer-host/<plugin>; force takes over conflicting fields
+// (else ERR_FIELD_CONFLICT); mustExist updates the object only, ERR_ABSENT
+// when it is gone (v1.3).
+export function k8sApply(t: Target, body: string, force: bool = false, pre: Preconditions = NO_PRECONDITIONS, mustExist: bool = false): Readable | null {
+  return written(k8sWrite(WRITE_APPLY, t, body, pre, (force ? WRITE_FORCE : 0) | (mustExist ? WRITE_MUST_EXIST : 0)));
 }
 
 // Deletes the object: 0 or a negative code (ERR_ABSENT: already gone).

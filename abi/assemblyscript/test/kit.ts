@@ -57,6 +57,7 @@ ih.onHandle((ev: ih.Event): i32 => {
   check("k8sCreate", c === null ? ih.callError() : (c.get("metadata.name") as string) + " rv " + (c.get("metadata.resourceVersion") as string));
   const a = ih.k8sApply(t, "{\"kind\":\"Pod\"}", true, new ih.Preconditions("uid-p1", "42"));
   check("k8sApply", a === null ? ih.callError() : "rv " + (a.get("metadata.resourceVersion") as string));
+  check("k8sApply mustExist", ih.k8sApply(t, "{\"kind\":\"Pod\"}", false, new ih.Preconditions(), true) === null ? ih.callError() : "written");
   check("k8sMergePatch", ih.k8sMergePatch(t, "{}", new ih.Preconditions("", "old")) === null ? ih.callError() : "written");
   const j = ih.k8sJSONPatch(new ih.Target("pods", "ns", "p1", "status"), "[]");
   check("k8sJSONPatch", j === null ? ih.callError() : "rv " + (j.get("metadata.resourceVersion") as string));

@@ -69,17 +69,20 @@ impl Error {
     pub const UNAVAILABLE: Error = Error(-16);
     pub const TOO_LARGE: Error = Error(-17);
     pub const CANCELED: Error = Error(-18);
+    /// An apply would change fields another field manager owns: force
+    /// or report; no newer event settles it (v1.3).
+    pub const FIELD_CONFLICT: Error = Error(-19);
 
     /// The code's name in abi/ABI.md, `ERR_NOT_FOUND`.
     pub fn name(self) -> &'static str {
-        const NAMES: [&str; 18] = [
+        const NAMES: [&str; 19] = [
             "ERR_ABSENT", "ERR_NOT_FOUND", "ERR_BAD_PATH", "ERR_BOUNDS", "ERR_INVALID", "ERR_NO_EVENT",
             "ERR_INTERNAL", "ERR_DENIED", "ERR_CONFLICT", "ERR_QUOTA", "ERR_EXISTS", "ERR_FORBIDDEN",
             "ERR_UNPROCESSABLE", "ERR_RATE_LIMITED", "ERR_TIMEOUT", "ERR_UNAVAILABLE", "ERR_TOO_LARGE",
-            "ERR_CANCELED",
+            "ERR_CANCELED", "ERR_FIELD_CONFLICT",
         ];
         match self.0 {
-            -18..=-1 => NAMES[(-self.0 - 1) as usize],
+            -19..=-1 => NAMES[(-self.0 - 1) as usize],
             _ => "ERR_UNKNOWN",
         }
     }
@@ -760,6 +763,18 @@ pub mod writes {
     pub const DELETE: i32 = 5; // DELETE, no body; verb delete
     /// Flag of an apply: take over fields another manager owns.
     pub const FORCE: i32 = 1;
+    /// Flag of an apply: update only; `ERR_ABSENT` when the object is
+    /// gone, never a create (v1.3).
+    pub const MUST_EXIST: i32 = 2;
+
+    /// The flags of an apply.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct ApplyOptions {
+        /// Take over fields another manager owns (else `ERR_FIELD_CONFLICT`).
+        pub force: bool,
+        /// Update the object only: `ERR_ABSENT` when it is gone (v1.3).
+        pub must_exist: bool,
+    }
 
     /// The object a write acts on. `resource` is a granted resource as the
     /// grant names it: a configured name ("pods") or
@@ -812,7 +827,12 @@ pub mod writes {
     /// field manager "informer-host/<plugin>"; `force` takes over fields
     /// another manager owns.
     pub fn apply(t: &Target, body: &[u8], force: bool, p: &Preconditions) -> std::result::Result<cache::Object, CallError> {
-        write(APPLY, t, body, p, if force { FORCE } else { 0 }).map(cache::Object)
+        apply_with(t, body, &ApplyOptions { force, must_exist: false }, p)
+    }
+    /// `apply` with all of an apply's options.
+    pub fn apply_with(t: &Target, body: &[u8], o: &ApplyOptions, p: &Preconditions) -> std::result::Result<cache::Object, CallError> {
+        let flags = if o.force { FORCE } else { 0 } | if o.must_exist { MUST_EXIST } else { 0 };
+        write(APPLY, t, body, p, flags).map(cache::Object)
     }
     /// Deletes the object (`ERR_ABSENT`: it is gone already).
     pub fn delete(t: &Target, p: &Preconditions) -> std::result::Result<(), CallError> {

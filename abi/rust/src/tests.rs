@@ -99,6 +99,8 @@ fn state_versions_and_lists() {
 #[test]
 fn error_names() {
     assert_eq!(crate::Error(-18).name(), "ERR_CANCELED");
+    assert_eq!(crate::Error::FIELD_CONFLICT.name(), "ERR_FIELD_CONFLICT");
+    assert_eq!(crate::Error(-20).name(), "ERR_UNKNOWN");
     assert_eq!(crate::Error(-1).to_string(), "ERR_ABSENT");
     assert_eq!(crate::Error(-99).name(), "ERR_UNKNOWN");
     let f: crate::Fail = crate::Error::RATE_LIMITED.into();

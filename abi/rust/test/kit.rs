@@ -33,6 +33,7 @@ fn handle(ev: &Event) -> Result {
         Err(e) => check("k8sCreate", e.to_string()),
     }
     check("k8sApply", rv(writes::apply(&t, br#"{"kind":"Pod"}"#, true, &Preconditions { uid: "uid-p1", resource_version: "42" })));
+    check("k8sApply mustExist", rv(writes::apply_with(&t, br#"{"kind":"Pod"}"#, &writes::ApplyOptions { must_exist: true, ..Default::default() }, &none)));
     check("k8sMergePatch", rv(writes::merge_patch(&t, b"{}", &Preconditions { resource_version: "old", ..none })));
     check("k8sJSONPatch", rv(writes::json_patch(&Target { subresource: "status", ..t }, b"[]", &none)));
     check("k8sDelete", unit(writes::delete(&t, &Preconditions { uid: "uid-p1", ..none })));

@@ -15,9 +15,11 @@ import (
 // calls, one at a time. decl and labels alias guest memory and are valid
 // only during the call.
 type MetricSet interface {
-	// Declare returns a metric id >= 0 or ERR_INVALID / ERR_EXISTS.
+	// Declare returns a metric id >= 0 or ERR_INVALID / ERR_EXISTS /
+	// ERR_QUOTA (past the plugin's byte budget).
 	Declare(kind int32, decl []byte) int32
-	// Add, Set and Observe return 0, abi.MetricDropped or ERR_INVALID.
+	// Add, Set and Observe return 0, abi.MetricDropped, ERR_INVALID, or
+	// ERR_QUOTA for a new series past the plugin's byte budget.
 	Add(id int32, v float64, labels []byte) int32
 	Set(id int32, v float64, labels []byte) int32
 	Observe(id int32, v float64, labels []byte) int32

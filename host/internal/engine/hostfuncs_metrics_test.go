@@ -68,6 +68,29 @@ func TestMetricCounterNegative(t *testing.T) {
 	}
 }
 
+// Past the plugin's byte budget a new series is ERR_QUOTA, an answer and
+// not a trap: the call goes on, and the series that exist keep updating.
+func TestMetricQuotaThroughTheABI(t *testing.T) {
+	reg := pluginmetrics.New(pluginmetrics.Options{})
+	set := reg.Plugin("metrics.wasm", 0)
+	i := metricsInstance(t, "e", set.Instance(), nil)
+	if res, err := i.Handle(context.Background(), addEvent(pod("a", "p", "Running"))); err != nil || res.Code != CodeOK {
+		t.Fatalf("first series: %+v %v", res, err)
+	}
+	// What is held now is the whole budget.
+	reg.PluginLimits("metrics.wasm", pluginmetrics.Limits{MaxBytes: set.Bytes()})
+	res, err := i.Handle(context.Background(), addEvent(pod("b", "p", "Running")))
+	if err != nil || res.Code != CodeError {
+		t.Fatalf("a series past the budget: %+v %v; want ERROR from the plugin", res, err)
+	}
+	if got := int32(i.mod.ExportedGlobal("last").Get()); got != abi.ErrQuota {
+		t.Errorf("metric_add past the budget = %d, want ERR_QUOTA", got)
+	}
+	if res, err := i.Handle(context.Background(), addEvent(pod("a", "p", "Running"))); err != nil || res.Code != CodeOK {
+		t.Fatalf("the existing series after a refusal: %+v %v", res, err)
+	}
+}
+
 func TestMetricFunctionsDenied(t *testing.T) {
 	var d deniedLog
 	i := metricsInstance(t, "e", nil, d.record)

@@ -23,6 +23,7 @@ type WriteRequest struct {
 	UID             []byte
 	ResourceVersion []byte
 	Force           bool // abi.WriteForce
+	MustExist       bool // abi.WriteMustExist: an apply that never creates
 }
 
 // ClusterWriter serves a plugin's k8s_write calls (capability "writes",
@@ -48,8 +49,9 @@ type ClusterWriter interface {
 	// when the host stops the call) and by its own I/O timeout. It returns
 	// the object the apiserver answered with (nil for a delete), or a
 	// code of ABI.md §10 with the message: abi.ErrRateLimited when the
-	// plugin's token bucket is empty (no request is sent),
-	// abi.ErrCanceled when ctx ended first.
+	// wait for the plugin's token bucket would outlast the I/O timeout
+	// (no request is sent; a shorter wait is waited out), abi.ErrCanceled
+	// when ctx ended first.
 	Do(ctx context.Context, r *WriteRequest) (obj map[string]any, code int32, msg string)
 }
 
@@ -71,6 +73,7 @@ func k8sWrite(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	flags := i32(stack[15])
 	r.Force = flags&abi.WriteForce != 0
+	r.MustExist = flags&abi.WriteMustExist != 0
 	if st == nil {
 		setI32(stack, abi.ErrNoEvent)
 		return

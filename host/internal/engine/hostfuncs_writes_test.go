@@ -45,7 +45,7 @@ func (w *fakeWriter) Check(r *WriteRequest) (int32, string) {
 func (w *fakeWriter) Do(ctx context.Context, r *WriteRequest) (map[string]any, int32, string) {
 	w.mu.Lock()
 	w.dos++
-	w.last = WriteRequest{Op: r.Op, Name: append([]byte(nil), r.Name...), Body: append([]byte(nil), r.Body...), Force: r.Force}
+	w.last = WriteRequest{Op: r.Op, Name: append([]byte(nil), r.Name...), Body: append([]byte(nil), r.Body...), Force: r.Force, MustExist: r.MustExist}
 	block := w.block
 	w.mu.Unlock()
 	if block != nil {
@@ -112,8 +112,13 @@ func TestWriteFunctionsDirect(t *testing.T) {
 	if msg := resultMessageOf(t, inst); msg != "" {
 		t.Fatalf("result message after a success %q", msg)
 	}
-	if !fw.last.Force || string(fw.last.Body) != ok.body || string(fw.last.Name) != "p1" {
+	if !fw.last.Force || fw.last.MustExist || string(fw.last.Body) != ok.body || string(fw.last.Name) != "p1" {
 		t.Fatalf("the writer got %+v", fw.last)
+	}
+	mustExist := ok
+	mustExist.flags = abi.WriteMustExist
+	if h := mustExist.do(inst); h < 0 || fw.last.Force || !fw.last.MustExist {
+		t.Fatalf("must-exist apply = %d; the writer got %+v, want MustExist without Force", h, fw.last)
 	}
 	fs := []uint64{uint64(uint32(h)), 300, 0, 400, 64}
 	inst.mod.Memory().Write(300, []byte("metadata.resourceVersion"))
@@ -140,7 +145,7 @@ func TestWriteFunctionsDirect(t *testing.T) {
 		{"denied before invalid", inst, writeCall{op: 99, res: "secrets", ns: "ns", name: "s", body: "nope"}, abi.ErrDenied, "no write grant"},
 		{"unknown op", inst, writeCall{op: 99, res: "pods", ns: "ns", name: "p"}, abi.ErrInvalid, "unknown op"},
 		{"no name", inst, writeCall{op: abi.WriteMergePatch, res: "pods", ns: "ns", body: "{}"}, abi.ErrInvalid, "name"},
-		{"unknown flag", inst, writeCall{op: abi.WriteApply, res: "pods", ns: "ns", name: "p", body: "{}", flags: 2}, abi.ErrInvalid, "flag"},
+		{"unknown flag", inst, writeCall{op: abi.WriteApply, res: "pods", ns: "ns", name: "p", body: "{}", flags: 4}, abi.ErrInvalid, "flag"},
 		{"body not JSON", inst, writeCall{op: abi.WriteApply, res: "pods", ns: "ns", name: "p", body: "{"}, abi.ErrInvalid, "JSON"},
 		{"delete with a body", inst, writeCall{op: abi.WriteDelete, res: "pods", ns: "ns", name: "p", body: "{}"}, abi.ErrInvalid, "no body"},
 	}

@@ -336,6 +336,7 @@ informer_host_plugin_metric_lat_seconds_count{ns="ns",plugin="as-kit-test.wasm"}
 var kitCapabilitiesIIChecks = []string{
 	`check k8sCreate: nü rv 7`,
 	`check k8sApply: rv 7`,
+	`check k8sApply mustExist: ERR_FIELD_CONFLICT: conflict with kubectl`,
 	`check k8sMergePatch: ERR_CONFLICT: the object has been modified`,
 	`check k8sJSONPatch: rv 7`,
 	`check k8sDelete: 0`,
@@ -397,9 +398,15 @@ func (w *kitWriter) Check(r *WriteRequest) (int32, string) {
 }
 
 func (w *kitWriter) Do(_ context.Context, r *WriteRequest) (map[string]any, int32, string) {
-	w.got = append(w.got, fmt.Sprintf("op=%d %s %s/%s sub=%s uid=%s rv=%s force=%v body=%s",
-		r.Op, r.Resource, r.Namespace, r.Name, r.Subresource, r.UID, r.ResourceVersion, r.Force, r.Body))
+	got := fmt.Sprintf("op=%d %s %s/%s sub=%s uid=%s rv=%s force=%v body=%s",
+		r.Op, r.Resource, r.Namespace, r.Name, r.Subresource, r.UID, r.ResourceVersion, r.Force, r.Body)
+	if r.MustExist {
+		got += " mustExist"
+	}
+	w.got = append(w.got, got)
 	switch {
+	case r.MustExist:
+		return nil, abi.ErrFieldConflict, "conflict with kubectl"
 	case string(r.ResourceVersion) == "old":
 		return nil, abi.ErrConflict, "the object has been modified"
 	case r.Op == abi.WriteDelete:
@@ -423,6 +430,7 @@ func checkKitCapabilitiesII(t *testing.T, w *kitWriter, ev *fakeEvents, hc *fake
 	want := []string{
 		`op=1 pods ns/ sub= uid= rv= force=false body={"metadata":{"name":"nü"}}`,
 		`op=4 pods ns/p1 sub= uid=uid-p1 rv=42 force=true body={"kind":"Pod"}`,
+		`op=4 pods ns/p1 sub= uid= rv= force=false body={"kind":"Pod"} mustExist`,
 		`op=2 pods ns/p1 sub= uid= rv=old force=false body={}`,
 		`op=3 pods ns/p1 sub=status uid= rv= force=false body=[]`,
 		`op=5 pods ns/p1 sub= uid=uid-p1 rv= force=false body=`,

@@ -4,13 +4,18 @@
 // to every Pod that lacks it, by server-side apply, as field manager
 // "informer-host/label-enforcer.wasm".
 //
-// It does not react to its own writes: the update each write causes comes
-// back with the header flag "caused by this plugin's own write"
-// (ev.SelfWrite), and is skipped. Each apply is conditional on the
-// resourceVersion the plugin saw, so a stale view (the cache replayed to
-// a fresh instance before the write's update arrived) ends in
-// kit.ErrConflict, not a second write: the newer event follows. A rate
-// limit, a timeout or the host stopping the call answers RETRY.
+// It is level-triggered: it compares each Pod with the desired state (the
+// label present) and writes only when they differ, so the update its own
+// write causes finds the label and ends there. It does not skip events
+// for the header flag "caused by this plugin's own write" (ev.SelfWrite),
+// which it only logs: the flag marks a live change, and a Pod's desired
+// state is decided by the Pod, not by who wrote it last.
+//
+// Each apply is conditional on the resourceVersion the plugin saw, so a
+// stale view (the cache replayed to a fresh instance before the write's
+// update arrived) ends in kit.ErrConflict, not a second write: the newer
+// event follows. A rate limit, a timeout or the host stopping the call
+// answers RETRY, which the host retries with backoff until it succeeds.
 //
 // Every outcome is one log line: "labelled ns/name", "own write ns/name",
 // "stale ns/name", "canceled ns/name". With config {"trapOn": "x"} the
@@ -77,12 +82,11 @@ func init() {
 			return nil
 		}
 		key := ev.Key()
-		if ev.SelfWrite() {
-			kit.Infof("own write %s", key)
-			return nil
-		}
 		if _, ok := ev.Get("metadata.labels[" + strconv.Quote(cfg.Key) + "]"); ok {
-			return nil
+			if ev.SelfWrite() {
+				kit.Infof("own write %s", key)
+			}
+			return nil // the desired state: nothing to write
 		}
 		body, _ := json.Marshal(map[string]any{
 			"apiVersion": "v1", "kind": "Pod",

@@ -1,0 +1,104 @@
+package shard
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// member is a Member of group g on a fake clientset, driven round by
+// round by the test (Run is not started).
+func member(t *testing.T, cs *fake.Clientset, id string, renew time.Duration) *Member {
+	t.Helper()
+	m, err := New(Options{Client: cs.CoordinationV1(), Namespace: "ns", Group: "g", Identity: id,
+		LeaseDuration: 2 * time.Hour, RenewDeadline: renew, RetryPeriod: renew / 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (m *Member) active() bool { return m.Assignment().Active }
+
+// The join handshake, round by round: a newcomer becomes active only once
+// the other member's Lease lists it at its current epoch, and an
+// acknowledgement of an earlier streak (the other member has not listed
+// since the newcomer rejoined) does not let it in again.
+func TestJoinWaitsForTheCurrentEpochsAcknowledgement(t *testing.T) {
+	cs := fake.NewClientset()
+	ctx := context.Background()
+	x, y := member(t, cs, "x", time.Hour), member(t, cs, "y", time.Hour)
+	x.round(ctx)
+	x.round(ctx)
+	if !x.active() {
+		t.Fatal("x alone is not active after two rounds")
+	}
+	y.round(ctx) // lists x, writes its Lease
+	y.round(ctx) // x has not acknowledged y
+	if y.active() {
+		t.Fatal("y active before x let its share go")
+	}
+	x.round(ctx) // x counts y, then acknowledges it
+	if got := x.Assignment().Members; len(got) != 2 {
+		t.Fatalf("x's view %v; want x and y", got)
+	}
+	y.round(ctx)
+	if !y.active() {
+		t.Fatal("y not active after x acknowledged it")
+	}
+
+	// y drops out (fenced) and rejoins under a new epoch; x's Lease still
+	// acknowledges the old one.
+	y.mu.Lock()
+	old := y.epoch
+	y.fenceLocked(time.Now())
+	y.mu.Unlock()
+	y.round(ctx) // writes the new epoch
+	y.round(ctx) // lists x's stale acknowledgement
+	if y.active() {
+		t.Fatal("y let in again by an acknowledgement of its earlier streak")
+	}
+	if y.epoch == old || y.epoch == "" {
+		t.Fatalf("y rejoined under epoch %q, was %q", y.epoch, old)
+	}
+	x.round(ctx)
+	y.round(ctx)
+	if !y.active() {
+		t.Fatal("y not active after x acknowledged its new epoch")
+	}
+}
+
+// A member whose Lease carries no view (a version before the handshake)
+// cannot acknowledge anyone: a newcomer waits the join delay for it, a
+// list sent renewDeadline after its first renewal returned.
+func TestJoinWaitsTheJoinDelayForAMemberWithoutTheHandshake(t *testing.T) {
+	cs := fake.NewClientset()
+	ctx := context.Background()
+	holder, seconds, now := "old", int32(3600), metav1.NewMicroTime(time.Now())
+	if _, err := cs.CoordinationV1().Leases("ns").Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "g-old", Namespace: "ns", Labels: map[string]string{LabelGroup: "g"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &now}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const delay = 200 * time.Millisecond
+	y := member(t, cs, "y", delay)
+	y.round(ctx)
+	y.round(ctx)
+	if y.active() && y.Assignment().Since.Sub(y.joinedAt) < delay {
+		t.Fatal("y active before its join delay, beside a member that cannot acknowledge it")
+	}
+	for !y.active() {
+		y.round(ctx)
+	}
+	if d := y.Assignment().Since.Sub(y.joinedAt); d < delay {
+		t.Errorf("y active %s after its first renewal returned; want at least %s", d, delay)
+	}
+	if got := y.Assignment().Members; len(got) != 2 {
+		t.Errorf("y's view %v; want old and y", got)
+	}
+}
