@@ -239,10 +239,12 @@ func TestReloadHandsRetryingObjectsToTheNewVersion(t *testing.T) {
 
 // Writes held back by the plugin's rate limit are retried until they
 // land: every Pod of a burst far above the write rate ends labelled, none
-// given up on. (With a drop limit of 3 retries 100 ms apart, a 300-Pod
-// run labelled 14.)
+// given up on. The I/O timeout (100 ms) is shorter than most waits for a
+// token, so those writes get ERR_RATE_LIMITED and the plugin answers
+// RETRY: this is the retry path, not the wait inside the call. (With a
+// drop limit of 3 retries 100 ms apart, a 300-Pod run labelled 14.)
 func TestRateLimitedWritesConverge(t *testing.T) {
-	cfg := strings.Replace(labelEnforcerConfig, "        qps: 1000\n        burst: 1000\n", "        qps: 5\n        burst: 1\n", 1)
+	cfg := strings.Replace(labelEnforcerConfig, "        qps: 1000\n        burst: 1000\n", "        qps: 5\n        burst: 1\n        timeout: 100ms\n", 1)
 	if cfg == labelEnforcerConfig {
 		t.Fatal("the label-enforcer config has no write rate to lower")
 	}

@@ -57,6 +57,9 @@ const (
 	// reconvergeBound ends a wait for convergence that would never end:
 	// what is still different then is counted lost.
 	reconvergeBound = 2 * time.Minute
+	// judgeAfter is how long a process must have lived for its memory
+	// and goroutines to be judged (growth).
+	judgeAfter = 3 * time.Minute
 )
 
 // report is one change a checker plugin was given.
@@ -325,7 +328,10 @@ func (d *daemon) sample(since time.Time) bool {
 // more than 200 goroutines. Peaks, because a reload compiles the plugin
 // anew and the Go runtime gives memory back slowly: a leak keeps rising
 // from one third to the next, a working set plateaus. A process with
-// fewer than six samples says nothing.
+// fewer than six samples says nothing, and one that lived less than
+// judgeAfter is reported but not judged: it was still filling its cache
+// and compiling its plugin (member a is SIGKILLed once a pass; member b
+// lives through the whole run).
 func growth(series []sample) (string, bool) {
 	n := len(series)
 	if n < 6 {
@@ -339,9 +345,10 @@ func growth(series []sample) (string, bool) {
 	}
 	firstRSS, firstG := peak(series[:n/3])
 	lastRSS, lastG := peak(series[n-n/3:])
-	grew := lastRSS > firstRSS*1.5+64<<20 || lastG > firstG+200
+	lived := series[n-1].at - series[0].at
+	grew := lived >= judgeAfter && (lastRSS > firstRSS*1.5+64<<20 || lastG > firstG+200)
 	return fmt.Sprintf("peak RSS %.0f MiB in the first third of its %d samples, %.0f MiB in the last; peak goroutines %.0f, then %.0f; over %s",
-		firstRSS/(1<<20), n, lastRSS/(1<<20), firstG, lastG, series[n-1].at-series[0].at), grew
+		firstRSS/(1<<20), n, lastRSS/(1<<20), firstG, lastG, lived), grew
 }
 
 // controlPlaneProcess is kube-apiserver or etcd, a child of this test
