@@ -65,6 +65,7 @@ const (
 // report is one change a checker plugin was given.
 type report struct {
 	Member      string `json:"m"`
+	Process     string `json:"p"`
 	Incarnation string `json:"i"`
 	Start       int64  `json:"s,string"`
 	Type        string `json:"t"`
@@ -83,6 +84,7 @@ type truth struct {
 }
 
 type memberView struct {
+	process     string // the daemon whose instance this is
 	incarnation string
 	start       int64
 	view        map[string]string
@@ -99,7 +101,7 @@ func (tr *truth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mv := tr.members[rep.Member]
 	switch {
 	case mv == nil || (rep.Incarnation != mv.incarnation && rep.Start > mv.start):
-		mv = &memberView{incarnation: rep.Incarnation, start: rep.Start, view: map[string]string{}}
+		mv = &memberView{process: rep.Process, incarnation: rep.Incarnation, start: rep.Start, view: map[string]string{}}
 		tr.members[rep.Member] = mv
 	case rep.Incarnation != mv.incarnation:
 		mv = nil // retired
@@ -115,14 +117,28 @@ func (tr *truth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// diff compares the members' views with the cluster (key → rv) and returns
-// what differs, at most a few of each kind spelled out.
-func (tr *truth) diff(cluster map[string]string) []string {
+// process is the daemon whose instance holds member's current view.
+func (tr *truth) process(member string) string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if mv := tr.members[member]; mv != nil {
+		return mv.process
+	}
+	return ""
+}
+
+// diff compares the views of members (one group: the members of a
+// sharding group, or the one view of a leader-elected pair) with the
+// cluster (key → rv) and returns what differs.
+func (tr *truth) diff(cluster map[string]string, members ...string) []string {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	owners := map[string][]string{}
 	var out []string
 	for m, mv := range tr.members {
+		if !slices.Contains(members, m) {
+			continue
+		}
 		for k, rv := range mv.view {
 			owners[k] = append(owners[k], m)
 			if want, ok := cluster[k]; !ok {
@@ -145,6 +161,25 @@ func (tr *truth) diff(cluster map[string]string) []string {
 	return out
 }
 
+// The two ways replicas share the work: a sharding group, and a
+// leader-elected pair with a warm standby.
+const (
+	shardingMode = `sharding:
+  enabled: true
+  namespace: NS
+  leasePrefix: soak
+  leaseDuration: 2s
+  renewDeadline: 1s
+  retryPeriod: 200ms`
+	leaderMode = `leaderElection:
+  enabled: true
+  namespace: NS
+  leaseName: soak-leader
+  leaseDuration: 2s
+  renewDeadline: 1s
+  retryPeriod: 200ms`
+)
+
 // daemon is one informer-host process, a member of the sharding group,
 // reaching the apiserver through its own two proxies: an outage proxy
 // (connections reset and refused) in front of a watch proxy (watches cut,
@@ -159,10 +194,16 @@ type daemon struct {
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
+	done chan struct{} // closed once cmd has exited and been reaped
 	logs *lineBuffer
 	// samples are RSS and goroutines over time, per process: a restart
 	// starts a new series.
 	samples [][]sample
+	// exits counts the processes that ended by themselves (a leader that
+	// lost its lease exits): started again, as the kubelet restarts a
+	// pod. stopping is set when the test ends or replaces the process.
+	selfExits int
+	stopping  bool
 }
 
 type sample struct {
@@ -175,13 +216,7 @@ const daemonConfig = `apiVersion: informer-host/v1
 kubeconfig: kubeconfig
 resources:
   - {name: cms, version: v1, resource: configmaps, namespaces: [NS], labelSelector: soak=1}
-sharding:
-  enabled: true
-  namespace: NS
-  leasePrefix: soak
-  leaseDuration: 2s
-  renewDeadline: 1s
-  retryPeriod: 200ms
+MODE
 upstreams:
   - {name: checker, url: "CHECKER", methods: [POST], timeout: 5s}
 plugins:
@@ -190,7 +225,7 @@ plugins:
   modules:
   - file: checker.wasm
     bindings: [{resource: cms}]
-    config: {member: NAME}
+    config: {member: VIEW, process: NAME}
     grants:
       http: {upstreams: [checker]}
       state: {maxKeys: 200}
@@ -199,7 +234,7 @@ server:
   address: ADDR
 `
 
-func startDaemon(t *testing.T, name, bin, ns, checker string, plugin []byte) *daemon {
+func startDaemon(t *testing.T, name, view, mode, bin, ns, checker string, plugin []byte) *daemon {
 	t.Helper()
 	d := &daemon{name: name, bin: bin, dir: t.TempDir()}
 	var rc = env.Config
@@ -218,7 +253,8 @@ users: [{name: soak, user: {}}]
 `, server)
 	addr := freeAddr(t)
 	d.metrics = "http://" + addr + "/metrics"
-	cfg := strings.NewReplacer("NS", ns, "CHECKER", checker, "NAME", name, "ADDR", addr).Replace(daemonConfig)
+	cfg := strings.NewReplacer("MODE", mode).Replace(daemonConfig)
+	cfg = strings.NewReplacer("NS", ns, "CHECKER", checker, "VIEW", view, "NAME", name, "ADDR", addr).Replace(cfg)
 	for file, b := range map[string][]byte{"kubeconfig": []byte(kubeconfig), "config.yaml": []byte(cfg), "plugins/checker.wasm": plugin} {
 		p := filepath.Join(d.dir, file)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -230,12 +266,7 @@ users: [{name: soak, user: {}}]
 	}
 	d.start(t)
 	t.Cleanup(func() {
-		d.mu.Lock()
-		cmd := d.cmd
-		d.mu.Unlock()
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		d.stop()
 		if t.Failed() {
 			t.Logf("member %s, last log lines:\n%s", name, d.logs.tail(60))
 		}
@@ -243,30 +274,84 @@ users: [{name: soak, user: {}}]
 	return d
 }
 
-// start runs the binary (again, after a kill).
+// start runs the binary (again, after a kill). A process that ends by
+// itself is started again after a second, as the kubelet restarts a
+// container: a leader that lost its lease exits on purpose.
 func (d *daemon) start(t *testing.T) {
 	t.Helper()
+	if err := d.spawn(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (d *daemon) spawn(t *testing.T) error {
 	logs := &lineBuffer{}
 	cmd := exec.Command(d.bin, "run", "--config", filepath.Join(d.dir, "config.yaml"), "--drain-timeout", "5s")
 	cmd.Stderr = logs
-	cmd.Env = append(os.Environ(), "POD_NAME=soak-"+d.name)
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
+	done := make(chan struct{})
 	d.mu.Lock()
-	d.cmd, d.logs = cmd, logs
+	d.cmd, d.done, d.logs, d.stopping = cmd, done, logs, false
 	d.samples = append(d.samples, nil)
 	d.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		close(done)
+		d.mu.Lock()
+		restart := !d.stopping && d.cmd == cmd
+		if restart {
+			d.selfExits++
+		}
+		d.mu.Unlock()
+		if restart {
+			t.Logf("member %s exited by itself (%v); starting it again", d.name, err)
+			time.Sleep(time.Second)
+			d.mu.Lock()
+			again := !d.stopping && d.cmd == cmd
+			d.mu.Unlock()
+			if again {
+				if err := d.spawn(t); err != nil {
+					t.Errorf("start member %s again: %v", d.name, err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// stop kills the process and waits for it; it is not started again.
+func (d *daemon) stop() {
+	d.mu.Lock()
+	d.stopping = true
+	cmd, done := d.cmd, d.done
+	d.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Kill()
+	<-done
 }
 
 // kill SIGKILLs the process and starts it again.
 func (d *daemon) kill(t *testing.T) {
-	d.mu.Lock()
-	cmd := d.cmd
-	d.mu.Unlock()
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	d.stop()
 	d.start(t)
+}
+
+// exits reports whether the process ends by itself within d (then it is
+// started again as any process that ends is); else it is killed and
+// started again.
+func (d *daemon) exits(t *testing.T, within time.Duration) bool {
+	d.mu.Lock()
+	done := d.done
+	d.mu.Unlock()
+	select {
+	case <-done:
+		return true
+	case <-time.After(within):
+		d.kill(t)
+		return false
+	}
 }
 
 func (d *daemon) signal(sig syscall.Signal) {
@@ -615,9 +700,21 @@ func TestSoak(t *testing.T) {
 	ch.running.Store(true)
 	go ch.run(ctx)
 
-	a := startDaemon(t, "a", bin, ns, srv.URL, plugin)
-	b := startDaemon(t, "b", bin, ns, srv.URL, plugin)
-	members := []*daemon{a, b}
+	a := startDaemon(t, "a", "a", shardingMode, bin, ns, srv.URL, plugin)
+	b := startDaemon(t, "b", "b", shardingMode, bin, ns, srv.URL, plugin)
+	l1 := startDaemon(t, "l1", "leader", leaderMode, bin, ns, srv.URL, plugin)
+	l2 := startDaemon(t, "l2", "leader", leaderMode, bin, ns, srv.URL, plugin)
+	members := []*daemon{a, b, l1, l2}
+	leader := func(t *testing.T) *daemon {
+		switch tr.process("leader") {
+		case "l1":
+			return l1
+		case "l2":
+			return l2
+		}
+		t.Fatal("no replica of the leader-elected pair has reported")
+		return nil
+	}
 	begin := time.Now()
 
 	reloads := 0
@@ -647,6 +744,16 @@ func TestSoak(t *testing.T) {
 			_ = syscall.Kill(etcd.pid, syscall.SIGCONT)
 		}},
 		{"reload of b's plugin", func(t *testing.T) { reloads++; b.reload(t, reloads) }},
+		{"the leader SIGKILLed and started again (the standby takes over)", func(t *testing.T) { leader(t).kill(t) }},
+		{"the leader SIGSTOPped past its lease, then continued: it exits and starts again as the standby", func(t *testing.T) {
+			l := leader(t)
+			l.signal(syscall.SIGSTOP)
+			time.Sleep(2 * leaseDuration)
+			l.signal(syscall.SIGCONT)
+			if !l.exits(t, time.Minute) {
+				t.Errorf("leader %s went on for a minute after it lost its lease", l.name)
+			}
+		}},
 	}
 
 	if *only != "" {
@@ -663,7 +770,7 @@ func TestSoak(t *testing.T) {
 			cluster, err := clusterState(ctx, ns)
 			if err != nil {
 				last = []string{"the apiserver did not answer: " + err.Error()}
-			} else if last = tr.diff(cluster); len(last) == 0 {
+			} else if last = append(tr.diff(cluster, "a", "b"), tr.diff(cluster, "leader")...); len(last) == 0 {
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -703,8 +810,11 @@ func TestSoak(t *testing.T) {
 		time.Since(begin).Round(time.Second))
 	for _, m := range members {
 		m.mu.Lock()
-		series := m.samples
+		series, exits := m.samples, m.selfExits
 		m.mu.Unlock()
+		if exits > 0 {
+			t.Logf("member %s exited by itself %d times (a leader that lost its lease) and was started again", m.name, exits)
+		}
 		for i, s := range series {
 			msg, grew := growth(s)
 			if msg == "" {

@@ -13,7 +13,9 @@
 // resourceVersion, so that the state store works under the same faults.
 // A full quota is not a failure here.
 //
-// Configuration: {"member": "a"}.
+// Configuration: {"member": "a", "process": "a"}: the view the reports
+// belong to (the replicas of a leader-elected pair share one) and the
+// process that sends them (default: the member).
 package main
 
 import (
@@ -28,15 +30,18 @@ import (
 	"github.com/informer-host/informer-host/abi/kit"
 )
 
-var member, incarnation, start string
+var member, process, incarnation, start string
 
 func init() {
 	kit.OnInit(func(raw []byte) error {
-		var c struct{ Member string }
+		var c struct{ Member, Process string }
 		if err := json.Unmarshal(raw, &c); err != nil || c.Member == "" {
 			return fmt.Errorf(`config: want {"member": "<name>"}: %v`, err)
 		}
-		member = c.Member
+		member, process = c.Member, c.Process
+		if process == "" {
+			process = member
+		}
 		b := make([]byte, 8)
 		if _, err := rand.Read(b); err != nil {
 			return err
@@ -47,7 +52,7 @@ func init() {
 		return nil
 	})
 	kit.Handle(func(ev *kit.Event) error {
-		body, _ := json.Marshal(map[string]string{"m": member, "i": incarnation, "s": start, "t": ev.Type().String(),
+		body, _ := json.Marshal(map[string]string{"m": member, "p": process, "i": incarnation, "s": start, "t": ev.Type().String(),
 			"k": ev.Key(), "rv": ev.ResourceVersion()})
 		resp, err := kit.HTTP("checker").Post("/report", "application/json", body)
 		if err != nil {
