@@ -154,6 +154,7 @@ func (tr *truth) diff(cluster map[string]string, members ...string) []string {
 			out = append(out, fmt.Sprintf("%s at %s: in no member's view", k, rv))
 		case 1:
 		default:
+			slices.Sort(owners[k]) // the members were visited in map order
 			out = append(out, fmt.Sprintf("%s: in the views of %v", k, owners[k]))
 		}
 	}
