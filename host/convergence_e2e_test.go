@@ -3,11 +3,9 @@ package host
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,12 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/informer-host/informer-host/config"
-	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/testenv"
-	"github.com/informer-host/informer-host/shard"
 )
 
 // The convergence test's workload: teams Deployments, each with one
@@ -34,119 +28,42 @@ const (
 	poisonPod           = "poison"
 )
 
-const convergeConfig = `
-apiVersion: informer-host/v1
-resources:
-  - {name: pods, version: v1, resource: pods, namespaces: [NS]}
-  - {name: replicasets, group: apps, version: v1, resource: replicasets, namespaces: [NS]}
-  - {name: deployments, group: apps, version: v1, resource: deployments, namespaces: [NS]}
-plugins:
-  directory: DIR
-  modules:
-  - file: team-labeler.wasm
-    bindings: [{resource: pods, events: [add, update]}]
-    grants:
-      cache: [{resource: replicasets}, {resource: deployments}]
-      writes:
-        qps: 5
-        burst: 10
-        resources: [{resource: pods, verbs: [apply]}]
-`
-
-// labeler is one replica of the sharded team-labeler: its own pipeline,
-// writes client, host and group membership.
-type labeler struct {
-	id   string
-	dir  string
-	h    *Host
-	logs *logs
-	stop func()
-}
-
-func startLabeler(t *testing.T, ns, group, id string, wasm []byte) *labeler {
+// startLabeler starts one replica of the sharded team-labeler: its own
+// pipeline, writes client, host and group membership.
+func startLabeler(t *testing.T, ns, group, id string, wasm []byte) *shardMember {
 	t.Helper()
-	lb := &labeler{id: id, dir: t.TempDir(), logs: &logs{}}
-	if err := os.WriteFile(filepath.Join(lb.dir, convergePlugin), wasm, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.NewReplacer("NS", ns, "DIR", lb.dir).Replace(convergeConfig)
-	cfg, err := config.Parse(filepath.Join(lb.dir, "config.yaml"), []byte(text))
-	if err != nil {
-		t.Fatalf("test config: %v", err)
-	}
-	log := slog.New(slog.NewTextHandler(lb.logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("member", id)
-	p, err := informer.New(informer.Options{RESTConfig: env.Config, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Apply(context.Background(), cfg.Resources); err != nil {
-		t.Fatal(err)
-	}
-	writes, err := NewWritesClient(env.Config, p, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lb.h, err = New(context.Background(), Options{Pipeline: p, Config: cfg, Logger: log, RESTConfig: env.Config,
-		StartTimeout: time.Second, Writes: writes, CacheDir: "-"}); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := shard.New(shard.Options{Client: cs.CoordinationV1(), Namespace: ns, Group: group, Identity: id,
-		LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry, Logger: log,
-		OnChange: lb.h.SetAssignment})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb.h.SetAssignment(m.Assignment()) // owns nothing until it has joined
-	if err := lb.h.LoadDir(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx)
-	}()
-	var once sync.Once
-	lb.stop = func() {
-		once.Do(func() {
-			sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer scancel()
-			lb.h.Stop(sctx)
-			cancel()
-			<-done
-			p.Stop()
-		})
-	}
-	t.Cleanup(func() {
-		lb.stop()
-		if t.Failed() {
-			t.Logf("member %s log:\n%s", id, lb.logs.String())
-		}
+	return startShardMemberWith(t, ns, group, id, env.Config, false, memberOptions{
+		plugin: convergePlugin, wasm: wasm, writes: env.Config,
+		resources: `- {name: pods, version: v1, resource: pods, namespaces: [NS]}
+- {name: replicasets, group: apps, version: v1, resource: replicasets, namespaces: [NS]}
+- {name: deployments, group: apps, version: v1, resource: deployments, namespaces: [NS]}`,
+		module: `bindings: [{resource: pods, events: [add, update]}]
+grants:
+  cache: [{resource: replicasets}, {resource: deployments}]
+  writes:
+    qps: 5
+    burst: 10
+    resources: [{resource: pods, verbs: [apply]}]`,
 	})
-	return lb
 }
 
-// reload puts wasm in place of the plugin's file and loads it.
-func (lb *labeler) reload(t *testing.T, wasm []byte) {
+// reload puts wasm in place of the member's plugin file and loads it.
+func (sm *shardMember) reload(t *testing.T, wasm []byte) {
 	t.Helper()
-	replace(t, lb.dir, convergePlugin, wasm)
-	if err := lb.h.Load(context.Background(), filepath.Join(lb.dir, convergePlugin)); err != nil {
+	replace(t, sm.dir, sm.plugin, wasm)
+	if err := sm.h.Load(context.Background(), filepath.Join(sm.dir, sm.plugin)); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (lb *labeler) status(t *testing.T) PluginStatus {
+func (sm *shardMember) status(t *testing.T) PluginStatus {
 	t.Helper()
-	for _, s := range lb.h.Status() {
-		if s.File == convergePlugin {
+	for _, s := range sm.h.Status() {
+		if s.File == sm.plugin {
 			return s
 		}
 	}
-	t.Fatalf("member %s has no %s", lb.id, convergePlugin)
+	t.Fatalf("member %s has no %s", sm.id, sm.plugin)
 	return PluginStatus{}
 }
 
@@ -279,13 +196,7 @@ func wrong(have, want map[string]string) []string {
 // on one member alone. The bound only ends a test that would never pass.
 func waitLong(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(4 * testenv.EventuallyTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.EventuallyWithin(t, 4*testenv.EventuallyTimeout, what, cond)
 }
 
 // TestTeamLabelerConverges is the contract of a plugin that writes,
@@ -358,7 +269,7 @@ func TestTeamLabelerConverges(t *testing.T) {
 	waitLong(t, "every pod labelled with its deployment's team", func() bool { return len(wrong(podTeams(t, ns), want)) == 0 })
 	elapsed := time.Since(start)
 
-	for _, lb := range []*labeler{a, b} {
+	for _, lb := range []*shardMember{a, b} {
 		st := lb.status(t)
 		c := st.Counters
 		if c.RetryExhausted != 0 || c.Dropped != 0 {

@@ -42,6 +42,7 @@ const (
 type shardMember struct {
 	id     string
 	plugin string
+	dir    string // the plugin directory
 	p      *informer.Pipeline
 	h      *Host
 	m      *shard.Member
@@ -78,6 +79,9 @@ type memberOptions struct {
 	wasm           []byte
 	// selector restricts the resource to labelled ConfigMaps.
 	selector string
+	// resources, when set, replaces the ConfigMaps resource: the config's
+	// resources list, one "- {...}" entry a line, NS for the namespace.
+	resources string
 	// writes, when set, is the client config of the plugins' writes
 	// (k8s_write); nil: no writes client.
 	writes *rest.Config
@@ -102,19 +106,23 @@ func startShardMemberWith(t *testing.T, ns, group, id string, rc *rest.Config, a
 	sm := &shardMember{id: id, plugin: mo.plugin, rec: &recorder{by: map[string][]observed{}, gates: map[string]chan struct{}{}, blocked: map[string]chan struct{}{}},
 		logs: &logs{}, done: make(chan struct{})}
 	dir := t.TempDir()
+	sm.dir = dir
 	if err := os.WriteFile(filepath.Join(dir, mo.plugin), mo.wasm, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if mo.resources == "" {
+		mo.resources = fmt.Sprintf("- {name: cms, version: v1, resource: configmaps, namespaces: [NS], labelSelector: %q}", mo.selector)
 	}
 	cfg, err := config.Parse(filepath.Join(dir, "config.yaml"), []byte(fmt.Sprintf(`
 apiVersion: informer-host/v1
 resources:
-  - {name: cms, version: v1, resource: configmaps, namespaces: [%s], labelSelector: %q}
+  %s
 plugins:
   directory: %s
   modules:
   - file: %s
     %s
-`, ns, mo.selector, dir, mo.plugin, strings.ReplaceAll(mo.module, "\n", "\n    "))))
+`, strings.ReplaceAll(strings.ReplaceAll(mo.resources, "NS", ns), "\n", "\n  "), dir, mo.plugin, strings.ReplaceAll(mo.module, "\n", "\n    "))))
 	if err != nil {
 		t.Fatal(err)
 	}

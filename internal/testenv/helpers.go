@@ -19,7 +19,15 @@ const EventuallyTimeout = 2 * time.Minute
 // within EventuallyTimeout.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(EventuallyTimeout)
+	EventuallyWithin(t, EventuallyTimeout, what, cond)
+}
+
+// EventuallyWithin is Eventually for a wait whose pace a test sets on
+// purpose (a rate limit over hundreds of writes), not the machine: within
+// bounds how long before it calls the wait a hang.
+func EventuallyWithin(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
