@@ -734,6 +734,14 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 	g.notOwned = false
 	ev, seen, own, ok := g.prepare(d)
 	if !ok {
+		// Nothing to hand from the store: the object is gone, filtered
+		// out or another member's. A failure or park it had is moot,
+		// and would otherwise stay listed for good (a binding without
+		// deletes never sees it go). A live event passed over (older
+		// than what the plugin has) says nothing of the object's state.
+		if d.replay || d.fromStore {
+			g.conv.forget(d.key)
+		}
 		if d.initial {
 			q.InitialDone(d.key.resource)
 			g.syncDue = true
