@@ -47,6 +47,12 @@ func runWriter(path string) {
 			return
 		}
 		fmt.Fprintf(out, "set %s %d %s\n", k, ver, v)
+		// Into the pipe before the flush below can put it on disk: the
+		// reader lags behind, and a version the file holds must be one
+		// the test has been told of, even when the kill lands between.
+		if err := out.Flush(); err != nil {
+			return
+		}
 		if i%500 == 499 {
 			if err := s.Flush(context.Background()); err != nil {
 				fmt.Fprintln(os.Stderr, err)
