@@ -77,7 +77,7 @@ IMAGE_DIR ?= build/image
 image:
 	mkdir -p $(IMAGE_DIR)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(IMAGE_DIR)/informer-host ./cmd/informer-host
-	cd hack/image && $(GO) run . -binary $(abspath $(IMAGE_DIR))/informer-host -version $(VERSION) \
+	cd hack/image && GOWORK=off $(GO) run . -binary $(abspath $(IMAGE_DIR))/informer-host -version $(VERSION) \
 		-oci $(abspath $(IMAGE_DIR))/oci -tar $(abspath $(IMAGE_DIR))/informer-host.tar
 
 # deploy/base/rbac.yaml is generated from deploy/base/config.yaml (the daemon's

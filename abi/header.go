@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Event types, the header's byte 1. The values equal informer.EventType.
+// Event types, the header's byte 1. The values equal event.EventType.
 const (
 	EventNone   uint8 = 0 // the header of an ih_synced call: no event
 	EventAdd    uint8 = 1

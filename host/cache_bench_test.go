@@ -14,9 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -78,7 +79,7 @@ plugins:
 	if err != nil {
 		b.Fatal(err)
 	}
-	ev := engine.NewEnvelope(&informer.Event{Type: informer.EventAdd, Resource: &informer.ResourceRef{Name: "cms"}, Object: objs[0]})
+	ev := engine.NewEnvelope(&event.Event{Type: event.EventAdd, Resource: &event.ResourceRef{Name: "cms"}, Object: objs[0]})
 	for _, mode := range []struct{ name, config string }{{"noop", `"n"`}, {"get-field", `"g"`}, {"list-100", `"l"`}} {
 		b.Run(mode.name, func(b *testing.B) {
 			inst, err := mod.Instantiate(ctx, engine.InstanceOptions{Config: []byte(mode.config), Cache: newCacheReader(p, cfg.SettingsFor("x.wasm").Grants)})

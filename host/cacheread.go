@@ -5,9 +5,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/informer-host/informer-host/abi"
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 // cacheReader serves one plugin instance's cache reads (ABI.md §16.1)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 func convergenceFor(maxRetries, parkAfter int) *convergence {

@@ -15,10 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/informer-host/informer-host/bench/benchenv"
-	"github.com/informer-host/informer-host/config"
-	"github.com/informer-host/informer-host/filter"
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/filter"
 )
 
 // The host's per-event path, measured from the plugin's informer listener
@@ -78,7 +79,7 @@ plugins:
 	}
 	bh := &benchHost{tick: make(chan struct{}, 1)}
 	bh.h, err = New(context.Background(), Options{Pipeline: p, Config: cfg, Logger: slog.New(slog.DiscardHandler),
-		observe: func(string, *informer.Event, engine.Result, error) {
+		observe: func(string, *event.Event, engine.Result, error) {
 			if bh.done.Add(1)%256 == 0 {
 				select {
 				case bh.tick <- struct{}{}:
@@ -145,7 +146,7 @@ const window = 4096
 // content, as client-go hands out a new object per watch event) to every
 // listener, and returns when every plugin has handled every event. It
 // reports wall and CPU time per event.
-func (bh *benchHost) feed(b *testing.B, ls []*bindingListener, o *unstructured.Unstructured, ref *informer.ResourceRef) {
+func (bh *benchHost) feed(b *testing.B, ls []*bindingListener, o *unstructured.Unstructured, ref *event.ResourceRef) {
 	b.Helper()
 	// Warm up (queues, free lists, the guests), then collect the garbage
 	// that loading the plugins left, which the first measured run would
@@ -161,7 +162,7 @@ func (bh *benchHost) feed(b *testing.B, ls []*bindingListener, o *unstructured.U
 }
 
 // run delivers n events to every listener and waits for them all.
-func (bh *benchHost) run(ls []*bindingListener, o *unstructured.Unstructured, ref *informer.ResourceRef, n int) {
+func (bh *benchHost) run(ls []*bindingListener, o *unstructured.Unstructured, ref *event.ResourceRef, n int) {
 	per := int64(len(ls))
 	bh.done.Store(0)
 	for i := 0; i < n; i++ {
@@ -233,7 +234,7 @@ func BenchmarkDispatch(b *testing.B) {
 						b.Fatal(err)
 					}
 					defer inst.Close(context.Background())
-					env := engine.NewEnvelope(&informer.Event{Type: informer.EventAdd, Resource: obj.Ref, Object: o})
+					env := engine.NewEnvelope(&event.Event{Type: event.EventAdd, Resource: obj.Ref, Object: o})
 					b.ReportAllocs()
 					b.ResetTimer()
 					for i := 0; i < b.N; i++ {
@@ -269,7 +270,7 @@ func BenchmarkDispatch(b *testing.B) {
 		o := obj.New()
 		native := func(name string, handle func(*unstructured.Unstructured)) {
 			b.Run(fmt.Sprintf("native/%s/%s", name, obj.Name), func(b *testing.B) {
-				var l informer.Listener = informer.ListenerFunc(func(ev *informer.Event) { handle(ev.Object) })
+				var l informer.Listener = informer.ListenerFunc(func(ev *event.Event) { handle(ev.Object) })
 				goruntime.GC()
 				b.ReportAllocs()
 				b.ResetTimer()

@@ -4,8 +4,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
-	"github.com/informer-host/informer-host/informer"
 )
 
 // envelopeCache lets every plugin that receives one notification share one
@@ -53,7 +53,7 @@ func newEnvelopeCache() *envelopeCache { return &envelopeCache{} }
 // get returns the shared Envelope for ev, building it on first use. The
 // Envelope keeps its own copy of the event (the caller's may later be
 // changed by coalescing).
-func (c *envelopeCache) get(ev *informer.Event) *engine.Envelope {
+func (c *envelopeCache) get(ev *event.Event) *engine.Envelope {
 	slot := &c.slots[envelopeSlot(ev)]
 	if env := slot.Load(); env != nil && sameNotification(env.Event(), ev) {
 		return env
@@ -63,12 +63,12 @@ func (c *envelopeCache) get(ev *informer.Event) *engine.Envelope {
 	return env
 }
 
-func envelopeSlot(ev *informer.Event) uint64 {
+func envelopeSlot(ev *event.Event) uint64 {
 	h := uint64(uintptr(unsafe.Pointer(ev.Object)))>>4 ^ uint64(uintptr(unsafe.Pointer(ev.OldObject)))>>3 ^ uint64(ev.Type)
 	return (h * 0x9e3779b97f4a7c15) >> (64 - envelopeBits) // Fibonacci hashing
 }
 
-func sameNotification(a, b *informer.Event) bool {
+func sameNotification(a, b *event.Event) bool {
 	return a.Object == b.Object && a.OldObject == b.OldObject && a.Resource == b.Resource && a.Type == b.Type &&
 		a.IsInInitialList == b.IsInInitialList && a.FinalStateUnknown == b.FinalStateUnknown && a.HandedOver == b.HandedOver
 }

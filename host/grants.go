@@ -3,7 +3,7 @@ package host
 import (
 	"log/slog"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 // onDenied returns the engine's OnDenied for plugin: every refusal is

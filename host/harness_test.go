@@ -16,9 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -80,7 +81,7 @@ func example(t testing.TB, name string) []byte {
 
 // delivery is one observed ih_handle call.
 type observed struct {
-	Type     informer.EventType
+	Type     event.EventType
 	Key      string
 	RV       string
 	OldRV    string
@@ -128,7 +129,7 @@ func (r *recorder) gate(plugin string) (held <-chan struct{}, open func()) {
 	return b, func() { close(g) }
 }
 
-func (r *recorder) observe(plugin string, ev *informer.Event, res engine.Result, err error) {
+func (r *recorder) observe(plugin string, ev *event.Event, res engine.Result, err error) {
 	d := observed{Type: ev.Type, Initial: ev.IsInInitialList, Unknown: ev.FinalStateUnknown, Code: res.Code, Resource: ev.Resource.Name}
 	if ev.Object != nil { // nil for an ih_synced call
 		d.Key, d.RV = ev.Key(), ev.Object.GetResourceVersion()

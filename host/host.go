@@ -21,13 +21,14 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/informer-host/informer-host/config"
-	"github.com/informer-host/informer-host/filter"
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
-	"github.com/informer-host/informer-host/kubewrite"
-	"github.com/informer-host/informer-host/pluginmetrics"
-	"github.com/informer-host/informer-host/state"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/filter"
+	"github.com/informer-host/informer-host/internal/kubewrite"
+	"github.com/informer-host/informer-host/internal/pluginmetrics"
+	"github.com/informer-host/informer-host/internal/state"
 )
 
 // Options configure a Host.
@@ -61,7 +62,7 @@ type Options struct {
 	// observe, when set, is told of every call into a plugin's ih_handle
 	// and its outcome, and of every ih_synced call (an event with only a
 	// Resource). Tests use it to see exactly what each plugin got.
-	observe func(plugin string, ev *informer.Event, res engine.Result, err error)
+	observe func(plugin string, ev *event.Event, res engine.Result, err error)
 	// logRate overrides the engine's limit on plugin output (tests).
 	logRate engine.LogRate
 }
@@ -74,7 +75,7 @@ type Host struct {
 	metrics   *metrics
 	pipeline  *informer.Pipeline
 	engine    *engine.Engine
-	observe   func(plugin string, ev *informer.Event, res engine.Result, err error)
+	observe   func(plugin string, ev *event.Event, res engine.Result, err error)
 	logRate   engine.LogRate
 	envelopes *envelopeCache
 	writes    *kubewrite.Client // nil: no writes

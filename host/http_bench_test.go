@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/informer-host/informer-host/bench/benchenv"
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
-	"github.com/informer-host/informer-host/informer"
-	"github.com/informer-host/informer-host/upstream"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/upstream"
 )
 
 // BenchmarkHTTPUpstream is the cost of a plugin's HTTP call through a
@@ -63,7 +63,7 @@ plugins:
 	}
 	defer eng.Close(ctx)
 	body := []byte(`{"namespace":"default","pod":"web-000","reason":"CrashLoopBack"}`)
-	ev := engine.NewEnvelope(&informer.Event{Type: informer.EventAdd, Resource: &informer.ResourceRef{Name: "pods"}})
+	ev := engine.NewEnvelope(&event.Event{Type: event.EventAdd, Resource: &event.ResourceRef{Name: "pods"}})
 
 	handle := func(b *testing.B, wasm []byte, o engine.InstanceOptions) {
 		mod, err := eng.Load(ctx, "x.wasm", wasm, engine.Limits{MemoryPages: 16, CallTimeout: time.Minute})

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/informer-host/informer-host/host/internal/engine"
-	"github.com/informer-host/informer-host/pluginmetrics"
+	"github.com/informer-host/informer-host/internal/pluginmetrics"
 )
 
 // metrics are the host's Prometheus metrics. Counters and gauges are read

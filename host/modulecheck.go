@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 // wasmNames lists the names in dir that end in .wasm, whatever kind of

@@ -6,11 +6,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host/internal/engine"
-	"github.com/informer-host/informer-host/kubeevents"
-	"github.com/informer-host/informer-host/kubewrite"
-	"github.com/informer-host/informer-host/upstream"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/kubeevents"
+	"github.com/informer-host/informer-host/internal/kubewrite"
+	"github.com/informer-host/informer-host/internal/upstream"
 )
 
 // outbound is what serves the plugins' calls out of the host (ABI.md

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/informer"
 )
 
@@ -168,9 +169,9 @@ plugins:
 		v := map[string]string{}
 		for _, d := range hs.rec.of("p.wasm") {
 			switch d.Type {
-			case informer.EventAdd, informer.EventUpdate:
+			case event.EventAdd, event.EventUpdate:
 				v[d.Key] = d.RV
-			case informer.EventDelete:
+			case event.EventDelete:
 				delete(v, d.Key)
 			}
 		}

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
-	"github.com/informer-host/informer-host/informer"
 )
 
 // DeliveryMode says how a plugin's buffer treats events that wait.
@@ -32,7 +32,7 @@ const (
 // a key of the replay cursor, whose current state the worker reads from
 // the informer's store when it gets to it.
 type delivery struct {
-	ev informer.Event
+	ev event.Event
 	// env is the envelope shared with every other plugin that got the
 	// same notification. It is nil once coalescing changed ev; the worker
 	// then builds one for this plugin alone.
@@ -99,7 +99,7 @@ type objectKey struct {
 	resource, namespace, name string
 }
 
-func keyOf(ev *informer.Event) objectKey {
+func keyOf(ev *event.Event) objectKey {
 	md := metadata(ev.Object)
 	ns, _ := md["namespace"].(string)
 	name, _ := md["name"].(string)
@@ -271,21 +271,21 @@ func NewDeliveryQueue(mode DeliveryMode, capacity int) *DeliveryQueue {
 }
 
 // Push adds ev. It never blocks.
-func (q *DeliveryQueue) Push(ev *informer.Event, env *engine.Envelope) { q.push(ev, env, q.now()) }
+func (q *DeliveryQueue) Push(ev *event.Event, env *engine.Envelope) { q.push(ev, env, q.now()) }
 
 // push is Push with the arrival time read by the caller (the listener
 // reads the clock anyway, to time its filter). An add of an initial list
 // goes to the replay cursor, as its key.
-func (q *DeliveryQueue) push(ev *informer.Event, env *engine.Envelope, now time.Time) {
+func (q *DeliveryQueue) push(ev *event.Event, env *engine.Envelope, now time.Time) {
 	k := keyOf(ev)
 	q.mu.Lock()
-	if ev.Type == informer.EventAdd && ev.IsInInitialList {
+	if ev.Type == event.EventAdd && ev.IsInInitialList {
 		q.addReplayLocked(k, true)
 		q.wakeLocked()
 		return
 	}
 	if initial, ok := q.replaySet[k]; ok {
-		if ev.Type != informer.EventDelete {
+		if ev.Type != event.EventDelete {
 			// The store holds this state already; the cursor delivers it.
 			q.mu.Unlock()
 			return
@@ -363,9 +363,9 @@ func (q *DeliveryQueue) wakeLocked() {
 // as a cursor entry does. A live entry coalesces with ev (mode latest)
 // and restarts its count of attempts: the merged event is one the
 // plugin has not judged yet.
-func (q *DeliveryQueue) mergeRetryLocked(d *delivery, ev *informer.Event, env *engine.Envelope) bool {
+func (q *DeliveryQueue) mergeRetryLocked(d *delivery, ev *event.Event, env *engine.Envelope) bool {
 	if d.replay {
-		if ev.Type == informer.EventDelete {
+		if ev.Type == event.EventDelete {
 			d.replay, d.fromStore, d.ev, d.env = false, false, *ev, env
 		}
 		return true
@@ -380,7 +380,7 @@ func (q *DeliveryQueue) mergeRetryLocked(d *delivery, ev *informer.Event, env *e
 // state, which supersedes the retried event and those waiting behind it.
 func (q *DeliveryQueue) toReplayLocked(d *delivery) {
 	if !d.replay {
-		d.replay, d.fromStore, d.ev, d.env = true, false, informer.Event{}, nil
+		d.replay, d.fromStore, d.ev, d.env = true, false, event.Event{}, nil
 	}
 	q.superseded += uint64(len(d.behind))
 	q.behind -= len(d.behind)
@@ -666,7 +666,7 @@ func (q *DeliveryQueue) next(prev *delivery) (d *delivery, wait time.Duration, o
 			if r.replay {
 				// The entry brings the object to the store's state,
 				// which is at least as new as this event.
-				if d.ev.Type == informer.EventDelete {
+				if d.ev.Type == event.EventDelete {
 					q.mergeRetryLocked(r, &d.ev, d.env)
 				}
 				q.superseded++
@@ -868,20 +868,20 @@ func (q *DeliveryQueue) Stats() QueueStats {
 //
 // Other pairs cannot follow one another for one listener; the newer
 // event wins.
-func coalesce(d *delivery, n *informer.Event) bool {
+func coalesce(d *delivery, n *event.Event) bool {
 	w := &d.ev
 	d.env = nil
 	switch {
-	case w.Type == informer.EventAdd && n.Type == informer.EventUpdate:
+	case w.Type == event.EventAdd && n.Type == event.EventUpdate:
 		w.Object = n.Object
-	case w.Type == informer.EventAdd && n.Type == informer.EventDelete:
+	case w.Type == event.EventAdd && n.Type == event.EventDelete:
 		return false
-	case w.Type == informer.EventUpdate && n.Type == informer.EventUpdate:
+	case w.Type == event.EventUpdate && n.Type == event.EventUpdate:
 		w.Object = n.Object
-	case w.Type == informer.EventUpdate && n.Type == informer.EventDelete:
-		*w = informer.Event{Type: informer.EventDelete, Resource: n.Resource, Object: n.Object, FinalStateUnknown: n.FinalStateUnknown}
-	case w.Type == informer.EventDelete && n.Type == informer.EventAdd:
-		*w = informer.Event{Type: informer.EventUpdate, Resource: n.Resource, Object: n.Object, OldObject: w.Object}
+	case w.Type == event.EventUpdate && n.Type == event.EventDelete:
+		*w = event.Event{Type: event.EventDelete, Resource: n.Resource, Object: n.Object, FinalStateUnknown: n.FinalStateUnknown}
+	case w.Type == event.EventDelete && n.Type == event.EventAdd:
+		*w = event.Event{Type: event.EventUpdate, Resource: n.Resource, Object: n.Object, OldObject: w.Object}
 	default:
 		*w = *n
 	}

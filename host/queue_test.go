@@ -10,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/event"
 )
 
-var testRes = &informer.ResourceRef{Name: "cms", Version: "v1", Resource: "configmaps", Kind: "ConfigMap"}
+var testRes = &event.ResourceRef{Name: "cms", Version: "v1", Resource: "configmaps", Kind: "ConfigMap"}
 
 func obj(name, uid, rv string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
@@ -24,16 +24,16 @@ func obj(name, uid, rv string) *unstructured.Unstructured {
 	return u
 }
 
-func add(name, rv string) *informer.Event {
-	return &informer.Event{Type: informer.EventAdd, Resource: testRes, Object: obj(name, "u-"+name, rv)}
+func add(name, rv string) *event.Event {
+	return &event.Event{Type: event.EventAdd, Resource: testRes, Object: obj(name, "u-"+name, rv)}
 }
 
-func update(name, oldRV, newRV string) *informer.Event {
-	return &informer.Event{Type: informer.EventUpdate, Resource: testRes, Object: obj(name, "u-"+name, newRV), OldObject: obj(name, "u-"+name, oldRV)}
+func update(name, oldRV, newRV string) *event.Event {
+	return &event.Event{Type: event.EventUpdate, Resource: testRes, Object: obj(name, "u-"+name, newRV), OldObject: obj(name, "u-"+name, oldRV)}
 }
 
-func del(name, rv string) *informer.Event {
-	return &informer.Event{Type: informer.EventDelete, Resource: testRes, Object: obj(name, "u-"+name, rv)}
+func del(name, rv string) *event.Event {
+	return &event.Event{Type: event.EventDelete, Resource: testRes, Object: obj(name, "u-"+name, rv)}
 }
 
 // describe renders an entry as "type name old->new".
@@ -68,7 +68,7 @@ func drain(q *DeliveryQueue) []string {
 
 func TestDeliveryQueueEveryKeepsOrderAndDropsOldestPastCap(t *testing.T) {
 	q := NewDeliveryQueue(DeliverEvery, 3)
-	for _, ev := range []*informer.Event{add("a", "1"), update("a", "1", "2"), add("b", "3"), del("a", "4"), add("c", "5")} {
+	for _, ev := range []*event.Event{add("a", "1"), update("a", "1", "2"), add("b", "3"), del("a", "4"), add("c", "5")} {
 		q.Push(ev, nil)
 	}
 	got := strings.Join(drain(q), "; ")
@@ -85,15 +85,15 @@ func TestDeliveryQueueLatestCoalesces(t *testing.T) {
 	initial.IsInInitialList = true
 	tests := []struct {
 		name   string
-		events []*informer.Event
+		events []*event.Event
 		want   string
 	}{
-		{"initial add then updates: the replay cursor's key, which absorbs them", []*informer.Event{initial, update("a", "1", "2"), update("a", "2", "3")}, "replay a initial"},
-		{"add then delete: nothing", []*informer.Event{add("a", "1"), update("a", "1", "2"), del("a", "2")}, ""},
-		{"updates: first old to newest new", []*informer.Event{update("a", "1", "2"), update("a", "2", "3"), update("a", "3", "4")}, "update a 1->4"},
-		{"update then delete: delete", []*informer.Event{update("a", "1", "2"), del("a", "2")}, "delete a 2"},
-		{"delete then add: update from the deleted to the recreated", []*informer.Event{del("a", "2"), add("a", "5")}, "update a 2->5"},
-		{"objects keep their first position", []*informer.Event{add("a", "1"), add("b", "2"), update("a", "1", "3"), add("c", "4"), update("b", "2", "5")},
+		{"initial add then updates: the replay cursor's key, which absorbs them", []*event.Event{initial, update("a", "1", "2"), update("a", "2", "3")}, "replay a initial"},
+		{"add then delete: nothing", []*event.Event{add("a", "1"), update("a", "1", "2"), del("a", "2")}, ""},
+		{"updates: first old to newest new", []*event.Event{update("a", "1", "2"), update("a", "2", "3"), update("a", "3", "4")}, "update a 1->4"},
+		{"update then delete: delete", []*event.Event{update("a", "1", "2"), del("a", "2")}, "delete a 2"},
+		{"delete then add: update from the deleted to the recreated", []*event.Event{del("a", "2"), add("a", "5")}, "update a 2->5"},
+		{"objects keep their first position", []*event.Event{add("a", "1"), add("b", "2"), update("a", "1", "3"), add("c", "4"), update("b", "2", "5")},
 			"add a 3; add b 5; add c 4"},
 	}
 	for _, tc := range tests {
@@ -169,7 +169,7 @@ func TestDeliveryQueueClear(t *testing.T) {
 	}
 }
 
-func initialAdd(name, rv string) *informer.Event {
+func initialAdd(name, rv string) *event.Event {
 	ev := add(name, rv)
 	ev.IsInInitialList = true
 	return ev
@@ -214,7 +214,7 @@ func TestDeliveryQueueInitialListIsNotCutByTheCap(t *testing.T) {
 // events and the cursor alternate.
 func TestDeliveryQueueLiveEventsAndTheReplayCursor(t *testing.T) {
 	q := NewDeliveryQueue(DeliverEvery, 10)
-	for _, ev := range []*informer.Event{initialAdd("a", "1"), initialAdd("b", "1"), initialAdd("c", "1"),
+	for _, ev := range []*event.Event{initialAdd("a", "1"), initialAdd("b", "1"), initialAdd("c", "1"),
 		update("a", "1", "2"), del("b", "1"), add("x", "3"), add("y", "4")} {
 		q.Push(ev, nil)
 	}
@@ -231,7 +231,7 @@ func TestDeliveryQueueLiveEventsAndTheReplayCursor(t *testing.T) {
 // the live events are delivered, and ends when the cursor is empty.
 func TestDeliveryQueueOverflowStartsARepairOnceCaughtUp(t *testing.T) {
 	q := NewDeliveryQueue(DeliverEvery, 2)
-	for _, ev := range []*informer.Event{add("a", "1"), add("b", "2"), add("c", "3")} {
+	for _, ev := range []*event.Event{add("a", "1"), add("b", "2"), add("c", "3")} {
 		q.Push(ev, nil)
 	}
 	if st := q.Stats(); !st.Degraded || st.Dropped != 1 {
@@ -263,12 +263,12 @@ func TestDeliveryQueueRetryIsPerObject(t *testing.T) {
 	now := time.Unix(1000, 0)
 	tests := []struct {
 		mode  DeliveryMode
-		after []*informer.Event // pushed while a's first event waits
+		after []*event.Event // pushed while a's first event waits
 		want  string
 	}{
-		{DeliverEvery, []*informer.Event{update("a", "1", "2"), add("b", "3"), update("a", "2", "4"), add("c", "5")},
+		{DeliverEvery, []*event.Event{update("a", "1", "2"), add("b", "3"), update("a", "2", "4"), add("c", "5")},
 			"add b 3; add c 5 | add a 1; update a 1->2; update a 2->4"},
-		{DeliverLatest, []*informer.Event{update("a", "1", "2"), add("b", "3"), update("a", "2", "4"), add("c", "5")},
+		{DeliverLatest, []*event.Event{update("a", "1", "2"), add("b", "3"), update("a", "2", "4"), add("c", "5")},
 			"add b 3; add c 5 | add a 4"},
 	}
 	for _, tc := range tests {
@@ -347,7 +347,7 @@ func TestPrepareNeverGoesBackwards(t *testing.T) {
 	tests := []struct {
 		name string
 		seen string // resourceVersion the plugin has; "" if it has nothing
-		ev   *informer.Event
+		ev   *event.Event
 		want string // what is delivered, "" for nothing
 	}{
 		{"newer add", "5", add("a", "6"), "add a 6"},
@@ -398,9 +398,9 @@ func TestDeliveryQueueRetryInTheCursorReadsTheStore(t *testing.T) {
 	for _, mode := range []DeliveryMode{DeliverEvery, DeliverLatest} {
 		for _, tc := range []struct {
 			name  string
-			after []*informer.Event // pushed once the key is in the cursor
+			after []*event.Event // pushed once the key is in the cursor
 		}{
-			{"live update absorbed by the cursor", []*informer.Event{update("a", "1", "2")}},
+			{"live update absorbed by the cursor", []*event.Event{update("a", "1", "2")}},
 			{"handed over: no live event", nil},
 		} {
 			t.Run(fmt.Sprintf("mode %d/%s", mode, tc.name), func(t *testing.T) {

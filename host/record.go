@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/host/replay"
 	"github.com/informer-host/informer-host/informer"
@@ -69,14 +70,14 @@ func (r *Recorder) stream(plugin string) *recStream {
 	return s
 }
 
-func (s *recStream) ref(ref *informer.ResourceRef) {
+func (s *recStream) ref(ref *event.ResourceRef) {
 	if ref != nil {
 		s.head.Resources[ref.Name] = replay.ResourceOf(ref)
 	}
 }
 
 // observe is the host's observe hook.
-func (r *Recorder) observe(plugin string, ev *informer.Event, res engine.Result, err error) {
+func (r *Recorder) observe(plugin string, ev *event.Event, res engine.Result, err error) {
 	if r.Resource != "" && ev.Resource != nil && ev.Resource.Name != r.Resource {
 		return
 	}

@@ -14,9 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host/replay"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 // liveRun is a host run against the control plane whose plugins' streams

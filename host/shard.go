@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/informer-host/informer-host/informer"
-	"github.com/informer-host/informer-host/shard"
+	"github.com/informer-host/informer-host/event"
+	"github.com/informer-host/informer-host/internal/shard"
 )
 
 // shardState is the host's side of sharding (package shard): the
@@ -23,7 +23,7 @@ type shardState struct {
 	// onDeliver, when set (tests, before any plugin loads), is told of
 	// every event a worker is about to hand its plugin, with the
 	// Assignment it was decided under and when.
-	onDeliver func(plugin string, ev *informer.Event, a *shard.Assignment, at time.Time)
+	onDeliver func(plugin string, ev *event.Event, a *shard.Assignment, at time.Time)
 
 	// callsMu guards calls: by generation, the plugin call under way, so
 	// that SetAssignment can cancel its I/O once this member no longer
@@ -235,8 +235,8 @@ func (g *generation) owns(k objectKey) bool {
 // plugin has still does: the object is gone either way, and the replay
 // that would tell the plugin so was taken out of the cursor by this very
 // delete. It records the verdict for deliver's counters.
-func (g *generation) foreign(ev *informer.Event, k objectKey, have bool) bool {
-	g.notOwned = !g.owns(k) && (ev.Type != informer.EventDelete || !have)
+func (g *generation) foreign(ev *event.Event, k objectKey, have bool) bool {
+	g.notOwned = !g.owns(k) && (ev.Type != event.EventDelete || !have)
 	return g.notOwned
 }
 
@@ -251,7 +251,7 @@ func (g *generation) handedOver(k objectKey, found bool) (stillFound, handed boo
 }
 
 // delivering tells the test hook of an event about to be handed over.
-func (g *generation) delivering(ev *informer.Event) {
+func (g *generation) delivering(ev *event.Event) {
 	if g.shard == nil {
 		return
 	}

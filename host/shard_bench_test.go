@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/informer-host/informer-host/bench/benchenv"
-	"github.com/informer-host/informer-host/shard"
+	"github.com/informer-host/informer-host/internal/shard"
 )
 
 // BenchmarkShardDispatch is the cost of sharding on the event path: one

@@ -21,11 +21,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/shard"
 	"github.com/informer-host/informer-host/internal/testenv"
-	"github.com/informer-host/informer-host/shard"
 )
 
 // Short lease timings: the tests wait on conditions, and these only make
@@ -143,13 +144,13 @@ plugins:
 	if sm.h, err = New(context.Background(), ho); err != nil {
 		t.Fatal(err)
 	}
-	sm.h.shard.onDeliver = func(_ string, ev *informer.Event, a *shard.Assignment, _ time.Time) {
+	sm.h.shard.onDeliver = func(_ string, ev *event.Event, a *shard.Assignment, _ time.Time) {
 		sm.mu.Lock()
 		defer sm.mu.Unlock()
 		switch {
 		case ev.HandedOver:
 			sm.handed++
-		case ev.Type != informer.EventDelete:
+		case ev.Type != event.EventDelete:
 			sm.delivered = append(sm.delivered, shardDelivery{key: ev.Key(), a: a})
 		}
 	}
@@ -452,7 +453,7 @@ func TestShardingThreeMembersUnderChurnAndAKill(t *testing.T) {
 	// flag.
 	for _, sm := range members[1:] {
 		for _, d := range sm.rec.of(shardPlugin) {
-			if d.Type == informer.EventAdd && strings.HasPrefix(d.Key, ns+"/cm") && !d.Initial {
+			if d.Type == event.EventAdd && strings.HasPrefix(d.Key, ns+"/cm") && !d.Initial {
 				t.Errorf("member %s got %s as an add without the initial-list flag", sm.id, d.Key)
 				break
 			}

@@ -12,12 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
-	"github.com/informer-host/informer-host/config"
-	"github.com/informer-host/informer-host/filter"
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
-	"github.com/informer-host/informer-host/kubewrite"
-	"github.com/informer-host/informer-host/shard"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/filter"
+	"github.com/informer-host/informer-host/internal/kubewrite"
+	"github.com/informer-host/informer-host/internal/shard"
 )
 
 // PluginState is where a plugin stands.
@@ -209,7 +210,7 @@ type generation struct {
 // seenObject is the last state of an object a plugin was given, and that
 // state's resourceVersion.
 type seenObject struct {
-	res *informer.ResourceRef
+	res *event.ResourceRef
 	obj *unstructured.Unstructured
 	rv  string
 }
@@ -236,24 +237,24 @@ type bindingCounts struct {
 // only: the worker delivers the object's state from the store when it gets
 // to it, so an initial list of any size arrives whole however small the
 // buffer is.
-func (l *bindingListener) OnAdd(res *informer.ResourceRef, obj *unstructured.Unstructured, isInInitialList bool) {
+func (l *bindingListener) OnAdd(res *event.ResourceRef, obj *unstructured.Unstructured, isInInitialList bool) {
 	if isInInitialList {
-		l.g.queue.push(&informer.Event{Type: informer.EventAdd, Resource: res, Object: obj, IsInInitialList: true}, nil, time.Now())
+		l.g.queue.push(&event.Event{Type: event.EventAdd, Resource: res, Object: obj, IsInInitialList: true}, nil, time.Now())
 		return
 	}
-	l.offer(&informer.Event{Type: informer.EventAdd, Resource: res, Object: obj})
+	l.offer(&event.Event{Type: event.EventAdd, Resource: res, Object: obj})
 }
 
-func (l *bindingListener) OnUpdate(res *informer.ResourceRef, oldObj, newObj *unstructured.Unstructured) {
-	l.offer(&informer.Event{Type: informer.EventUpdate, Resource: res, Object: newObj, OldObject: oldObj})
+func (l *bindingListener) OnUpdate(res *event.ResourceRef, oldObj, newObj *unstructured.Unstructured) {
+	l.offer(&event.Event{Type: event.EventUpdate, Resource: res, Object: newObj, OldObject: oldObj})
 }
 
-func (l *bindingListener) OnDelete(res *informer.ResourceRef, obj *unstructured.Unstructured, finalStateUnknown bool) {
-	l.offer(&informer.Event{Type: informer.EventDelete, Resource: res, Object: obj, FinalStateUnknown: finalStateUnknown})
+func (l *bindingListener) OnDelete(res *event.ResourceRef, obj *unstructured.Unstructured, finalStateUnknown bool) {
+	l.offer(&event.Event{Type: event.EventDelete, Resource: res, Object: obj, FinalStateUnknown: finalStateUnknown})
 }
 
 // offer filters ev and queues what is left.
-func (l *bindingListener) offer(ev *informer.Event) {
+func (l *bindingListener) offer(ev *event.Event) {
 	start := time.Now()
 	ev, ok := l.decide(ev)
 	now := time.Now() // also the event's arrival in the queue
@@ -267,7 +268,7 @@ func (l *bindingListener) offer(ev *informer.Event) {
 // what to deliver, if anything. The filter runs first: it may turn an
 // update into an add or a delete (an object starting or stopping to
 // match), and the binding's event types apply to what it delivers.
-func (l *bindingListener) decide(ev *informer.Event) (*informer.Event, bool) {
+func (l *bindingListener) decide(ev *event.Event) (*event.Event, bool) {
 	d := l.filter.Decide(ev)
 	if d.Err != nil {
 		l.counts.evalErrors.Add(1)
@@ -292,17 +293,17 @@ func (l *bindingListener) decide(ev *informer.Event) (*informer.Event, bool) {
 	}
 	ev = d.Event
 	switch ev.Type {
-	case informer.EventAdd:
+	case event.EventAdd:
 		return ev, l.add
-	case informer.EventUpdate:
+	case event.EventUpdate:
 		return ev, l.update
-	case informer.EventDelete:
+	case event.EventDelete:
 		return ev, l.delete
 	}
 	return nil, false
 }
 
-func (g *generation) push(ev *informer.Event, now time.Time) {
+func (g *generation) push(ev *event.Event, now time.Time) {
 	g.queue.push(ev, g.slot.h.envelopes.get(ev), now)
 }
 
@@ -564,7 +565,7 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 		called, err := inst.Synced(g.callContext(nil), ref)
 		g.callEnded()
 		if called && g.slot.h.observe != nil {
-			g.slot.h.observe(g.slot.name, &informer.Event{Resource: ref}, engine.Result{}, err)
+			g.slot.h.observe(g.slot.name, &event.Event{Resource: ref}, engine.Result{}, err)
 		}
 		if err != nil {
 			var f *engine.Failure
@@ -617,7 +618,7 @@ func (g *generation) repair() {
 // update of an object it has not seen arrives as an add, and a delete of
 // one it does not have is not delivered (for bindings that take adds: the
 // others keep no view to check against).
-func (g *generation) prepare(d *delivery) (ev *informer.Event, seen *seenObject, own bool, ok bool) {
+func (g *generation) prepare(d *delivery) (ev *event.Event, seen *seenObject, own bool, ok bool) {
 	l := g.byResource[d.key.resource]
 	if l == nil {
 		return nil, nil, false, false
@@ -631,17 +632,17 @@ func (g *generation) prepare(d *delivery) (ev *informer.Event, seen *seenObject,
 		}
 		ref, obj, found := reg.Get(d.key.storeKey())
 		found, handed := g.handedOver(d.key, found)
-		var e informer.Event
+		var e event.Event
 		switch {
 		case found && !have:
-			e = informer.Event{Type: informer.EventAdd, Resource: ref, Object: obj, IsInInitialList: d.initial}
+			e = event.Event{Type: event.EventAdd, Resource: ref, Object: obj, IsInInitialList: d.initial}
 		case found:
 			if resourceVersion(obj) == seen.rv {
 				return nil, seen, false, false
 			}
-			e = informer.Event{Type: informer.EventUpdate, Resource: ref, Object: obj, OldObject: seen.obj}
+			e = event.Event{Type: event.EventUpdate, Resource: ref, Object: obj, OldObject: seen.obj}
 		case have:
-			e = informer.Event{Type: informer.EventDelete, Resource: seen.res, Object: seen.obj, FinalStateUnknown: !handed, HandedOver: handed}
+			e = event.Event{Type: event.EventDelete, Resource: seen.res, Object: seen.obj, FinalStateUnknown: !handed, HandedOver: handed}
 		default:
 			return nil, seen, false, false
 		}
@@ -656,23 +657,23 @@ func (g *generation) prepare(d *delivery) (ev *informer.Event, seen *seenObject,
 		return nil, seen, false, false
 	}
 	switch ev.Type {
-	case informer.EventAdd:
+	case event.EventAdd:
 		if have && older(ev.Object, seen) {
 			return nil, seen, false, false
 		}
-	case informer.EventUpdate:
+	case event.EventUpdate:
 		switch {
 		case ev.OldObject != nil && resourceVersion(ev.OldObject) == resourceVersion(ev.Object):
 			// A resync the binding asked for: same version on purpose.
 		case !have && l.add:
 			// Sharded, the object entered this member's view from the
 			// cache (it moved here), as an initial list's objects do.
-			return &informer.Event{Type: informer.EventAdd, Resource: ev.Resource, Object: ev.Object,
+			return &event.Event{Type: event.EventAdd, Resource: ev.Resource, Object: ev.Object,
 				IsInInitialList: g.applied != nil}, seen, true, true
 		case have && older(ev.Object, seen):
 			return nil, seen, false, false
 		}
-	case informer.EventDelete:
+	case event.EventDelete:
 		if l.add && (!have || seen.obj.GetUID() != ev.Object.GetUID()) {
 			return nil, seen, false, false
 		}
@@ -700,9 +701,9 @@ func older(a *unstructured.Unstructured, b *seenObject) bool {
 
 // record notes ev as the plugin's view of its object; seen is the
 // object's entry, nil if it has none.
-func (g *generation) record(k objectKey, ev *informer.Event, seen *seenObject) {
+func (g *generation) record(k objectKey, ev *event.Event, seen *seenObject) {
 	switch {
-	case ev.Type == informer.EventDelete:
+	case ev.Type == event.EventDelete:
 		if seen != nil {
 			delete(g.seen, k)
 		}
@@ -828,7 +829,7 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 // retry hands d back to the queue to wait out its object's backoff, or
 // gives up on the object when delivery.maxRetries says so: counted,
 // listed in the status and logged.
-func (g *generation) retry(inst *engine.Instance, d *delivery, ev *informer.Event, env *engine.Envelope, seen *seenObject, own bool, answer, msg string) (*engine.Instance, bool) {
+func (g *generation) retry(inst *engine.Instance, d *delivery, ev *event.Event, env *engine.Envelope, seen *seenObject, own bool, answer, msg string) (*engine.Instance, bool) {
 	s := g.slot
 	delay, giveUp := g.conv.retryAfter(d.key)
 	if giveUp {
@@ -867,7 +868,7 @@ func (g *generation) initialDone(d *delivery) {
 // whether it parked the object, and its count of failures. Parking is
 // logged once, with the failure; the queue holds the object back until
 // it changes or its backoff ends.
-func (g *generation) objectFailed(k objectKey, ev *informer.Event, rv, msg string) (parked bool, n int) {
+func (g *generation) objectFailed(k objectKey, ev *event.Event, rv, msg string) (parked bool, n int) {
 	parked, until, n := g.conv.failed(k, rv, msg, time.Now())
 	if !parked {
 		return false, n
@@ -1042,6 +1043,6 @@ func (g *generation) sleep(d time.Duration) bool {
 	}
 }
 
-func eventString(ev *informer.Event) string {
+func eventString(ev *event.Event) string {
 	return ev.Type.String() + " " + ev.Resource.Name + " " + ev.Key()
 }

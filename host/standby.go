@@ -5,8 +5,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 // StateStandby: the plugin is compiled and validated, and starts when the

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 // ModuleReport is the verdict on one module of the plugin directory.

@@ -11,9 +11,10 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/informer-host/informer-host/abi"
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
-	"github.com/informer-host/informer-host/kubewrite"
+	"github.com/informer-host/informer-host/internal/kubewrite"
 )
 
 // Kubernetes writes (ABI.md §17.1): the engine's ClusterWriter, served
@@ -84,8 +85,8 @@ func (s *PluginSlot) selfWrites() *kubewrite.SelfWrites {
 // says what the object is, not what the plugin just did, and a new
 // version or a fresh instance that skipped it would never look at the
 // object.
-func (g *generation) selfFlags(ev *informer.Event, live bool) (flags uint8, drop bool) {
-	if !live || g.kw == nil || ev.Resource == nil || ev.Object == nil || ev.Type == informer.EventDelete {
+func (g *generation) selfFlags(ev *event.Event, live bool) (flags uint8, drop bool) {
+	if !live || g.kw == nil || ev.Resource == nil || ev.Object == nil || ev.Type == event.EventDelete {
 		return 0, false
 	}
 	o := ev.Object
@@ -93,7 +94,7 @@ func (g *generation) selfFlags(ev *informer.Event, live bool) (flags uint8, drop
 	if !g.slot.selfWrites().Match(key, o.GetResourceVersion()) {
 		return 0, false
 	}
-	if ev.Type == informer.EventUpdate && ev.OldObject != nil && g.dropsSelfNoop(ev.Resource.Name) && selfNoop(ev.OldObject, o) {
+	if ev.Type == event.EventUpdate && ev.OldObject != nil && g.dropsSelfNoop(ev.Resource.Name) && selfNoop(ev.OldObject, o) {
 		return abi.FlagSelfWrite, true
 	}
 	return abi.FlagSelfWrite, false

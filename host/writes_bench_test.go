@@ -17,10 +17,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
-	"github.com/informer-host/informer-host/informer"
-	"github.com/informer-host/informer-host/kubewrite"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/kubewrite"
 )
 
 // BenchmarkWrite: one server-side apply of a ConfigMap through the host
@@ -74,7 +74,7 @@ func BenchmarkWrite(b *testing.B) {
 	b.Cleanup(func() { inst.Close(context.Background()) })
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"namespace": ns, "name": "bench", "resourceVersion": "1"}}}
-	ev := engine.NewEnvelope(&informer.Event{Type: informer.EventAdd, Resource: &informer.ResourceRef{Name: "cms", Version: "v1", Resource: "configmaps"}, Object: obj})
+	ev := engine.NewEnvelope(&event.Event{Type: event.EventAdd, Resource: &event.ResourceRef{Name: "cms", Version: "v1", Resource: "configmaps"}, Object: obj})
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)

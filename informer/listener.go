@@ -3,6 +3,8 @@ package informer
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/informer-host/informer-host/event"
 )
 
 // Listener receives the notifications of one configured resource. Calls
@@ -14,30 +16,30 @@ import (
 // notifications without bound. Listeners that do real work (plugins) should
 // hand the notification to a bounded queue of their own and return.
 type Listener interface {
-	OnAdd(res *ResourceRef, obj *unstructured.Unstructured, isInInitialList bool)
-	OnUpdate(res *ResourceRef, oldObj, newObj *unstructured.Unstructured)
-	OnDelete(res *ResourceRef, obj *unstructured.Unstructured, finalStateUnknown bool)
+	OnAdd(res *event.ResourceRef, obj *unstructured.Unstructured, isInInitialList bool)
+	OnUpdate(res *event.ResourceRef, oldObj, newObj *unstructured.Unstructured)
+	OnDelete(res *event.ResourceRef, obj *unstructured.Unstructured, finalStateUnknown bool)
 }
 
 // ListenerFunc adapts a function over events to a Listener.
-type ListenerFunc func(ev *Event)
+type ListenerFunc func(ev *event.Event)
 
-func (f ListenerFunc) OnAdd(res *ResourceRef, obj *unstructured.Unstructured, isInInitialList bool) {
-	f(&Event{Type: EventAdd, Resource: res, Object: obj, IsInInitialList: isInInitialList})
+func (f ListenerFunc) OnAdd(res *event.ResourceRef, obj *unstructured.Unstructured, isInInitialList bool) {
+	f(&event.Event{Type: event.EventAdd, Resource: res, Object: obj, IsInInitialList: isInInitialList})
 }
 
-func (f ListenerFunc) OnUpdate(res *ResourceRef, oldObj, newObj *unstructured.Unstructured) {
-	f(&Event{Type: EventUpdate, Resource: res, Object: newObj, OldObject: oldObj})
+func (f ListenerFunc) OnUpdate(res *event.ResourceRef, oldObj, newObj *unstructured.Unstructured) {
+	f(&event.Event{Type: event.EventUpdate, Resource: res, Object: newObj, OldObject: oldObj})
 }
 
-func (f ListenerFunc) OnDelete(res *ResourceRef, obj *unstructured.Unstructured, finalStateUnknown bool) {
-	f(&Event{Type: EventDelete, Resource: res, Object: obj, FinalStateUnknown: finalStateUnknown})
+func (f ListenerFunc) OnDelete(res *event.ResourceRef, obj *unstructured.Unstructured, finalStateUnknown bool) {
+	f(&event.Event{Type: event.EventDelete, Resource: res, Object: obj, FinalStateUnknown: finalStateUnknown})
 }
 
 // handlerAdapter is the cache.ResourceEventHandler client-go calls; it
 // turns untyped notifications into Listener calls for one resource.
 type handlerAdapter struct {
-	res *ResourceRef
+	res *event.ResourceRef
 	l   Listener
 }
 

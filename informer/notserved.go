@@ -9,7 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/event"
+	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/nearest"
 )
 
@@ -68,7 +69,7 @@ func (e *NotServedError) Unwrap() error { return e.Err }
 // resolved spec to, is not what spec says: the mapper takes a singular
 // ("pod") for the resource, and an empty group for whichever group serves
 // the name. (Short names such as "cm" it does not take.)
-func asWritten(spec config.Resource, ref *ResourceRef) *NotServedError {
+func asWritten(spec config.Resource, ref *event.ResourceRef) *NotServedError {
 	gvr := schema.GroupVersionResource{Group: ref.Group, Version: ref.Version, Resource: ref.Resource}
 	same := ref.Group == spec.Group && ref.Version == spec.Version
 	if spec.Kind != "" {

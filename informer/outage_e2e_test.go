@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/server"
 	"github.com/informer-host/informer-host/internal/testenv"
-	"github.com/informer-host/informer-host/server"
 )
 
 // An apiserver outage is visible and short-lived for the pipeline: while

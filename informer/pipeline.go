@@ -20,7 +20,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/event"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 // Options configures a Pipeline.
@@ -67,9 +68,9 @@ const (
 type ResourceStatus struct {
 	Name   string
 	Phase  Phase
-	Ref    *ResourceRef // nil until resolved
-	Synced bool         // every informer of the resource has completed its initial list
-	Error  string       // why it is not synced, not active or failing, if known
+	Ref    *event.ResourceRef // nil until resolved
+	Synced bool               // every informer of the resource has completed its initial list
+	Error  string             // why it is not synced, not active or failing, if known
 	// Warning is what is wrong with the configured resource though it
 	// runs: the apiserver matched it to another name (NotServedError).
 	Warning string
@@ -119,7 +120,7 @@ type Pipeline struct {
 type resourceState struct {
 	spec  config.Resource
 	phase Phase
-	ref   *ResourceRef
+	ref   *event.ResourceRef
 	err   error
 	// warning is what is wrong with the spec though the resource runs
 	// (asWritten); set when it becomes active.
@@ -336,7 +337,7 @@ func (p *Pipeline) Status() []ResourceStatus {
 
 // Ref returns the resolved coordinates of a configured resource, or false
 // while it is not active.
-func (p *Pipeline) Ref(name string) (*ResourceRef, bool) {
+func (p *Pipeline) Ref(name string) (*event.ResourceRef, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st, ok := p.resources[name]
@@ -437,7 +438,7 @@ func (p *Pipeline) activate(ctx context.Context, name string) {
 // A spec the RESTMapper matches only loosely (a singular resource name, a
 // group left empty) resolves, and is watched, but also comes back with a
 // *NotServedError saying what it matched.
-func (p *Pipeline) Resolve(ctx context.Context, spec config.Resource) (*ResourceRef, error) {
+func (p *Pipeline) Resolve(ctx context.Context, spec config.Resource) (*event.ResourceRef, error) {
 	ref, _, err := p.resolve(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -450,7 +451,7 @@ func (p *Pipeline) Resolve(ctx context.Context, spec config.Resource) (*Resource
 
 // resolve maps a configured resource to its API coordinates through
 // discovery. A resource not served comes back as a *NotServedError.
-func (p *Pipeline) resolve(ctx context.Context, spec config.Resource) (*ResourceRef, bool, error) {
+func (p *Pipeline) resolve(ctx context.Context, spec config.Resource) (*event.ResourceRef, bool, error) {
 	var mapping *meta.RESTMapping
 	var err error
 	if spec.Kind != "" {
@@ -469,7 +470,7 @@ func (p *Pipeline) resolve(ctx context.Context, spec config.Resource) (*Resource
 	if err != nil {
 		return nil, false, err
 	}
-	ref := &ResourceRef{
+	ref := &event.ResourceRef{
 		Name:     spec.Name,
 		Group:    mapping.Resource.Group,
 		Version:  mapping.Resource.Version,

@@ -23,8 +23,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -162,7 +163,7 @@ func TestManagedFieldsStrippedUnlessDisabled(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]*unstructured.Unstructured{}
 	for _, name := range []string{"strip", "keep"} {
-		if _, err := p.AddListener(name, informer.ListenerFunc(func(ev *informer.Event) {
+		if _, err := p.AddListener(name, informer.ListenerFunc(func(ev *event.Event) {
 			mu.Lock()
 			seen[ev.Resource.Name] = ev.Object
 			mu.Unlock()
@@ -246,7 +247,7 @@ func TestCRDCreatedAfterStartBecomesActive(t *testing.T) {
 	}
 	eventually(t, "widget add and delete", func() bool { return len(rec.forKey(ns+"/w1")) == 2 })
 	got := rec.forKey(ns + "/w1")
-	if got[0].Type != informer.EventAdd || got[1].Type != informer.EventDelete {
+	if got[0].Type != event.EventAdd || got[1].Type != event.EventDelete {
 		t.Errorf("widget events: %v", got)
 	}
 	if n := len(cmRec.snapshot()); n != 0 {
@@ -270,7 +271,7 @@ func TestDeleteMissedByTheWatchArrivesAsFinalStateUnknown(t *testing.T) {
 
 	eventually(t, "the delete of gone", func() bool { return len(rec.forKey(ns+"/gone")) == 2 })
 	del := rec.forKey(ns + "/gone")[1]
-	if del.Type != informer.EventDelete || !del.FinalStateUnknown || del.Data != "last-seen" {
+	if del.Type != event.EventDelete || !del.FinalStateUnknown || del.Data != "last-seen" {
 		t.Errorf("delete after relist = %s; want a delete with finalStateUnknown and the last known object", del)
 	}
 	// The watch works again afterwards.
@@ -279,7 +280,7 @@ func TestDeleteMissedByTheWatchArrivesAsFinalStateUnknown(t *testing.T) {
 	// A relist replays unchanged objects as updates with old == new, as
 	// client-go does for every listener; nothing else happens to them.
 	for i, e := range rec.forKey(ns + "/stays") {
-		if (i == 0) != (e.Type == informer.EventAdd) || e.FinalStateUnknown || e.Data != "1" || (i > 0 && e.OldData != "1") {
+		if (i == 0) != (e.Type == event.EventAdd) || e.FinalStateUnknown || e.Data != "1" || (i > 0 && e.OldData != "1") {
 			t.Errorf("stays: event %d is %s; want one add, then only unchanged updates", i, e)
 		}
 	}
@@ -352,7 +353,7 @@ func TestLateListenerGetsCacheThenLiveEventsAndRemoveWaits(t *testing.T) {
 	release := make(chan struct{})
 	inCallback := make(chan struct{}, 1)
 	var callbackReturned atomic.Bool
-	reg, err := p.AddListener("cms", informer.ListenerFunc(func(ev *informer.Event) {
+	reg, err := p.AddListener("cms", informer.ListenerFunc(func(ev *event.Event) {
 		record(ev)
 		if ev.Object.GetName() == "live" {
 			inCallback <- struct{}{}
@@ -366,7 +367,7 @@ func TestLateListenerGetsCacheThenLiveEventsAndRemoveWaits(t *testing.T) {
 	eventually(t, "late listener synced", reg.HasSynced)
 	got := late.snapshot()
 	slices.SortFunc(got, func(a, b recorded) int { return strings.Compare(a.Key, b.Key) })
-	if len(got) != 2 || !got[0].Initial || !got[1].Initial || got[0].Type != informer.EventAdd ||
+	if len(got) != 2 || !got[0].Initial || !got[1].Initial || got[0].Type != event.EventAdd ||
 		got[0].Key != ns+"/old-1" || got[1].Key != ns+"/old-2" {
 		t.Fatalf("late listener's replay: %v; want two initial-list adds", got)
 	}

@@ -7,13 +7,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // recorded is what a test listener saw of one notification.
 type recorded struct {
-	Type              informer.EventType
+	Type              event.EventType
 	Resource          string
 	Key               string
 	Initial           bool
@@ -43,7 +44,7 @@ type recorder struct {
 }
 
 func (r *recorder) listener() informer.ListenerFunc {
-	return func(ev *informer.Event) {
+	return func(ev *event.Event) {
 		rec := recorded{Type: ev.Type, Resource: ev.Resource.Name, Key: ev.Key(),
 			Initial: ev.IsInInitialList, FinalStateUnknown: ev.FinalStateUnknown}
 		rec.Data, _, _ = unstructured.NestedString(ev.Object.Object, "data", "v")

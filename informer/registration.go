@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/informer-host/informer-host/event"
 )
 
 // Registration is a listener's place on a configured resource.
@@ -104,7 +106,7 @@ func finishDetach(ds []detachment) {
 // ("namespace/name", or "name" when cluster-scoped) from the informers'
 // caches, and the resource's coordinates (nil when the resource is not
 // active). The object is the cache's own and must not be modified.
-func (r *Registration) Get(key string) (*ResourceRef, *unstructured.Unstructured, bool) {
+func (r *Registration) Get(key string) (*event.ResourceRef, *unstructured.Unstructured, bool) {
 	r.p.mu.Lock()
 	ref := r.refLocked()
 	attached := r.attached
@@ -126,13 +128,13 @@ func (r *Registration) Get(key string) (*ResourceRef, *unstructured.Unstructured
 
 // Ref returns the coordinates of the registration's resource, nil while
 // it is not active.
-func (r *Registration) Ref() *ResourceRef {
+func (r *Registration) Ref() *event.ResourceRef {
 	r.p.mu.Lock()
 	defer r.p.mu.Unlock()
 	return r.refLocked()
 }
 
-func (r *Registration) refLocked() *ResourceRef {
+func (r *Registration) refLocked() *event.ResourceRef {
 	if st := r.p.resources[r.resource]; st != nil && st.phase == PhaseActive {
 		return st.ref
 	}

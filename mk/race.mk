@@ -23,8 +23,8 @@ RACE_FLAGS ?=
 
 # Whole packages: small, and concurrent throughout (the pipeline, the
 # clients of capabilities II, the daemons side by side).
-RACE_PACKAGES := ./shard/... ./state/... ./server/... ./informer/... ./upstream/... ./kubewrite/... \
-	./kubeevents/... ./pluginmetrics/... ./cmd/informer-host/
+RACE_PACKAGES := ./internal/shard/... ./internal/state/... ./internal/server/... ./informer/... ./internal/upstream/... ./internal/kubewrite/... \
+	./internal/kubeevents/... ./internal/pluginmetrics/... ./cmd/informer-host/
 # The engine: the watchdog, the network waits, the call bounds, the
 # start timer.
 RACE_ENGINE_TESTS := TestWatchdog|TestIO|TestCallBound|TestMaxCallTime|TestInjectedChecksBoundInstantiation|TestHTTPFunctions

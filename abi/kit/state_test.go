@@ -1,39 +1,47 @@
 package kit
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/informer-host/informer-host/abi"
-	"github.com/informer-host/informer-host/state"
 )
 
-// bucketHost implements the state imports over a real state.Bucket, with
-// the ABI's size protocol and codes, the way the engine does.
-type bucketHost struct{ b *state.Bucket }
+// bucketHost implements the state imports over an in-memory bucket with
+// the ABI's size protocol, codes and versions (ABI.md §16), the way the
+// engine does over the daemon's store; the store itself is tested where
+// it lives, and the kit over it by the example plugins' e2e tests.
+type bucketHost struct{ b *memBucket }
 
-func code(err error) int32 {
-	switch {
-	case errors.Is(err, state.ErrConflict):
-		return abi.ErrConflict
-	case errors.Is(err, state.ErrQuota):
-		return abi.ErrQuota
-	case errors.Is(err, state.ErrAbsent):
-		return abi.ErrAbsent
+type memBucket struct {
+	max     int // bytes of keys and values
+	version int64
+	vals    map[string][]byte
+	vers    map[string]int64
+}
+
+func newMemBucket(max int) *memBucket {
+	return &memBucket{max: max, vals: map[string][]byte{}, vers: map[string]int64{}}
+}
+
+func (b *memBucket) size() (n int) {
+	for k, v := range b.vals {
+		n += len(k) + len(v)
 	}
-	return abi.ErrInvalid
+	return n
 }
 
 func (h bucketHost) get(key string, buf []byte, version *int64) int32 {
-	v, ver, ok := h.b.Get([]byte(key))
+	v, ok := h.b.vals[key]
 	if !ok {
 		return abi.ErrAbsent
 	}
-	*version = ver
+	*version = h.b.vers[key]
 	if len(v) <= len(buf) {
 		copy(buf, v)
 	}
@@ -41,40 +49,64 @@ func (h bucketHost) get(key string, buf []byte, version *int64) int32 {
 }
 
 func (h bucketHost) set(key string, value []byte, ifVersion int64) int64 {
-	v, err := h.b.Set([]byte(key), value, ifVersion)
-	if err != nil {
-		return int64(code(err))
+	cur, ok := h.b.vers[key]
+	switch {
+	case ifVersion == abi.StateAnyVersion:
+	case ifVersion == 0 && ok, ifVersion > 0 && (!ok || cur != ifVersion):
+		return int64(abi.ErrConflict)
 	}
-	return v
+	if h.b.size()-len(h.b.vals[key])+len(value)+len(key)-lenIf(ok, key) > h.b.max {
+		return int64(abi.ErrQuota)
+	}
+	h.b.version++
+	h.b.vals[key], h.b.vers[key] = append([]byte(nil), value...), h.b.version
+	return h.b.version
 }
 
-func (h bucketHost) del(key string, ifVersion int64) int32 {
-	if err := h.b.Delete([]byte(key), ifVersion); err != nil {
-		return code(err)
+func lenIf(ok bool, key string) int {
+	if ok {
+		return len(key)
 	}
 	return 0
 }
 
+func (h bucketHost) del(key string, ifVersion int64) int32 {
+	cur, ok := h.b.vers[key]
+	if !ok {
+		return abi.ErrAbsent
+	}
+	if ifVersion != abi.StateAnyVersion && ifVersion != cur {
+		return abi.ErrConflict
+	}
+	delete(h.b.vals, key)
+	delete(h.b.vers, key)
+	return 0
+}
+
 func (h bucketHost) list(prefix, after string, max int32, buf []byte) int64 {
+	keys := make([]string, 0, len(h.b.vals))
+	for k := range h.b.vals {
+		if strings.HasPrefix(k, prefix) && k > after {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	if max > 0 && len(keys) > int(max) {
+		keys = keys[:max]
+	}
 	var out []byte
-	n := h.b.List([]byte(prefix), []byte(after), int(max), func(k string) bool {
+	for _, k := range keys {
 		out = binary.LittleEndian.AppendUint32(out, uint32(len(k)))
 		out = append(out, k...)
-		return true
-	})
+	}
 	if len(out) <= len(buf) {
 		copy(buf, out)
 	}
-	return abi.PackList(uint32(n), uint32(len(out)))
+	return abi.PackList(uint32(len(keys)), uint32(len(out)))
 }
 
 func TestState(t *testing.T) {
-	st, err := state.Open(context.Background(), state.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close(context.Background())
-	s := StateStore{h: bucketHost{st.Bucket("p.wasm", state.Quota{MaxBytes: 1 << 16})}}
+	s := StateStore{h: bucketHost{newMemBucket(1 << 16)}}
 
 	if _, _, err := s.Get("missing"); !errors.Is(err, ErrNoKey) {
 		t.Fatalf("Get missing: %v", err)

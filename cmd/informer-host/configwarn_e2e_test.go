@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 // misnamedConfig names resources the apiserver does not serve as

@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host"
-	"github.com/informer-host/informer-host/server"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/server"
 )
 
 // errLostLeadership ends a replica that lost its lease while running: it

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/informer-host/informer-host/scaffold"
+	"github.com/informer-host/informer-host/internal/scaffold"
 )
 
 // newCommand scaffolds a plugin project (package scaffold).

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/server"
 	"github.com/informer-host/informer-host/internal/testenv"
-	"github.com/informer-host/informer-host/server"
 )
 
 // floodClients is the flood of the reliability report that took the

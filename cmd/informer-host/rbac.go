@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/informer-host/informer-host/rbacgen"
+	"github.com/informer-host/informer-host/internal/rbacgen"
 )
 
 // rbacCommand prints the least-privilege RBAC of the daemon running with

@@ -16,9 +16,9 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 // recordCommand runs the informers and the plugins of a config as run

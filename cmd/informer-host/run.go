@@ -18,11 +18,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/informer-host/informer-host/config"
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/filewatch"
-	"github.com/informer-host/informer-host/server"
+	"github.com/informer-host/informer-host/internal/server"
 )
 
 // logOptions are the flags every long-running command shares.
@@ -389,7 +390,7 @@ func resourceNames(cfg *config.Config) []string {
 }
 
 func eventLogger(log *slog.Logger) informer.ListenerFunc {
-	return func(ev *informer.Event) {
+	return func(ev *event.Event) {
 		attrs := []any{"resource", ev.Resource.Name, "type", ev.Type.String(), "object", ev.Key()}
 		if ev.IsInInitialList {
 			attrs = append(attrs, "initialList", true)

@@ -10,10 +10,10 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host"
-	"github.com/informer-host/informer-host/server"
-	"github.com/informer-host/informer-host/shard"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/server"
+	"github.com/informer-host/informer-host/internal/shard"
 )
 
 // runSharded runs the daemon as a member of the sharding group the config

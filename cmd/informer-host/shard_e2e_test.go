@@ -14,10 +14,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/shard"
 	"github.com/informer-host/informer-host/internal/testenv"
-	"github.com/informer-host/informer-host/shard"
 )
 
 // Issue 14, sharding through the daemon: two replicas with sharding on

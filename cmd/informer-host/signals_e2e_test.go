@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/informer-host/informer-host/state"
+	"github.com/informer-host/informer-host/internal/state"
 )
 
 // The real binary: SIGTERM drains and exits 0; SIGHUP reloads the config;

@@ -17,9 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host"
-	"github.com/informer-host/informer-host/server"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/server"
 )
 
 // Issue 14, warm standby: two replicas with leader election. Both sync

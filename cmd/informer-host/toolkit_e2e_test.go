@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 const toolkitEvents = `{"informerHostEvents":1,"resources":{"cms":{"version":"v1","resource":"configmaps","kind":"ConfigMap"}}}

@@ -14,9 +14,9 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/informer-host/informer-host/config"
 	"github.com/informer-host/informer-host/host"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 // validateCommand checks the config file, then every module in its plugin

@@ -11,12 +11,12 @@ dir="$cache/controlplane/k8s-$k8s_version-etcd-$etcd_version"
 mkdir -p "$dir"
 if [ ! -x "$dir/kube-apiserver" ]; then
 	echo "building kube-apiserver v$k8s_version into $dir (about 9 minutes on 2 cores, once)" >&2
-	(cd "$here/kube-apiserver" && go build -trimpath -o "$dir/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
+	(cd "$here/kube-apiserver" && GOWORK=off go build -trimpath -o "$dir/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
 	mv "$dir/kube-apiserver.tmp" "$dir/kube-apiserver"
 fi
 if [ ! -x "$dir/etcd" ]; then
 	echo "building etcd v$etcd_version into $dir (about a minute, once)" >&2
-	(cd "$here/etcd" && go build -trimpath -o "$dir/etcd.tmp" .)
+	(cd "$here/etcd" && GOWORK=off go build -trimpath -o "$dir/etcd.tmp" .)
 	mv "$dir/etcd.tmp" "$dir/etcd"
 fi
 echo "$dir"

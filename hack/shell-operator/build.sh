@@ -15,7 +15,7 @@ dir="$cache/shell-operator/$version"
 mkdir -p "$dir"
 if [ ! -x "$dir/shell-operator" ]; then
 	echo "building shell-operator $version into $dir (about 4 minutes on 2 cores, once)" >&2
-	(cd "$here" && CGO_ENABLED=0 go build -trimpath \
+	(cd "$here" && GOWORK=off CGO_ENABLED=0 go build -trimpath \
 		-ldflags "-X github.com/flant/shell-operator/pkg/app.Version=$version" \
 		-o "$dir/shell-operator.tmp" github.com/flant/shell-operator/cmd/shell-operator)
 	mv "$dir/shell-operator.tmp" "$dir/shell-operator"

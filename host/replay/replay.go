@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/informer-host/informer-host/host/internal/engine"
-	"github.com/informer-host/informer-host/pluginmetrics"
-	"github.com/informer-host/informer-host/state"
+	"github.com/informer-host/informer-host/internal/pluginmetrics"
+	"github.com/informer-host/informer-host/internal/state"
 )
 
 // Options configure a replay.

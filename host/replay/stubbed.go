@@ -13,7 +13,7 @@ import (
 
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/host/internal/engine"
-	"github.com/informer-host/informer-host/kubewrite"
+	"github.com/informer-host/informer-host/internal/kubewrite"
 )
 
 // stubbed gives an instance the capabilities the replay cannot serve

@@ -27,8 +27,6 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/labels"
-
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/abi/kit"
 )
@@ -370,13 +368,13 @@ func decode(obj []byte) meta {
 }
 
 func (h *Host) CacheList(res, ns, selector string, start int32, buf []byte) int64 {
-	sel, err := labels.Parse(selector)
+	sel, err := parseSelector(selector)
 	if err != nil {
 		return int64(abi.ErrInvalid)
 	}
 	return h.keys(res, start, buf, func(o []byte) bool {
 		m := decode(o)
-		return (ns == "" || m.Metadata.Namespace == ns) && sel.Matches(labels.Set(m.Metadata.Labels))
+		return (ns == "" || m.Metadata.Namespace == ns) && sel.matches(m.Metadata.Labels)
 	})
 }
 

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/informer-host/informer-host/abi"
-	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/event"
 )
 
 // Envelope is one event encoded for plugins. Build it once per event with
@@ -27,15 +27,15 @@ import (
 // guarded by its sync.Once; the event's objects are read-only (they belong
 // to the informer cache).
 type Envelope struct {
-	ev     *informer.Event // &event
-	header []byte          // in headerBuf when it fits
+	ev     *event.Event // &event
+	header []byte       // in headerBuf when it fits
 	// obj and old are the lazily encoded JSON documents, allocated by the
 	// first plugin that asks (most events are never encoded).
 	obj, old atomic.Pointer[lazyJSON]
 	// event is NewEnvelope's copy of the event, and headerBuf holds the
 	// header when it fits (nearly always: 80 bytes plus the names), so
 	// that an Envelope is one allocation.
-	event     informer.Event
+	event     event.Event
 	headerBuf [inlineHeader]byte
 }
 
@@ -55,7 +55,7 @@ type lazyJSON struct {
 // NewEnvelope encodes ev's header. The Envelope keeps a copy of *ev (the
 // caller may reuse ev); the objects it points to must stay unchanged for
 // as long as the Envelope is in use.
-func NewEnvelope(ev *informer.Event) *Envelope {
+func NewEnvelope(ev *event.Event) *Envelope {
 	e := &Envelope{event: *ev}
 	e.ev = &e.event
 	ev = e.ev
@@ -98,7 +98,7 @@ func NewEnvelope(ev *informer.Event) *Envelope {
 }
 
 // Event returns the event e was built from.
-func (e *Envelope) Event() *informer.Event { return e.ev }
+func (e *Envelope) Event() *event.Event { return e.ev }
 
 // Header returns the encoded header. The caller must not modify it.
 func (e *Envelope) Header() []byte { return e.header }

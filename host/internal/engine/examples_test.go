@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/event"
 )
 
 // The example plugins and the Go fixture are built by the tests
@@ -86,11 +86,11 @@ func envOr(k, def string) string {
 }
 
 func deleteEvent(o *unstructured.Unstructured, unknown bool) *Envelope {
-	return NewEnvelope(&informer.Event{Type: informer.EventDelete, Resource: podsRef, Object: o, FinalStateUnknown: unknown})
+	return NewEnvelope(&event.Event{Type: event.EventDelete, Resource: podsRef, Object: o, FinalStateUnknown: unknown})
 }
 
 func listEvent(o *unstructured.Unstructured) *Envelope {
-	return NewEnvelope(&informer.Event{Type: informer.EventAdd, Resource: podsRef, Object: o, IsInInitialList: true})
+	return NewEnvelope(&event.Event{Type: event.EventAdd, Resource: podsRef, Object: o, IsInInitialList: true})
 }
 
 // TestExamples runs every example plugin on the same event sequence.

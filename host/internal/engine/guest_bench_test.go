@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/informer-host/informer-host/bench/benchenv"
-	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/event"
 )
 
 // What a guest costs, per event, for the benchmark plugins of bench/ (see
@@ -79,8 +79,8 @@ func guestModule(b *testing.B, plugin, deadline string) *Module {
 }
 
 // guestEnvelope is an add of o with its JSON already encoded.
-func guestEnvelope(b *testing.B, o *unstructured.Unstructured, ref *informer.ResourceRef) *Envelope {
-	env := NewEnvelope(&informer.Event{Type: informer.EventAdd, Resource: ref, Object: o})
+func guestEnvelope(b *testing.B, o *unstructured.Unstructured, ref *event.ResourceRef) *Envelope {
+	env := NewEnvelope(&event.Event{Type: event.EventAdd, Resource: ref, Object: o})
 	if _, err := env.json(0); err != nil {
 		b.Fatal(err)
 	}
@@ -177,13 +177,13 @@ func BenchmarkEncode(b *testing.B) {
 		b.Run("header/"+obj.Name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				NewEnvelope(&informer.Event{Type: informer.EventAdd, Resource: obj.Ref, Object: o})
+				NewEnvelope(&event.Event{Type: event.EventAdd, Resource: obj.Ref, Object: o})
 			}
 		})
 		b.Run("json/"+obj.Name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				env := NewEnvelope(&informer.Event{Type: informer.EventAdd, Resource: obj.Ref, Object: o})
+				env := NewEnvelope(&event.Event{Type: event.EventAdd, Resource: obj.Ref, Object: o})
 				if _, err := env.json(0); err != nil {
 					b.Fatal(err)
 				}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/internal/testenv"
 
 	"context"
@@ -14,8 +15,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/informer-host/informer-host/informer"
 )
 
 // fixtureDir holds the conformance fixtures, assembled once per test
@@ -117,7 +116,7 @@ func instantiate(t testing.TB, m *Module, o InstanceOptions) *Instance {
 	return i
 }
 
-var podsRef = &informer.ResourceRef{Name: "pods", Version: "v1", Resource: "pods", Kind: "Pod"}
+var podsRef = &event.ResourceRef{Name: "pods", Version: "v1", Resource: "pods", Kind: "Pod"}
 
 func pod(ns, name, phase string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
@@ -145,11 +144,11 @@ func pod(ns, name, phase string) *unstructured.Unstructured {
 }
 
 func addEvent(o *unstructured.Unstructured) *Envelope {
-	return NewEnvelope(&informer.Event{Type: informer.EventAdd, Resource: podsRef, Object: o})
+	return NewEnvelope(&event.Event{Type: event.EventAdd, Resource: podsRef, Object: o})
 }
 
 func updateEvent(old, o *unstructured.Unstructured) *Envelope {
-	return NewEnvelope(&informer.Event{Type: informer.EventUpdate, Resource: podsRef, Object: o, OldObject: old})
+	return NewEnvelope(&event.Event{Type: event.EventUpdate, Resource: podsRef, Object: o, OldObject: old})
 }
 
 // generous is a deadline that only a broken host would reach; tests use it

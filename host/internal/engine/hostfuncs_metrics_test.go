@@ -13,7 +13,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/informer-host/informer-host/abi"
-	"github.com/informer-host/informer-host/pluginmetrics"
+	"github.com/informer-host/informer-host/internal/pluginmetrics"
 )
 
 // deniedLog records OnDenied calls.

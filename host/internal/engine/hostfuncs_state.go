@@ -9,7 +9,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/informer-host/informer-host/abi"
-	"github.com/informer-host/informer-host/state"
+	"github.com/informer-host/informer-host/internal/state"
 )
 
 // StateBucket is a plugin's key-value state (ABI.md §16.2), as the state

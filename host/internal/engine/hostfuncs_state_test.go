@@ -10,7 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/informer-host/informer-host/abi"
-	"github.com/informer-host/informer-host/state"
+	"github.com/informer-host/informer-host/internal/state"
 )
 
 func newBucket(t testing.TB, q state.Quota) *state.Bucket {

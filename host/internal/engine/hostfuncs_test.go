@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/informer-host/informer-host/abi"
-	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/event"
 )
 
 // TestHostFunctionsThroughWasm drives every read function from a guest
@@ -74,17 +74,17 @@ func TestHostFunctionsThroughWasm(t *testing.T) {
 }
 
 func TestEnvelopeHeader(t *testing.T) {
-	ref := &informer.ResourceRef{Name: "widgets", Group: "example.com", Version: "v1alpha1", Resource: "widgets", Kind: "Widget"}
+	ref := &event.ResourceRef{Name: "widgets", Group: "example.com", Version: "v1alpha1", Resource: "widgets", Kind: "Widget"}
 	o := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
 		"name": "w", "uid": "u-1", "resourceVersion": "9"}}}
 	tests := []struct {
-		ev    informer.Event
+		ev    event.Event
 		flags uint8
 	}{
-		{informer.Event{Type: informer.EventAdd, Resource: ref, Object: o, IsInInitialList: true}, abi.FlagInitialList},
-		{informer.Event{Type: informer.EventUpdate, Resource: ref, Object: o, OldObject: o}, abi.FlagHasOldObject},
-		{informer.Event{Type: informer.EventDelete, Resource: ref, Object: o, FinalStateUnknown: true}, abi.FlagFinalStateUnknown},
-		{informer.Event{Type: informer.EventDelete, Resource: ref, Object: o, HandedOver: true}, abi.FlagHandedOver},
+		{event.Event{Type: event.EventAdd, Resource: ref, Object: o, IsInInitialList: true}, abi.FlagInitialList},
+		{event.Event{Type: event.EventUpdate, Resource: ref, Object: o, OldObject: o}, abi.FlagHasOldObject},
+		{event.Event{Type: event.EventDelete, Resource: ref, Object: o, FinalStateUnknown: true}, abi.FlagFinalStateUnknown},
+		{event.Event{Type: event.EventDelete, Resource: ref, Object: o, HandedOver: true}, abi.FlagHandedOver},
 	}
 	for _, tc := range tests {
 		env := NewEnvelope(&tc.ev)
@@ -99,7 +99,7 @@ func TestEnvelopeHeader(t *testing.T) {
 		}
 	}
 	// An event without a resource or object does not panic.
-	env := NewEnvelope(&informer.Event{Type: informer.EventDelete})
+	env := NewEnvelope(&event.Event{Type: event.EventDelete})
 	if _, err := abi.ParseHeader(env.Header()); err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/informer-host/informer-host/abi"
-	"github.com/informer-host/informer-host/pluginmetrics"
-	"github.com/informer-host/informer-host/state"
+	"github.com/informer-host/informer-host/internal/pluginmetrics"
+	"github.com/informer-host/informer-host/internal/state"
 )
 
 // kitExample is an example plugin of the Rust or AssemblyScript kit, as

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/informer-host/informer-host/abi"
-	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/event"
 )
 
 // Synced calls ih_synced(header_len), if the plugin exports it, to tell it
@@ -13,7 +13,7 @@ import (
 // resource strings name res and whose object strings are empty; the object
 // functions return ERR_ABSENT. It reports whether the export was called.
 // Failures are those of Handle: a *Failure means the instance is dead.
-func (i *Instance) Synced(ctx context.Context, res *informer.ResourceRef) (bool, error) {
+func (i *Instance) Synced(ctx context.Context, res *event.ResourceRef) (bool, error) {
 	if err := i.usable(); err != nil {
 		return false, err
 	}
@@ -24,7 +24,7 @@ func (i *Instance) Synced(ctx context.Context, res *informer.ResourceRef) (bool,
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	env := NewEnvelope(&informer.Event{Resource: res})
+	env := NewEnvelope(&event.Event{Resource: res})
 	i.st.env, i.st.callCtx = env, ctx
 	i.stack[0] = uint64(len(env.header))
 	err := i.call(fn)
