@@ -174,7 +174,7 @@ func TestFlowSchemaClassifiesTheDaemon(t *testing.T) {
 	})
 }
 
-// Issue 14: the sharded overlay runs three members with sharding on, a
+// The sharded overlay runs three members with sharding on, a
 // PodDisruptionBudget that lets one go at a time, and the RBAC the members'
 // Leases need.
 func TestShardedOverlay(t *testing.T) {

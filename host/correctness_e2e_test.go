@@ -93,7 +93,7 @@ func distinct(keys []string) int {
 	return len(m)
 }
 
-// Issue 10, item 1: a cache far larger than the plugin's buffer reaches the
+// A cache far larger than the plugin's buffer reaches the
 // plugin whole, at load and again after a restart, and the plugin is
 // reported synced only once it has handled all of it.
 func TestInitialListArrivesWholeWhateverTheBufferSize(t *testing.T) {
@@ -151,7 +151,7 @@ plugins:
 	}
 }
 
-// Issue 10, item 2: a buffer overflow loses events, but once the plugin
+// A buffer overflow loses events, but once the plugin
 // catches up it is brought back to the cache's state; the overflow is
 // warned about and the plugin shown degraded until then, in both modes.
 func TestOverflowIsRepairedFromTheCache(t *testing.T) {
@@ -265,7 +265,7 @@ func equalViews(a, b map[string]string) bool {
 	return true
 }
 
-// Issue 10, item 3: a reload that lands while the old version's call is
+// A reload that lands while the old version's call is
 // failing leaves the new version in charge: running, synced, and no error
 // of the old one.
 func TestReloadDuringAFailingCallLeavesTheNewVersionInCharge(t *testing.T) {
@@ -309,7 +309,7 @@ plugins:
 	}
 }
 
-// Issue 10, item 4: an object the plugin answers RETRY for waits out its
+// An object the plugin answers RETRY for waits out its
 // backoff on its own: other objects' events are handled meanwhile (the
 // plugin only lets the retried object through once it has seen another),
 // and the object's own later events keep their order behind it (mode
@@ -382,7 +382,7 @@ plugins:
 	}
 }
 
-// Issue 10, item 5: ih_synced is called once per binding, after the
+// ih_synced is called once per binding, after the
 // plugin has handled that binding's whole initial list: at load, after a
 // restart's replay, and for a new version after a reload.
 func TestSyncedExportOncePerBindingAfterItsInitialList(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 // TestDeliveryQueueReleasesEmptyCursor: once a large replay (an initial
 // list) is done, the queue gives the cursor's storage back. It kept a Go
 // map and slice sized for the whole list, about 6 MiB per plugin after
-// 50,000 objects, for the plugin's life (issue 15).
+// 50,000 objects, for the plugin's life.
 func TestDeliveryQueueReleasesEmptyCursor(t *testing.T) {
 	for _, mode := range []DeliveryMode{DeliverEvery, DeliverLatest} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {

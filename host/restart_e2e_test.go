@@ -6,7 +6,7 @@ import (
 	"github.com/informer-host/informer-host/informer"
 )
 
-// A restart does not touch the informer's listeners (issue 15): the
+// A restart does not touch the informer's listeners: the
 // restarted plugin's cache comes from the store through its own queue, and
 // its listener registrations are the ones it had before. Re-registering
 // them, as the host once did, took client-go's blockDeltas lock, which

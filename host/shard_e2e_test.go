@@ -357,7 +357,7 @@ func checkPartition(members []*shardMember, cluster map[string]string) string {
 	return ""
 }
 
-// Issue 14: three members share 1,000 ConfigMaps under churn; each object
+// Three members share 1,000 ConfigMaps under churn; each object
 // reaches exactly one member's plugin; a member killed without giving its
 // Lease up has its objects taken over once the Lease expires; and no two
 // members' views in force at once ever owned one object.
@@ -464,7 +464,7 @@ func TestShardingThreeMembersUnderChurnAndAKill(t *testing.T) {
 	}
 }
 
-// Issue 14: a member that loses contact with the apiserver (a partition:
+// A member that loses contact with the apiserver (a partition:
 // its connections stay open and nothing gets through) stops delivering
 // before its Lease can expire, hands its objects' views back (deletes
 // flagged handed over), and the other member takes them over only after.

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Issue 14: a standby host compiles what it loads and delivers nothing;
+// A standby host compiles what it loads and delivers nothing;
 // a new version or a broken one while it waits changes only what it
 // holds; Activate starts the held versions without compiling them again,
 // and each gets the cluster's current state as its initial list, then

@@ -1,4 +1,4 @@
-# mk/bench.mk: the benchmarks (issue 6). Included by the top-level
+# mk/bench.mk: the benchmarks. Included by the top-level
 # Makefile; paths are relative to the repository root.
 #
 #   make bench         every benchmark: in-process (go test -bench) and end

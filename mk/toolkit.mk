@@ -1,4 +1,4 @@
-# Plugin author toolkit (issue 13).
+# Plugin author toolkit.
 
 # Record every example plugin's event stream against the test control plane
 # into plugins/examples/<name>/testdata/events.jsonl (checked in; replayed by

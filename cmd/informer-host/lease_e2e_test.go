@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// Issue 10, item 9: a leader that loses its lease stops delivering at once:
+// A leader that loses its lease stops delivering at once:
 // it does not drain its plugins' backlog (the new leader delivers the same
 // events), and it has stopped its plugins when serve returns.
 func TestLostLeaseStopsDeliveryAtOnce(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
-// Issue 14, sharding through the daemon: two replicas with sharding on
+// Sharding through the daemon: two replicas with sharding on
 // share the objects (their plugins' counts add up to the cluster's),
 // /debug/plugins and /metrics show the member, the live members and what
 // each owns; on SIGTERM a member drains, deletes its Lease, and the other

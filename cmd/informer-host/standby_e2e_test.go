@@ -22,7 +22,7 @@ import (
 	"github.com/informer-host/informer-host/internal/server"
 )
 
-// Issue 14, warm standby: two replicas with leader election. Both sync
+// Warm standby: two replicas with leader election. Both sync
 // their informers and compile their plugins; exactly one delivers. When
 // the leader goes (releasing its lease on SIGTERM, or keeping it as a
 // crash does), the standby takes over without compiling again, and its

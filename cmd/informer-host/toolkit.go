@@ -5,7 +5,7 @@ import (
 	"io"
 )
 
-// toolkitCommand dispatches the plugin author's commands (issue 13): one
+// toolkitCommand dispatches the plugin author's commands: one
 // case in Main for all of them keeps Main's switch small.
 func toolkitCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {

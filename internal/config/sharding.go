@@ -7,7 +7,7 @@ import (
 )
 
 // Sharding makes every replica an active member of a group that shares
-// the objects out (issue 14): each member holds a Lease of its own in
+// the objects out: each member holds a Lease of its own in
 // Namespace, named "<leasePrefix>-<member id>" and labelled
 // informer-host.io/shard-group=<leasePrefix>, and delivers to its plugins
 // only the objects rendezvous hashing of Key gives it among the live

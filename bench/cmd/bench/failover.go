@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Case 7, failover (issue 14): two replicas with leader election, each
+// Case 7, failover: two replicas with leader election, each
 // with n small Go plugins. The leader is stopped, by SIGTERM (it drains,
 // then releases the lease) or by SIGKILL (the lease stays until it
 // expires); measured is the time from the signal to the new leader's

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Case 5i: idle plugins (issue 15). 50 small Go plugins bound to a
+// Case 5i: idle plugins. 50 small Go plugins bound to a
 // resource that does not change (10 ConfigMaps, written once before the
 // daemon starts): the daemon's VmRSS with 1 plugin and with 51, once every
 // plugin has its initial list and the process has idled for settle. The

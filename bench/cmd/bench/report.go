@@ -167,7 +167,7 @@ func (r *results) buildRows() {
 		}
 	}
 
-	// Issue 5: filters.
+	// Filters.
 	for _, f := range []string{"label", "field", "exists", "changed", "transition", "shared10"} {
 		v, ok := ns("BenchmarkDecide/"+f, "ns/op")
 		if !ok {
@@ -180,14 +180,14 @@ func (r *results) buildRows() {
 		}
 		target, met := "< 2 µs", yes(per < 2000)
 		if f == "exists" || f == "transition" {
-			// Not among issue 5's targets: a comprehension (cost-tracked),
+			// Not among the filter targets: a comprehension (cost-tracked),
 			// and an update judged on both states (two evaluations).
 			target, met = "", "—"
 		}
 		r.add(row{"filter", what, fmtNs(per), "", "", target, met})
 	}
 
-	// Issue 11: capabilities, each next to what a native controller pays
+	// Capabilities, each next to what a native controller pays
 	// for the same, measured in the same run.
 	if noop, ok := ns("BenchmarkCacheRead/noop", "ns/op"); ok {
 		for _, c := range []struct {
@@ -232,7 +232,7 @@ func (r *results) buildRows() {
 			}
 		}
 	}
-	// Issue 12: a plugin's HTTP call through a named upstream to a
+	// A plugin's HTTP call through a named upstream to a
 	// loopback server, against the same call made with net/http.
 	// CPU time per call (the loopback server's included) is the measure:
 	// on a shared machine the wall time is mostly the wait for a core.
@@ -246,7 +246,7 @@ func (r *results) buildRows() {
 		}
 	}
 
-	// Issue 12: a Kubernetes write through the host against the same
+	// A Kubernetes write through the host against the same
 	// write from native client-go, in the same run.
 	if v, ok := ns("BenchmarkWrite/host-apply", "ns/op"); ok {
 		if n, ok := ns("BenchmarkWrite/native-apply", "ns/op"); ok {

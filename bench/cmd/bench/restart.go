@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Case 6r: a restart does not stall the informer (issue 15). As case 6, a
+// Case 6r: a restart does not stall the informer. As case 6, a
 // healthy Go plugin's latency at 100 changes a second, but in a namespace
 // of many objects (20 of them changing), next to no sibling or to a
 // sibling restarted once a second: it traps on its first event, waits out

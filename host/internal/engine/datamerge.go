@@ -1,6 +1,6 @@
 package engine
 
-// Merging data segments (issue 15; RATIONALE.md, "Data segments are
+// Merging data segments (RATIONALE.md, "Data segments are
 // merged").
 //
 // wazero keeps, for every instance, a slice entry per data segment of the

@@ -8,7 +8,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 )
 
-// Linear memory outside the Go heap (issue 15; RATIONALE.md, "Linear
+// Linear memory outside the Go heap (RATIONALE.md, "Linear
 // memory is mapped, not allocated").
 //
 // wazero's default linear memory is a Go []byte that memory.grow

@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkInstanceMemory is what one more instance of a Go plugin costs
-// the process in resident memory (issue 15): N instances of the twofields
+// the process in resident memory: N instances of the twofields
 // plugin, each Loaded separately as the host loads every file, handle
 // events events each, and the process's VmRSS is read before and after
 // (after a garbage collection and returning freed memory to the OS, so
