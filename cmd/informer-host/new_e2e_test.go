@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -14,41 +13,71 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// For each language: `new` scaffolds a project whose `make` builds and
-// whose recorded events replay with exit 0; then the built plugins load
-// in the daemon against the control plane and handle a created object.
+// For each language, from the real binary alone: `new` writes a project,
+// which is then moved (cp -r) to a directory that knows nothing of where
+// it was written or of this repository, where `make` builds it and `make
+// test` passes (its native tests, then the replay) with the binary found
+// on PATH and Go offline (no GOFLAGS, no workspace, no module proxy).
+// Then the built plugins load in the daemon against the control plane
+// and handle a created object.
 func TestNewBuildReplayRun(t *testing.T) {
-	repo, err := filepath.Abs("../..")
+	work := t.TempDir()
+	bin := filepath.Join(work, "bin")
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "informer-host"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	work := t.TempDir()
+	// The binary's own directory and Go's come first; the rest of PATH
+	// is the system's tools (make, cp, clang, wat2wasm, rustc, node).
+	path := strings.Join([]string{bin, filepath.Dir(goBin), "/usr/local/bin", "/usr/bin", "/bin"}, string(os.PathListSeparator))
+	projectEnv := []string{"PATH=" + path, "HOME=" + os.Getenv("HOME"), "GOFLAGS=", "GOWORK=off", "GOPROXY=off"}
+	for _, v := range []string{"GOCACHE", "TMPDIR"} {
+		if s, ok := os.LookupEnv(v); ok {
+			projectEnv = append(projectEnv, v+"="+s)
+		}
+	}
 	plugins := filepath.Join(work, "plugins")
-	if err := os.Mkdir(plugins, 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{plugins, filepath.Join(work, "written"), filepath.Join(work, "moved")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	langs := []string{"go", "c", "wat", "assemblyscript", "rust"}
 	for _, lang := range langs {
 		name := "hello-" + lang
-		dir := filepath.Join(work, name)
-		var out, errb bytes.Buffer
-		if code := Main(context.Background(), []string{"new", "--lang", lang, "--repo", repo, "--dir", dir, name}, &out, &errb); code != 0 {
-			t.Fatalf("new --lang %s: exit %d: %s", lang, code, errb.String())
+		written := filepath.Join(work, "written", name)
+		if out, err := exec.Command(filepath.Join(bin, "informer-host"), "new", "--lang", lang, "--dir", written, name).CombinedOutput(); err != nil {
+			t.Fatalf("new --lang %s: %v\n%s", lang, err, out)
 		}
-		mk := exec.Command("make", "-C", dir, name+".wasm")
-		if b, err := mk.CombinedOutput(); err != nil {
-			t.Fatalf("%s: make: %v\n%s", lang, err, b)
+		if out, err := exec.Command("cp", "-r", written, filepath.Join(work, "moved")).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v\n%s", err, out)
 		}
-		wasm := filepath.Join(dir, name+".wasm")
-		out.Reset()
-		errb.Reset()
-		if code := Main(context.Background(), []string{"replay", "--plugin", wasm, "--events", filepath.Join(dir, "testdata", "events.jsonl")}, &out, &errb); code != 0 {
-			t.Errorf("%s: replay exit %d:\n%s%s", lang, code, out.String(), errb.String())
+		if err := os.RemoveAll(written); err != nil {
+			t.Fatal(err)
 		}
-		if !strings.Contains(out.String(), "PASS") {
-			t.Errorf("%s: replay output lacks PASS:\n%s", lang, out.String())
+		dir := filepath.Join(work, "moved", name)
+		var out []byte
+		for _, target := range []string{"all", "test"} {
+			args := []string{"-C", dir}
+			if target == "test" {
+				args = append(args, "test")
+			}
+			mk := exec.Command("make", args...)
+			mk.Env = projectEnv
+			if out, err = mk.CombinedOutput(); err != nil {
+				t.Fatalf("%s: make %s: %v\n%s", lang, target, err, out)
+			}
 		}
-		b, err := os.ReadFile(wasm)
+		if !strings.Contains(string(out), "PASS") {
+			t.Errorf("%s: make test's replay lacks PASS:\n%s", lang, out)
+		}
+		if lang == "go" && !strings.Contains(string(out), "ok  \t"+name) {
+			t.Errorf("go: make test ran no go test:\n%s", out)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name+".wasm"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,26 +3,42 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// Outside the source directory, only WAT needs no --repo: the other
-// languages build with a kit or header from it.
-func TestNewNeedsRepo(t *testing.T) {
+// Every language is written from the binary alone, wherever it runs;
+// --repo, which used to name the source checkout, is accepted and ignored
+// with a note.
+func TestNewNeedsNoRepo(t *testing.T) {
 	for _, tc := range []struct {
-		lang string
-		code int
-	}{{"go", 2}, {"c", 2}, {"rust", 2}, {"assemblyscript", 2}, {"wat", 0}} {
+		lang  string
+		args  []string
+		files []string
+		note  string
+	}{
+		{lang: "go", files: []string{"go.mod", "vendor/modules.txt"}},
+		{lang: "c", files: []string{"include/informer_host.h"}},
+		{lang: "rust", files: []string{"kit/src/lib.rs"}},
+		{lang: "assemblyscript", files: []string{"kit/assembly/index.ts"}},
+		{lang: "wat", files: []string{"main.wat"}},
+		{lang: "go", args: []string{"--repo", "/nowhere"}, files: []string{"go.mod"}, note: "--repo is deprecated and ignored"},
+	} {
 		var out, errb bytes.Buffer
 		dir := filepath.Join(t.TempDir(), "p")
-		code := Main(context.Background(), []string{"new", "--lang", tc.lang, "--dir", dir, "p"}, &out, &errb)
-		if code != tc.code {
-			t.Errorf("%s: exit %d, want %d: %s", tc.lang, code, tc.code, errb.String())
+		args := append(append([]string{"new", "--lang", tc.lang, "--dir", dir}, tc.args...), "p")
+		if code := Main(context.Background(), args, &out, &errb); code != 0 {
+			t.Errorf("%s %q: exit %d: %s", tc.lang, tc.args, code, errb.String())
 		}
-		if tc.code != 0 && !strings.Contains(errb.String(), "--repo: give the informer-host source directory") {
-			t.Errorf("%s: %q does not ask for --repo", tc.lang, errb.String())
+		for _, f := range tc.files {
+			if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f))); err != nil {
+				t.Errorf("%s %q: %v", tc.lang, tc.args, err)
+			}
+		}
+		if got := errb.String(); (tc.note == "") != (got == "") || !strings.Contains(got, tc.note) {
+			t.Errorf("%s %q: stderr %q, want %q", tc.lang, tc.args, got, tc.note)
 		}
 	}
 }

@@ -1,13 +1,16 @@
 // Package scaffold writes a new plugin project (informer-host new) from
-// the templates embedded from templates/<lang>/: adding a language is
-// adding a directory. Files ending in .tmpl are text/template files
-// (the suffix is dropped), given Data; "_name_" in a path is the
-// project's name. Every template builds with `make` and passes its own
-// replay test with `make test` (testdata/events.jsonl).
+// the binary alone: the templates embedded from templates/<lang>/ (adding
+// a language is adding a directory) and the kits of the abi module,
+// embedded there (abi.Sources) since go:embed cannot reach another
+// module's files. Files ending in .tmpl are text/template files (the
+// suffix is dropped; makefile.tmpl holds the make rules they share);
+// "_name_" in a path is the project's name. Every project builds with
+// `make`, passes its own tests with `make test` (testdata/events.jsonl
+// replayed, and the handler's native tests where the kit has a fake host)
+// and carries its copy of the kit, wired with relative paths only, so it
+// can be moved, committed and built by anyone (kits.go says how, per
+// language). It never reads the informer-host repository.
 //
-// The Rust and AssemblyScript projects start from their kit's own template
-// (abi/rust/template, abi/assemblyscript/template), copied from the
-// informer-host source directory (Data.Repo) with the template's name
-// replaced; templates/<lang>/ holds only their Makefile and testdata
-// (kits.go says why).
+// Only cmd/informer-host imports it; it imports the abi module and the
+// standard library.
 package scaffold

@@ -1,204 +1,220 @@
 package scaffold
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
+
+	"github.com/informer-host/informer-host/abi"
 )
 
-// A kit language's project starts from the kit's own template
-// (abi/<kit>/template), copied out of the informer-host source directory
-// (Data.Repo) when the project is created, rather than from a second copy
-// embedded here: the template `make plugins` builds and tests in the
-// repository (mk/kits.mk) is the one every new project gets, so the two
-// cannot drift. templates/<lang>/ adds only what every scaffolded project
-// has whatever its language: the Makefile and testdata/events.jsonl.
+// A language's kit comes out of the abi module's own files
+// (abi.Sources), embedded in this binary: a project is written from the
+// binary alone, carries its copy of the kit, and builds where it is moved
+// or cloned. The Rust and AssemblyScript projects start from their kit's
+// template (abi/rust/template, abi/assemblyscript/template), the one
+// `make plugins` builds and tests in the repository (mk/kits.mk), so the
+// template a project gets is one that builds. templates/<lang>/ adds what
+// every project has whatever its language: the Makefile and testdata.
 type kit struct {
-	// title names the kit in errors.
-	title string
-	// template is the kit's template directory, relative to the repo.
-	// Its files are copied with the template's name (my-plugin, and
-	// my_plugin where an identifier needs one) replaced by the project's;
-	// what its .gitignore names (build output, node_modules) is not.
+	// template is a directory of abi.Sources() whose files the project
+	// starts from, with the template's name (my-plugin, and my_plugin
+	// where an identifier needs one) replaced by the project's.
 	template string
-	// drop lists template files a project must not get.
-	drop []string
-	// also are more copies, unchanged: repo-relative source to
-	// project-relative destination (a file or a directory).
-	also [][2]string
-	// edit adjusts a copied template file (rel is slash-separated).
-	edit func(rel string, b []byte, repo string) ([]byte, error)
+	// copies are more files of abi.Sources(), unchanged.
+	copies []copySpec
+	// edit adjusts a template file (rel is slash-separated).
+	edit func(rel string, b []byte) ([]byte, error)
+	// extra writes files that are derived rather than copied.
+	extra func(dir string) error
 }
 
-// kitOf returns the kit behind lang, if lang is a kit language.
-func kitOf(lang string) (kit, bool) {
+// copySpec copies the files of abi.Sources() that pattern (path.Match)
+// matches into the project's directory to, except _test.go files and the
+// names in skip.
+type copySpec struct {
+	pattern, to string
+	skip        []string
+}
+
+// abiModule is the Go kit's module path, which a Go project requires.
+const abiModule = "github.com/informer-host/informer-host/abi"
+
+// goVendor is where a Go project's copy of the abi module lives.
+const goVendor = "vendor/" + abiModule
+
+// kitOf returns what lang takes from the abi module; a language without a
+// kit (WAT) gets the zero kit.
+func kitOf(lang string) kit {
 	switch lang {
+	case "go":
+		// The packages a plugin and its test import, vendored: go build
+		// then needs neither the network nor a go.sum. sources.go (the
+		// embed that these very files come from) is left out, since its
+		// patterns name files a plugin's build has no use for.
+		copies := []copySpec{
+			{pattern: "*.go", to: goVendor, skip: []string{"sources.go"}},
+			{pattern: "kit/*.go", to: goVendor + "/kit"},
+			{pattern: "kit/kittest/*.go", to: goVendor + "/kit/kittest"},
+		}
+		return kit{copies: copies, extra: func(dir string) error { return writeModulesTxt(dir, copies) }}
+	case "c":
+		return kit{copies: []copySpec{{pattern: "include/informer_host.h", to: "include"}}}
 	case "rust":
-		// The kit is copied into kit/ (Cargo.toml's path dependency,
-		// build.sh's default): the project then builds without the repo.
-		return kit{title: "Rust", template: "abi/rust/template",
-			also: [][2]string{{"abi/rust/Cargo.toml", "kit/Cargo.toml"}, {"abi/rust/src", "kit/src"}}}, true
+		// kit/ is Cargo.toml's path dependency and build.sh's default.
+		return kit{template: "rust/template", copies: []copySpec{
+			{pattern: "rust/Cargo.toml", to: "kit"},
+			{pattern: "rust/src/*.rs", to: "kit/src"},
+		}}
 	case "assemblyscript":
-		// npm installs the kit from the repo (a file: dependency); the
-		// template's lock file pins the template's own "file:.." and is
-		// rewritten by the project's first npm install.
-		return kit{title: "AssemblyScript", template: "abi/assemblyscript/template",
-			drop: []string{"package-lock.json"}, edit: asDependency}, true
+		// package.json takes the kit from kit/ (a file: dependency,
+		// relative): npm links it into node_modules on the first build.
+		return kit{template: "assemblyscript/template", copies: []copySpec{
+			{pattern: "assemblyscript/package.json", to: "kit"},
+			{pattern: "assemblyscript/assembly/*.ts", to: "kit/assembly"},
+		}, edit: asDependency}
 	}
-	return kit{}, false
+	return kit{}
 }
 
 // templateName is the project name the kits' templates use.
 const templateName = "my-plugin"
 
-// check reports what is missing from repo for k, before anything is
-// written.
-func (k kit) check(repo string) error {
-	if repo == "" {
-		return fmt.Errorf("the %s kit: give the informer-host source directory (--repo), which has %s", k.title, k.template)
-	}
-	for _, p := range append([]string{k.template}, alsoSources(k)...) {
-		if _, err := os.Stat(filepath.Join(repo, filepath.FromSlash(p))); err != nil {
-			return fmt.Errorf("the %s kit: %s is not the informer-host source directory (no %s): give that directory with --repo", k.title, repo, p)
-		}
-	}
-	return nil
-}
-
-func alsoSources(k kit) []string {
-	var out []string
-	for _, a := range k.also {
-		out = append(out, a[0])
-	}
-	return out
-}
-
-// write copies the kit's template and its other files from repo into dir.
-func (k kit) write(dir, repo string, d Data) error {
-	src := filepath.Join(repo, filepath.FromSlash(k.template))
-	ignored, err := gitignored(filepath.Join(src, ".gitignore"))
-	if err != nil {
-		return err
-	}
-	for _, f := range k.drop {
-		ignored[f] = true
-	}
-	rename := strings.NewReplacer(templateName, d.Name, strings.ReplaceAll(templateName, "-", "_"), strings.ReplaceAll(d.Name, "-", "_"))
-	err = copyTree(src, dir, func(rel string) bool { return ignored[rel] }, func(rel string, b []byte) ([]byte, error) {
-		b = []byte(rename.Replace(string(b)))
-		if k.edit != nil {
-			return k.edit(rel, b, repo)
-		}
-		return b, nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, a := range k.also {
-		if err := copyTree(filepath.Join(repo, filepath.FromSlash(a[0])), filepath.Join(dir, filepath.FromSlash(a[1])), nil, nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// gitignored reads the names a template's .gitignore lists (top-level
-// names, as the kits' templates have: "build/", "node_modules/"), which
-// are what building the template in the repository leaves there.
-func gitignored(file string) (map[string]bool, error) {
-	names := map[string]bool{}
-	b, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return names, nil
-	} else if err != nil {
-		return nil, err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		l := strings.TrimSpace(sc.Text())
-		if l == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		names[strings.Trim(l, "/")] = true
-	}
-	return names, sc.Err()
-}
-
-// copyTree copies src (a file or a directory) to dst, keeping the files'
-// permission bits (build.sh stays executable); skip is given
-// slash-separated paths relative to src, edit each file's contents. It
-// never overwrites: a kit file that a template also has is an error.
-func copyTree(src, dst string, skip func(rel string) bool, edit func(rel string, b []byte) ([]byte, error)) error {
-	return filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		slash := filepath.ToSlash(rel)
-		if skip != nil && slash != "." && skip(slash) {
-			if e.IsDir() {
-				return filepath.SkipDir
+// write copies the kit's template and its other files into dir.
+func (k kit) write(dir string, d Data) error {
+	src := abi.Sources()
+	if k.template != "" {
+		rename := strings.NewReplacer(templateName, d.Name, strings.ReplaceAll(templateName, "-", "_"), strings.ReplaceAll(d.Name, "-", "_"))
+		err := fs.WalkDir(src, k.template, func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return err
 			}
-			return nil
+			rel := strings.TrimPrefix(p, k.template+"/")
+			b, err := fs.ReadFile(src, p)
+			if err != nil {
+				return err
+			}
+			b = []byte(rename.Replace(string(b)))
+			if k.edit != nil {
+				if b, err = k.edit(rel, b); err != nil {
+					return err
+				}
+			}
+			return writeNew(filepath.Join(dir, filepath.FromSlash(rel)), b, modeOf(rel))
+		})
+		if err != nil {
+			return fmt.Errorf("the kit's template %s: %w", k.template, err)
 		}
-		out := filepath.Join(dst, rel)
-		if e.IsDir() {
-			return os.MkdirAll(out, 0o755)
-		}
-		info, err := e.Info()
+	}
+	for _, c := range k.copies {
+		names, err := fs.Glob(src, c.pattern)
 		if err != nil {
 			return err
 		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
+		if len(names) == 0 {
+			return fmt.Errorf("the embedded abi module has no %s: the binary was built without its kit", c.pattern)
 		}
-		if edit != nil {
-			if b, err = edit(slash, b); err != nil {
+		for _, p := range names {
+			base := path.Base(p)
+			if strings.HasSuffix(base, "_test.go") || contains(c.skip, base) {
+				continue
+			}
+			b, err := fs.ReadFile(src, p)
+			if err != nil {
+				return err
+			}
+			if err := writeNew(filepath.Join(dir, filepath.FromSlash(c.to), base), b, modeOf(base)); err != nil {
 				return err
 			}
 		}
-		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, info.Mode().Perm())
-		if err != nil {
-			return fmt.Errorf("copy %s: %w", p, err)
-		}
-		if _, err := f.Write(b); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	})
+	}
+	if k.extra != nil {
+		return k.extra(dir)
+	}
+	return nil
 }
 
-// asDependency points package.json's informer-host-as dependency, "file:.."
-// in the template (the kit is the template's parent), at the kit in repo.
-func asDependency(rel string, b []byte, repo string) ([]byte, error) {
+func contains(list []string, s string) bool {
+	for _, l := range list {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
+
+// modeOf keeps scripts executable: embed.FS has no permission bits.
+func modeOf(name string) os.FileMode {
+	if strings.HasSuffix(name, ".sh") {
+		return 0o755
+	}
+	return 0o644
+}
+
+// writeNew writes a file that must not exist: a kit file that a template
+// also has is an error, not a silent overwrite.
+func writeNew(p string, b []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// asDependency points package.json's informer-host-as dependency,
+// "file:.." in the template (the kit is the template's parent in the
+// repository), at the project's copy of the kit.
+func asDependency(rel string, b []byte) ([]byte, error) {
 	if rel != "package.json" {
 		return b, nil
 	}
 	const dep = `"informer-host-as": "file:.."`
 	if !bytes.Contains(b, []byte(dep)) {
-		return nil, fmt.Errorf("abi/assemblyscript/template/package.json: no %s to point at the kit", dep)
+		return nil, fmt.Errorf("package.json: no %s to point at the kit", dep)
 	}
-	abs, err := filepath.Abs(filepath.Join(repo, "abi", "assemblyscript"))
+	return bytes.Replace(b, []byte(dep), []byte(`"informer-host-as": "file:kit"`), 1), nil
+}
+
+var goDirective = regexp.MustCompile(`(?m)^go ([0-9.]+)\s*$`)
+
+// abiGoVersion is the go directive of the abi module's go.mod: the
+// version a project needs, and the one vendor/modules.txt records.
+func abiGoVersion() (string, error) {
+	b, err := fs.ReadFile(abi.Sources(), "go.mod")
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	path, err := json.Marshal("file:" + filepath.ToSlash(abs))
+	m := goDirective.FindSubmatch(b)
+	if m == nil {
+		return "", fmt.Errorf("the embedded abi go.mod has no go directive")
+	}
+	return string(m[1]), nil
+}
+
+// writeModulesTxt writes the manifest that makes go build take the abi
+// module from vendor/: the module at abi.ModuleVersion, required
+// explicitly (go.mod.tmpl), and the packages the copies hold.
+func writeModulesTxt(dir string, copies []copySpec) error {
+	goVersion, err := abiGoVersion()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return bytes.Replace(b, []byte(dep), []byte(`"informer-host-as": `+string(path)), 1), nil
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s %s\n## explicit; go %s\n", abiModule, abi.ModuleVersion, goVersion)
+	for _, c := range copies {
+		b.WriteString(strings.TrimPrefix(c.to, "vendor/") + "\n")
+	}
+	return writeNew(filepath.Join(dir, "vendor", "modules.txt"), []byte(b.String()), 0o644)
 }

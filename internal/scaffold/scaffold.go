@@ -13,20 +13,34 @@ import (
 	"sort"
 	"strings"
 	"text/template"
+
+	"github.com/informer-host/informer-host/abi"
 )
 
 //go:embed all:templates
 var templates embed.FS
 
-// Data is what templates see.
+// makefile holds the make rules every language's Makefile.tmpl shares
+// ({{template "replay" .}}).
+//
+//go:embed makefile.tmpl
+var makefile string
+
+// Data is what the caller chooses about a project.
 type Data struct {
 	// Name is the project's name, also its module's file name
 	// (Name + ".wasm").
 	Name string
-	// Repo is the informer-host source directory: the Go kit's module
-	// (a replace directive), the C header (abi/include), the Rust and
-	// AssemblyScript kits and their templates (kits.go).
-	Repo string
+}
+
+// view is what templates see: the project and the abi module it is
+// written against.
+type view struct {
+	Data
+	// ABIModule and ABIVersion are the Go kit's module and the version
+	// a Go project requires (abi.ModuleVersion); GoVersion is the go
+	// directive of its go.mod.
+	ABIModule, ABIVersion, GoVersion string
 }
 
 // Languages lists the languages with a template, sorted.
@@ -53,34 +67,34 @@ func Write(dir, lang string, d Data) error {
 	if _, err := fs.Stat(templates, root); err != nil {
 		return fmt.Errorf("no template for language %q (have %s)", lang, strings.Join(Languages(), ", "))
 	}
-	k, isKit := kitOf(lang)
-	if isKit {
-		if err := k.check(d.Repo); err != nil {
-			return err
-		}
+	goVersion, err := abiGoVersion()
+	if err != nil {
+		return err
 	}
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("%s exists; choose another name or directory", dir)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := writeTemplates(dir, root, d); err != nil {
+	v := view{Data: d, ABIModule: abiModule, ABIVersion: abi.ModuleVersion, GoVersion: goVersion}
+	if err := writeTemplates(dir, root, v); err != nil {
 		return err
 	}
-	if isKit {
-		return k.write(dir, d.Repo, d)
-	}
-	return nil
+	return kitOf(lang).write(dir, d)
 }
 
 // writeTemplates writes the embedded templates under root into dir.
-func writeTemplates(dir, root string, d Data) error {
+func writeTemplates(dir, root string, v view) error {
+	shared, err := template.New("makefile.tmpl").Parse(makefile)
+	if err != nil {
+		return fmt.Errorf("template makefile.tmpl: %w", err)
+	}
 	return fs.WalkDir(templates, root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel := strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
-		rel = strings.ReplaceAll(rel, "_name_", d.Name)
+		rel = strings.ReplaceAll(rel, "_name_", v.Name)
 		out := filepath.Join(dir, filepath.FromSlash(rel))
 		if e.IsDir() {
 			return os.MkdirAll(out, 0o755)
@@ -91,12 +105,15 @@ func writeTemplates(dir, root string, d Data) error {
 		}
 		if strings.HasSuffix(out, ".tmpl") {
 			out = strings.TrimSuffix(out, ".tmpl")
-			t, err := template.New(rel).Delims("{{", "}}").Parse(string(b))
+			t, err := shared.Clone()
 			if err != nil {
+				return err
+			}
+			if t, err = t.New(rel).Parse(string(b)); err != nil {
 				return fmt.Errorf("template %s: %w", p, err)
 			}
 			var buf bytes.Buffer
-			if err := t.Execute(&buf, d); err != nil {
+			if err := t.Execute(&buf, v); err != nil {
 				return fmt.Errorf("template %s: %w", p, err)
 			}
 			b = buf.Bytes()
