@@ -6,6 +6,10 @@
 // (host/internal/engine) and the Go plugin kit (abi/kit). include/ holds
 // the same contract for C.
 //
+// It also carries the kits' own sources (Sources), which `informer-host
+// new` copies into a plugin project, and the module's version
+// (ModuleVersion), which that project requires.
+//
 // The package imports nothing but the standard library so that it builds
 // for GOOS=wasip1 GOARCH=wasm as well as for the host.
 //
