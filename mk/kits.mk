@@ -79,7 +79,9 @@ $(PLUGINS_OUT)/pod-logger-as.wasm: $(AS_EXAMPLE)/assembly/index.ts $(AS_KIT_SRC)
 	cp $(AS_EXAMPLE)/build/pod-logger-as.wasm $@
 
 # The scaffold templates (`informer-host new --lang rust|assemblyscript`),
-# built in place with their own one command, so they keep building.
+# built in place with their own one command, so they keep building. The
+# binary embeds them file by file (abi/sources.go), with the kit that new
+# copies into the project's kit/ (the template's fallback here is ..).
 $(KITS_OUT)/template-rs.wasm: $(wildcard abi/rust/template/*) $(RUST_KIT_SRC)
 	@mkdir -p $(@D)
 	RUSTC=$(RUSTC_WASM) abi/rust/template/build.sh
