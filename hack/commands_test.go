@@ -37,6 +37,9 @@ var (
 // one.
 func binary(t *testing.T, name string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the daemon and the hack commands, which -short leaves out")
+	}
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "informer-host-commands-")
 		if buildErr != nil {

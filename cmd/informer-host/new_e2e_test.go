@@ -18,6 +18,7 @@ import (
 // whose recorded events replay with exit 0; then the built plugins load
 // in the daemon against the control plane and handle a created object.
 func TestNewBuildReplayRun(t *testing.T) {
+	env.Require(t)
 	repo, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -22,4 +22,8 @@
 // (killed, or behind a partition) and brings it back, and WatchProxy, a
 // loopback proxy in front of the apiserver that a test can use to cut
 // watches and force a relist.
+//
+// Rule of direction: testenv imports nothing of informer-host; tests and
+// the development commands (hack/cluster, hack/demo, bench) import it,
+// never a package the daemon links.
 package testenv
