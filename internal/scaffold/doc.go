@@ -10,4 +10,7 @@
 // informer-host source directory (Data.Repo) with the template's name
 // replaced; templates/<lang>/ holds only their Makefile and testdata
 // (kits.go says why).
+//
+// Rule of direction: scaffold imports nothing of informer-host; the
+// daemon's command (informer-host new) imports it.
 package scaffold
