@@ -58,6 +58,8 @@ func binary(t *testing.T, name string) string {
 	return filepath.Join(binDir, name)
 }
 
+// Not testenv.Run: the commands under test start their own control
+// plane (make cluster, make demo), and that is part of what they prove.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir != "" {
