@@ -48,6 +48,12 @@ test: deps controlplane plugins fixtures
 	$(MAKE) test-race
 	$(MAKE) bench-smoke
 
+# The unit tests, both modules, in minutes: under -short testenv.Run starts
+# no control plane and every test that needs one skips, as do the tests
+# that build binaries or plugins or run long.
+test-unit:
+	$(GO) test -short $(TEST_FLAGS) ./... ./abi/...
+
 vet:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

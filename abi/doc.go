@@ -16,4 +16,7 @@
 // Every value here is part of the wire contract between a host and plugins
 // compiled against it: changing one is an incompatible change and needs a
 // new ABI version (a new import module name and a new marker export).
+//
+// Rule of direction: abi imports the standard library only, and anything
+// may import it: the daemon, the kits, plugins and other hosts.
 package abi

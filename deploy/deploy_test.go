@@ -1,7 +1,3 @@
-// Package deploy holds the Kubernetes manifests (apply with
-// `kubectl apply -k deploy/`, or deploy/sharded/ for sharding); its test
-// applies them to a real apiserver
-// and checks that the RBAC they grant covers what the daemon does.
 package deploy
 
 import (
@@ -121,6 +117,7 @@ func decodeAll(t *testing.T, file string) []*unstructured.Unstructured {
 }
 
 func TestManifestsApplyAndGrantWhatTheDaemonNeeds(t *testing.T) {
+	env.Require(t)
 	shipped, may, _ := apply(t, ".")
 	if !shipped.LeaderElection.Enabled {
 		t.Error("the base does not run with leader election")
@@ -140,6 +137,7 @@ func TestManifestsApplyAndGrantWhatTheDaemonNeeds(t *testing.T) {
 // request of the daemon's ServiceAccount with that FlowSchema's uid in
 // its priority-and-fairness header.
 func TestFlowSchemaClassifiesTheDaemon(t *testing.T) {
+	env.Require(t)
 	apply(t, ".")
 	ctx := context.Background()
 	fs, err := env.Client.FlowcontrolV1().FlowSchemas().Get(ctx, "informer-host", metav1.GetOptions{})
@@ -178,6 +176,7 @@ func TestFlowSchemaClassifiesTheDaemon(t *testing.T) {
 // PodDisruptionBudget that lets one go at a time, and the RBAC the members'
 // Leases need.
 func TestShardedOverlay(t *testing.T) {
+	env.Require(t)
 	shipped, may, objs := apply(t, "sharded")
 	if !shipped.Sharding.Enabled || shipped.LeaderElection.Enabled {
 		t.Errorf("the overlay's config: sharding %+v, leaderElection %+v; want sharding alone", shipped.Sharding, shipped.LeaderElection)

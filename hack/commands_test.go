@@ -37,6 +37,9 @@ var (
 // one.
 func binary(t *testing.T, name string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the daemon and the hack commands, which -short leaves out")
+	}
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "informer-host-commands-")
 		if buildErr != nil {
@@ -55,6 +58,8 @@ func binary(t *testing.T, name string) string {
 	return filepath.Join(binDir, name)
 }
 
+// Not testenv.Run: the commands under test start their own control
+// plane (make cluster, make demo), and that is part of what they prove.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir != "" {

@@ -4,4 +4,7 @@
 // go-containerregistry stays out of the main go.mod) and install-deps.sh,
 // the one place that knows which system packages a fresh machine needs.
 // The package itself only has the tests of those scripts and commands.
+//
+// Rule of direction: nothing imports hack; its tests import only the test
+// environment (internal/testenv).
 package hack

@@ -24,6 +24,9 @@ import (
 // image's layer, which runs `version`. The Dockerfile is not built here
 // (no Docker engine); this is the tested path.
 func TestImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the daemon and its image, which -short leaves out")
+	}
 	out := t.TempDir()
 	const version = "v0.0.0-imagetest"
 	cmd := exec.Command("make", "-s", "image", "IMAGE_DIR="+out, "VERSION="+version)

@@ -18,6 +18,7 @@ import (
 // (limits.maxHostCallsPerCall; here against a refused port). The call is
 // a timeout failure naming the limit.
 func TestCallBoundsStopARequestLoop(t *testing.T) {
+	controlPlane(t) // every case needs it, and the check after them too
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

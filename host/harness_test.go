@@ -23,33 +23,17 @@ import (
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
-// env is the package's control plane, started by the first test that
-// needs one (controlPlane), so that unit tests (`go test ./host -run
-// Queue`) start no apiserver. TestMain stops it.
-var (
-	env      *testenv.Env
-	envOnce  sync.Once
-	envError error
-)
+// env is the package's control plane (testenv.Run); nil under -short,
+// where the tests that need it skip (controlPlane).
+var env *testenv.Env
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "testenv: stop:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
 
-// controlPlane starts the package's control plane once and returns it. A
-// missing binary fails the test with the message saying how to build it.
+// controlPlane returns the package's control plane, skipping t under
+// -short, where there is none.
 func controlPlane(t testing.TB) *testenv.Env {
 	t.Helper()
-	envOnce.Do(func() { env, envError = testenv.Start() })
-	if envError != nil {
-		t.Fatal(envError)
-	}
+	env.Require(t)
 	return env
 }
 

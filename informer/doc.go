@@ -38,4 +38,10 @@
 // arrives (every object made while it was pending) and every change after.
 // Why it is pending is a NotServedError naming the nearest resources
 // discovery does serve, since a typo looks just like a CRD not installed.
+//
+// Rule of direction: informer is part of the embeddable daemon library
+// (RATIONALE.md, "Project structure"). It imports event, the config schema
+// (internal/config) and nearest, and never host, the engine or state: it
+// knows listeners, not plugins. host, host/replay, internal/server and the
+// daemon's command import it.
 package informer

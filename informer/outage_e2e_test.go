@@ -27,6 +27,7 @@ import (
 // notice, and the delay from the apiserver coming back to the delivery,
 // are logged, not asserted.
 func TestApiserverOutage(t *testing.T) {
+	env.Require(t)
 	tests := []struct {
 		name string
 		cut  func(*testenv.OutageProxy)

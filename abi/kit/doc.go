@@ -57,4 +57,8 @@
 // On platforms other than wasip1 the package compiles, so code using it
 // can be vetted and unit tested natively, but there is no host: events
 // never arrive and logging goes to standard error.
+//
+// Rule of direction: kit imports abi and the standard library only; Go
+// plugins import it (and kittest, for their tests). The daemon never
+// imports it: it meets the kit only as compiled Wasm.
 package kit

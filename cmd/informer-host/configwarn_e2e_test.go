@@ -68,6 +68,7 @@ func misnamedWarnings(cfgPath string) []string {
 // at the entry's line; a modules entry no file matches is warned about
 // with the nearest file names. Both are warnings: exit 0.
 func TestValidateWarnsAboutMisnamedEntries(t *testing.T) {
+	env.Require(t)
 	cfgPath := misnamed(t)
 	var stdout, stderr bytes.Buffer
 	code := Main(context.Background(), []string{"validate", "--config", cfgPath, "--kubeconfig", filepath.Join(filepath.Dir(cfgPath), "kubeconfig"),
@@ -112,6 +113,7 @@ func TestValidateWarnsAboutMisnamedEntries(t *testing.T) {
 // entry the change matched is not warned about again. A reload says what
 // is still wrong with the new file.
 func TestRunWarnsAboutMisnamedEntries(t *testing.T) {
+	env.Require(t)
 	cfgPath := misnamed(t)
 	cfg, err := config.Load(cfgPath)
 	if err != nil {

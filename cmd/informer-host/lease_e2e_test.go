@@ -18,6 +18,7 @@ import (
 // it does not drain its plugins' backlog (the new leader delivers the same
 // events), and it has stopped its plugins when serve returns.
 func TestLostLeaseStopsDeliveryAtOnce(t *testing.T) {
+	env.Require(t)
 	const objects = 100
 	ns := env.Namespace(t)
 	// 100ms per event: the initial list alone is a backlog of 10s.

@@ -21,6 +21,7 @@ import (
 // Then the built plugins load in the daemon against the control plane
 // and handle a created object.
 func TestNewBuildReplayRun(t *testing.T) {
+	env.Require(t)
 	work := t.TempDir()
 	bin := filepath.Join(work, "bin")
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "informer-host"), ".").CombinedOutput(); err != nil {

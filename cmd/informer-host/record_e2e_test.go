@@ -18,6 +18,7 @@ import (
 // update's old and new object, the cache lines, the last-applied
 // annotation) unless --keep-secret-data says to keep them.
 func TestRecordSecrets(t *testing.T) {
+	env.Require(t)
 	const password, token, second = "hunter2-password-value", "tok-stringdata-value", "second-password-value"
 	b64 := base64.StdEncoding.EncodeToString
 	// As the apiserver serves them: data base64 (stringData merged into

@@ -20,6 +20,7 @@ import (
 // The real binary: SIGTERM drains and exits 0; SIGHUP reloads the config;
 // a second signal during a drain that cannot finish exits at once.
 func TestSignals(t *testing.T) {
+	env.Require(t)
 	bin := filepath.Join(t.TempDir(), "informer-host")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

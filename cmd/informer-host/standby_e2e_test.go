@@ -29,6 +29,7 @@ import (
 // plugin's view (the counter's count) equals the cluster, including the
 // changes made while nobody led.
 func TestWarmStandby(t *testing.T) {
+	env.Require(t)
 	for _, tc := range []struct {
 		name  string
 		crash bool // stop the leader without releasing the lease

@@ -22,6 +22,7 @@
 //
 //	go test ./hack/soak -run TestSoak -timeout 0 -v -args -soak.duration=1h
 //
-// It depends on nothing of the daemon's but its binary, its config and
-// the ABI: it imports only the test environment.
+// Rule of direction: nothing imports soak, and it depends on nothing of
+// the daemon's but its binary, its config and the ABI: it imports only
+// the test environment.
 package soak

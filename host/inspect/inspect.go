@@ -1,6 +1,3 @@
-// Package inspect describes a plugin module for its author (informer-host
-// inspect): ABI version, imports, exports, requested capabilities, and
-// every reason this host would refuse it, each with what to do.
 package inspect
 
 import (

@@ -7,4 +7,9 @@
 // recording's cache lines, state in memory (optionally seeded), metrics
 // kept in a private registry, and every other host capability answered
 // from a stub file (Stubs) and recorded into the output (Call).
+//
+// Rule of direction: replay is part of the embeddable daemon library. It
+// imports the engine, informer (for the recorded cache), event, abi and the
+// capability backends it fakes or runs (kubewrite, pluginmetrics, state);
+// host (to record) and the daemon's command (replay) import it.
 package replay

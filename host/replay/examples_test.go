@@ -17,6 +17,9 @@ func fileExists(p string) bool {
 // results: no failure, no drop, no error, no result that differs. One
 // that uses capabilities II has its stubs beside it (testdata/stubs.json).
 func TestExampleRecordings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the built example plugins, minutes of it, which -short leaves out")
+	}
 	files, err := filepath.Glob("../../plugins/examples/*/testdata/events.jsonl")
 	if err != nil {
 		t.Fatal(err)

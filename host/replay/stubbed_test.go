@@ -16,6 +16,9 @@ import (
 // and answered from the stubs, or, unanswered, ERR_UNAVAILABLE with the
 // stub to add.
 func TestCapabilitiesIIStubbed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the built example plugins, minutes of it, which -short leaves out")
+	}
 	const pods = `{"informerHostEvents":1,"resources":{"pods":{"version":"v1","resource":"pods","kind":"Pod"}}}
 `
 	// label-enforcer applies the label to a Pod that lacks it.

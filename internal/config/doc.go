@@ -67,4 +67,9 @@
 // kubeconfig) are relative to the file's own directory, so the daemon
 // behaves the same whatever directory it is started from; use PluginDir,
 // CompilationCacheDir and KubeconfigPath rather than the raw fields.
+//
+// Rule of direction: config imports filter (to compile filters while it
+// validates) and nearest, and nothing that runs: every daemon package may
+// import it, and the schema is what the embeddable library (host,
+// informer) names in its API.
 package config

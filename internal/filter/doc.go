@@ -160,4 +160,7 @@
 //	changed:
 //	  - status.phase
 //	  - 'metadata.labels["app.kubernetes.io/name"]'
+//
+// Rule of direction: filter imports abi and event; config (validation)
+// and host import it.
 package filter

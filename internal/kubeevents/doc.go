@@ -12,4 +12,7 @@
 // impersonates that ServiceAccount, so the apiserver's RBAC and audit log
 // see the plugin; a plugin in dry run (grants.dryRun) has its Events
 // logged instead of recorded.
+//
+// Rule of direction: kubeevents imports abi, config and kubewrite (for
+// the writes' identity and client); only host imports it.
 package kubeevents

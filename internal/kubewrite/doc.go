@@ -20,4 +20,7 @@
 // SelfWrites remembers, per plugin, the resourceVersion each successful
 // write returned for each object, in bounded memory, so the host can
 // mark the events those writes cause (header flag FlagSelfWrite).
+//
+// Rule of direction: kubewrite imports abi and config; host, host/replay
+// and kubeevents import it. It knows requests, not plugins or the engine.
 package kubewrite

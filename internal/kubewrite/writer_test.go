@@ -188,6 +188,7 @@ func TestWriterStatusSubresource(t *testing.T) {
 // Check refuses what the grant does not cover (denied) before what
 // cannot work (invalid), without a request.
 func TestWriterCheck(t *testing.T) {
+	env.Require(t)
 	g := config.WritesGrant{Resources: []config.WriteGrant{{Resource: "configmaps", Verbs: []string{config.VerbPatch}, Namespaces: []string{"a"}}}}
 	w := writer(t, nil, PluginOptions{Grant: g})
 	cases := []struct {
@@ -502,6 +503,7 @@ func TestSelfWritesBounded(t *testing.T) {
 // gets a code at the timeout, not after the wait. (A stand-in apiserver:
 // the real one does not throttle on demand.)
 func TestWriterHonoursRetryAfter(t *testing.T) {
+	env.Require(t)
 	var requests atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

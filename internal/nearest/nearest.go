@@ -1,8 +1,3 @@
-// Package nearest ranks known names by how likely each is the one a user
-// meant when the name they wrote matched nothing: a case slip, a missing
-// or extra end ("pod" for "pods"), a typo ("confgimaps"). It serves the
-// "did you mean" hints of the config file, the plugin directory and the
-// apiserver's resources, so that all of them judge closeness alike.
 package nearest
 
 import (

@@ -21,4 +21,7 @@
 // (MaxLabelBytes), buckets (MaxBuckets), and series per plugin (the grant's
 // maxSeries). An update that would create a series past the cap is dropped
 // and counted in informer_host_plugin_metrics_dropped_total.
+//
+// Rule of direction: pluginmetrics imports abi (for the codes) and
+// Prometheus; host and host/replay import it.
 package pluginmetrics

@@ -34,4 +34,7 @@
 //
 // plugins.default counts as a plugin: a module the config does not name
 // gets its grants.
+//
+// Rule of direction: rbacgen imports config only; the daemon's command
+// (informer-host rbac) imports it.
 package rbacgen

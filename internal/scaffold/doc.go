@@ -11,6 +11,6 @@
 // can be moved, committed and built by anyone (kits.go says how, per
 // language). It never reads the informer-host repository.
 //
-// Only cmd/informer-host imports it; it imports the abi module and the
-// standard library.
+// Rule of direction: only cmd/informer-host imports it; it imports the
+// abi module and the standard library.
 package scaffold

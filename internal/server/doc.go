@@ -30,4 +30,7 @@
 //	err = srv.Attach(pipeline, host, resourceNames)
 //	...
 //	srv.Shutdown(ctx)
+//
+// Rule of direction: server imports host, informer and event, for what
+// it reports; only the daemon's command imports it.
 package server

@@ -15,4 +15,7 @@
 // goroutine looks at it and however late the member's own loop runs
 // (fencing). RATIONALE.md ("Sharding: why two members never own one
 // object") gives the argument and the bound.
+//
+// Rule of direction: shard imports nothing of informer-host; host and the
+// daemon's command import it.
 package shard

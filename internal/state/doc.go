@@ -81,4 +81,8 @@
 // and are rewritten in the current format in the open's commit; a host
 // older than the current format does not read a file rewritten so. Open
 // reads the whole file into memory once, to check it.
+//
+// Rule of direction: state imports nothing of informer-host; host and
+// host/replay import it (the engine does too, for now, and should not: it
+// is to reach state through the host).
 package state

@@ -13,6 +13,12 @@
 //
 //	func TestX(t *testing.T) { ns := env.Namespace(t); ... }
 //
+// Every package starts its control plane this way, and only this way, so
+// that -short (`make test-unit`) is decided in one place: under -short
+// Run starts nothing, and a test skips at its first env.Namespace,
+// env.User, env.ServiceAccount or env.Require (the last for a test that
+// uses env.Config or env.Client first).
+//
 // Run records the processes of its control plane as this test binary's
 // (reap.go); if the binary dies without stopping them, the next Start kills
 // them. Nothing else is ever killed: not a control plane `make cluster`
@@ -22,4 +28,8 @@
 // (killed, or behind a partition) and brings it back, and WatchProxy, a
 // loopback proxy in front of the apiserver that a test can use to cut
 // watches and force a relist.
+//
+// Rule of direction: testenv imports nothing of informer-host; tests and
+// the development commands (hack/cluster, hack/demo, bench) import it,
+// never a package the daemon links.
 package testenv

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -133,9 +134,20 @@ func (e *Env) Stop() error {
 // tests and stops it. A missing binary fails the package with the message
 // saying how to build it; it never skips.
 //
+// Under -short (`make test-unit`) it starts nothing and leaves *env nil:
+// every test that needs the control plane skips at its first use of env
+// (Require, Namespace, User, ServiceAccount), so a package's unit tests
+// run in seconds beside its integration tests. This is the one place
+// where -short decides about the control plane.
+//
 // Its control plane is recorded as this test binary's: if the binary dies
 // without stopping it, the next Start anywhere kills it.
 func Run(m *testing.M, env **Env) int {
+	// testing.Short reads the flags, which m.Run would parse only later.
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
 	e, err := start(true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
@@ -149,10 +161,27 @@ func Run(m *testing.M, env **Env) int {
 	return code
 }
 
+// Require skips t when there is no control plane because the tests run
+// under -short (Run started none), and fails it when there is none for
+// any other reason (a TestMain that does not call Run). A test calls it
+// (or Namespace, User or ServiceAccount, which call it) before it touches
+// e's fields.
+func (e *Env) Require(t testing.TB) {
+	t.Helper()
+	if e != nil {
+		return
+	}
+	if testing.Short() {
+		t.Skip("needs the control plane (kube-apiserver and etcd), which -short does not start")
+	}
+	t.Fatal("testenv: no control plane: the package's TestMain must call testenv.Run(m, &env)")
+}
+
 // Namespace creates a namespace for one test and deletes it when the test
 // ends. Tests isolate themselves by namespace; they share the apiserver.
 func (e *Env) Namespace(t testing.TB) string {
 	t.Helper()
+	e.Require(t)
 	name := fmt.Sprintf("t%d-%s", e.seq.Add(1), sanitize(t.Name()))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if _, err := e.Client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
@@ -168,6 +197,7 @@ func (e *Env) Namespace(t testing.TB) string {
 // authenticated user (discovery); the test grants what it needs.
 func (e *Env) User(t testing.TB, name string) *rest.Config {
 	t.Helper()
+	e.Require(t)
 	u, err := e.Environment.AddUser(envtest.User{Name: name}, e.Config)
 	if err != nil {
 		t.Fatalf("add user %s: %v", name, err)

@@ -27,6 +27,7 @@ import (
 // apiserver sees system:serviceaccount:namespace:name and its groups.
 func (e *Env) ServiceAccount(t testing.TB, namespace, name string) *rest.Config {
 	t.Helper()
+	e.Require(t)
 	ctx := context.Background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	if _, err := e.Client.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -16,4 +16,7 @@
 // its view: the upstreams it is granted, at most its grant's concurrency
 // in flight, and its metrics (requests by status class, latency) in the
 // Set's collector.
+//
+// Rule of direction: upstream imports abi and config; only host imports
+// it.
 package upstream

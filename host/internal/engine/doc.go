@@ -79,4 +79,9 @@
 // Engine and Module are safe for concurrent use. An Instance is not: the
 // host calls each instance from one goroutine at a time. An Envelope is
 // safe for concurrent use by any number of instances.
+//
+// Rule of direction: engine imports abi and event; host, host/inspect and
+// host/replay import it (it is internal to host/). It is not to import
+// informer or state: what a capability reaches, the host hands it as an
+// interface (internal/housemap's direction test holds it to that).
 package engine

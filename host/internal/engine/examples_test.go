@@ -28,6 +28,9 @@ var examples builtPlugins
 
 func (b *builtPlugins) get(t testing.TB, name string) []byte {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the example plugins and compiles them, minutes of it, which -short leaves out")
+	}
 	b.once.Do(func() { b.build() })
 	if err := b.errs[name]; err != nil {
 		t.Fatalf("building %s: %v", name, err)

@@ -46,6 +46,9 @@ import (
 // instrumented side, as the engine would fall back to wazero's checks;
 // their set must be exactly specKnownRefused.
 func TestSpecRewriter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs wazero's whole spec suites through the rewriter, a minute of compiling, which -short leaves out")
+	}
 	ctx := context.Background()
 	cache := wazero.NewCompilationCache()
 	t.Cleanup(func() { cache.Close(ctx) })
