@@ -1,7 +1,8 @@
 # informer-host. `make demo` and `make test` do all the setup on a fresh
 # machine: they install the system packages the plugins need
-# (hack/install-deps.sh), build kube-apiserver and etcd from the Go module
-# proxy once (cached outside the repo, by version) and the example plugins.
+# (hack/install-deps.sh), build kube-apiserver, kube-controller-manager and
+# etcd from the Go module proxy once (cached outside the repo, by version)
+# and the example plugins.
 
 GO ?= go
 SHELL := /bin/bash
@@ -28,9 +29,11 @@ bin/informer-host: $(shell find . -name '*.go' -not -name '*_test.go' -not -path
 deps:
 	@hack/install-deps.sh
 
-# kube-apiserver and etcd for the tests, `make cluster` and `make demo`.
-controlplane: $(KUBEBUILDER_ASSETS)/kube-apiserver $(KUBEBUILDER_ASSETS)/etcd
-$(KUBEBUILDER_ASSETS)/kube-apiserver $(KUBEBUILDER_ASSETS)/etcd:
+# kube-apiserver, kube-controller-manager and etcd for the tests, `make
+# cluster` and `make demo`.
+CONTROLPLANE_BINARIES := $(addprefix $(KUBEBUILDER_ASSETS)/,kube-apiserver kube-controller-manager etcd)
+controlplane: $(CONTROLPLANE_BINARIES)
+$(CONTROLPLANE_BINARIES):
 	INFORMER_HOST_CACHE=$(CACHE_DIR) hack/controlplane/build.sh
 
 -include mk/plugins.mk
