@@ -58,16 +58,20 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-# A local control plane for a person: writes build/kubeconfig, Ctrl-C stops it.
+# A local control plane for a person, with the controllers that turn a
+# Deployment into a ReplicaSet and Pods (no scheduler or kubelet: Pods stay
+# Pending): writes build/kubeconfig, Ctrl-C stops it.
 cluster: controlplane
 	$(GO) build -o bin/cluster ./hack/cluster
 	bin/cluster --kubeconfig build/kubeconfig
 
-# A local control plane, the host with config.yaml and the example plugins,
-# and objects changing so the plugins have something to say. Ctrl-C stops all.
+# A local control plane with controllers, the host with hack/demo/config.yaml
+# (every example plugin, each granted what it uses) and objects changing so
+# the plugins have something to do; it prints what their capabilities did.
+# Ctrl-C stops all.
 demo: deps controlplane build plugins
 	$(GO) build -o bin/demo ./hack/demo
-	bin/demo --host bin/informer-host --config config.yaml
+	bin/demo --host bin/informer-host --config hack/demo/config.yaml
 
 # The container image without a container engine or a registry: the static
 # binary on an empty base, as the non-root user of deploy/base/deployment.yaml,
