@@ -1,7 +1,8 @@
 # informer-host. `make demo` and `make test` do all the setup on a fresh
 # machine: they install the system packages the plugins need
-# (hack/install-deps.sh), build kube-apiserver and etcd from the Go module
-# proxy once (cached outside the repo, by version) and the example plugins.
+# (hack/install-deps.sh), build kube-apiserver, kube-controller-manager and
+# etcd from the Go module proxy once (cached outside the repo, by version)
+# and the example plugins.
 
 GO ?= go
 SHELL := /bin/bash
@@ -28,9 +29,11 @@ bin/informer-host: $(shell find . -name '*.go' -not -name '*_test.go' -not -path
 deps:
 	@hack/install-deps.sh
 
-# kube-apiserver and etcd for the tests, `make cluster` and `make demo`.
-controlplane: $(KUBEBUILDER_ASSETS)/kube-apiserver $(KUBEBUILDER_ASSETS)/etcd
-$(KUBEBUILDER_ASSETS)/kube-apiserver $(KUBEBUILDER_ASSETS)/etcd:
+# kube-apiserver, kube-controller-manager and etcd for the tests, `make
+# cluster` and `make demo`.
+CONTROLPLANE_BINARIES := $(addprefix $(KUBEBUILDER_ASSETS)/,kube-apiserver kube-controller-manager etcd)
+controlplane: $(CONTROLPLANE_BINARIES)
+$(CONTROLPLANE_BINARIES):
 	INFORMER_HOST_CACHE=$(CACHE_DIR) hack/controlplane/build.sh
 
 -include mk/plugins.mk
@@ -61,16 +64,20 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-# A local control plane for a person: writes build/kubeconfig, Ctrl-C stops it.
+# A local control plane for a person, with the controllers that turn a
+# Deployment into a ReplicaSet and Pods (no scheduler or kubelet: Pods stay
+# Pending): writes build/kubeconfig, Ctrl-C stops it.
 cluster: controlplane
 	$(GO) build -o bin/cluster ./hack/cluster
 	bin/cluster --kubeconfig build/kubeconfig
 
-# A local control plane, the host with config.yaml and the example plugins,
-# and objects changing so the plugins have something to say. Ctrl-C stops all.
+# A local control plane with controllers, the host with hack/demo/config.yaml
+# (every example plugin, each granted what it uses) and objects changing so
+# the plugins have something to do; it prints what their capabilities did.
+# Ctrl-C stops all.
 demo: deps controlplane build plugins
 	$(GO) build -o bin/demo ./hack/demo
-	bin/demo --host bin/informer-host --config config.yaml
+	bin/demo --host bin/informer-host --config hack/demo/config.yaml
 
 # The container image without a container engine or a registry: the static
 # binary on an empty base, as the non-root user of deploy/base/deployment.yaml,

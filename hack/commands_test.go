@@ -1,9 +1,11 @@
 package hack
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,9 +17,11 @@ import (
 	"syscall"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -182,6 +186,7 @@ func TestInformerHostCommands(t *testing.T) {
 	}{
 		{[]string{"version"}, "informer-host "},
 		{[]string{"validate", "--config", "config.yaml"}, "config.yaml: ok"},
+		{[]string{"validate", "--config", "hack/demo/config.yaml"}, "hack/demo/config.yaml: ok"},
 		{[]string{"run", "-h"}, "-drain-timeout"},
 		{[]string{"rbac", "--config", "deploy/base/config.yaml", "--config-map-key", "config.yaml"}, "kind: ClusterRole"},
 		{[]string{"inspect", "build/plugins/pod-logger.wasm"}, "ABI:        v1"},
@@ -233,8 +238,8 @@ func TestMakeCluster(t *testing.T) {
 	cluster := start(t, dir, nil, binary(t, "cluster"), "--kubeconfig", kubeconfig)
 	cluster.waitFor(t, "the kubeconfig to be written", regexp.MustCompile(`kubeconfig written to `+regexp.QuoteMeta(kubeconfig)))
 	controlPlane := descendants(cluster.cmd.Process.Pid)
-	if len(controlPlane) < 2 {
-		t.Errorf("the cluster command runs %d processes (%v), want etcd and kube-apiserver", len(controlPlane), controlPlane)
+	if len(controlPlane) < 3 {
+		t.Errorf("the cluster command runs %d processes (%v), want etcd, kube-apiserver and kube-controller-manager", len(controlPlane), controlPlane)
 	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -248,6 +253,15 @@ func TestMakeCluster(t *testing.T) {
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
 		t.Fatalf("the apiserver through the written kubeconfig: %v", err)
 	}
+	// The controllers run: a Deployment gets its ReplicaSet and its Pod
+	// (internal/testenv's TestControllers checks the rest).
+	if _, err := cs.AppsV1().Deployments("default").Create(context.Background(), testenv.Deployment("web", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the Deployment's Pod", func() bool {
+		pods, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
+		return err == nil && len(pods.Items) == 1
+	})
 
 	plugins := filepath.Join(dir, "plugins")
 	if err := os.Mkdir(plugins, 0o755); err != nil {
@@ -277,50 +291,72 @@ server: {address: "127.0.0.1:0"}
 	leavesNothingBehind(t, controlPlane)
 }
 
-// make demo: bin/demo starts a control plane and the host with the
-// shipped config.yaml and example plugins, and the plugins report the
-// churn. Ctrl-C stops everything. The config differs from the shipped one
-// only where a test must: the server on a free loopback port, the plugin
-// directory absolute.
+// make demo: bin/demo starts a control plane with controllers, its
+// webhook and the host with hack/demo/config.yaml, every example plugin
+// granted what it uses. Each capability is seen working (a label written,
+// an Event, a webhook message, a metric, a cache read) and the host never
+// warns: a WARN in a healthy demo is a grant missing or a plugin failing.
+// Ctrl-C stops everything. The config differs from the demo's only where
+// a test must: the server and the webhook on free loopback ports, the
+// plugin directory absolute.
 func TestMakeDemo(t *testing.T) {
 	if _, err := testenv.AssetsDir(); err != nil {
 		t.Fatal(err)
 	}
-	makeRuns(t, "demo", "bin/demo --host bin/informer-host --config config.yaml")
+	makeRuns(t, "demo", "bin/demo --host bin/informer-host --config hack/demo/config.yaml")
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	built := filepath.Join(repo, "build", "plugins")
-	for _, p := range []string{"pod-logger.wasm", "pod-phases.wasm", "counter-c.wasm", "minimal-wat.wasm"} {
-		if _, err := os.Stat(filepath.Join(built, p)); err != nil {
+	demoConfig, err := config.Load(filepath.Join(repo, "hack", "demo", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range demoConfig.Plugins.Modules {
+		if _, err := os.Stat(filepath.Join(built, m.File)); err != nil {
 			t.Fatalf("the example plugins are not built (run `make plugins`): %v", err)
 		}
 	}
-	shipped, err := os.ReadFile(filepath.Join(repo, "config.yaml"))
+	shipped, err := os.ReadFile(filepath.Join(repo, "hack", "demo", "config.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := string(shipped)
 	for old, repl := range map[string]string{
-		`address: ":9090"`:         `address: "127.0.0.1:0"`,
-		`directory: build/plugins`: `directory: ` + built,
+		`address: "127.0.0.1:9090"`:      `address: "127.0.0.1:` + freePort(t) + `"`,
+		`url: http://127.0.0.1:9091/`:    `url: http://127.0.0.1:` + freePort(t) + `/`,
+		`directory: ../../build/plugins`: `directory: ` + built,
 	} {
 		if !strings.Contains(cfg, old) {
-			t.Fatalf("config.yaml no longer has %q; update this test", old)
+			t.Fatalf("hack/demo/config.yaml no longer has %q; update this test", old)
 		}
 		cfg = strings.Replace(cfg, old, repl, 1)
 	}
 	dir := t.TempDir()
-	config := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(config, []byte(cfg), 0o644); err != nil {
+	cfgFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
-	demo := start(t, dir, nil, binary(t, "demo"), "--host", binary(t, "informer-host"), "--config", config, "--period", "200ms")
+	demo := start(t, dir, nil, binary(t, "demo"), "--host", binary(t, "informer-host"), "--config", cfgFile, "--period", "200ms")
 	demo.waitFor(t, "the demo to create a pod", regexp.MustCompile(`demo \| created pod demo/demo-1`))
 	for _, plugin := range []string{"pod-logger.wasm", "pod-phases.wasm", "counter-c.wasm"} {
 		demo.waitFor(t, plugin+" to report", regexp.MustCompile(`plugin=`+regexp.QuoteMeta(plugin)))
+	}
+	effects := []struct {
+		capability string
+		printed    string // a regular expression
+	}{
+		{"label-enforcer's writes", `demo \| pod demo/demo-\d+ labelled environment=demo by informer-host/label-enforcer\.wasm`},
+		{"team-labeler's cache reads and writes", `demo \| pod demo/web-\S+ labelled team=storefront by informer-host/team-labeler\.wasm`},
+		{"owner-lookup's cache reads", `msg="deployment demo/web pods=[23] [^"]*" plugin=owner-lookup\.wasm`},
+		{"event-recorder's Events", `demo \| event Warning ConfigMapTooLarge on ConfigMap demo/large by informer-host/event-recorder `},
+		{"crashloop-notifier's webhook", `demo \| upstream webhook received POST /crashloop: \{"namespace":"demo","pod":"demo-\d+","container":"main","reason":"CrashLoopBackOff"`},
+		{"ns-counter's metrics", `demo \| metric informer_host_plugin_metric_pods\{[^}]*plugin="ns-counter\.wasm"[^}]*\} [1-9]`},
+	}
+	for _, e := range effects {
+		demo.waitFor(t, e.capability+" to be seen", regexp.MustCompile(e.printed))
 	}
 	addr := demo.waitFor(t, "the host to serve", servingRE)[1]
 	code, body, err := get("http://" + addr + "/debug/plugins")
@@ -328,8 +364,8 @@ func TestMakeDemo(t *testing.T) {
 		t.Errorf("/debug/plugins: %d %q %v", code, body, err)
 	}
 	all := descendants(demo.cmd.Process.Pid)
-	if len(all) < 3 {
-		t.Errorf("the demo runs %d processes (%v), want etcd, kube-apiserver and informer-host", len(all), all)
+	if len(all) < 4 {
+		t.Errorf("the demo runs %d processes (%v), want etcd, kube-apiserver, kube-controller-manager and informer-host", len(all), all)
 	}
 	demo.stop(t, os.Interrupt)
 	leavesNothingBehind(t, all)
@@ -337,6 +373,22 @@ func TestMakeDemo(t *testing.T) {
 	if errors.As(demo.err, &ee) {
 		t.Errorf("demo exit: %v", ee)
 	}
+	for _, level := range []string{"level=WARN", "level=ERROR"} {
+		if lines := demo.out.Lines(level); len(lines) > 0 {
+			t.Errorf("a healthy demo logged %d %s lines:\n%s", len(lines), level, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// freePort is a loopback TCP port nothing listens on at the moment.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
 // make soak runs hack/soak's TestSoak for SOAK_DURATION; make test runs

@@ -1,18 +1,31 @@
-// Command demo is `make demo`: it starts a local control plane, runs
-// informer-host against it with the shipped config.yaml and the example
-// plugins, and keeps creating, updating and deleting ConfigMaps and Pods in
-// namespace "demo" so the plugins have something to report. Ctrl-C stops
-// the churn, the host and the control plane, in that order.
+// Command demo is `make demo`: it starts a local control plane with
+// kube-controller-manager's workload controllers, runs informer-host
+// against it with hack/demo/config.yaml (every example plugin, each
+// granted what it uses) and keeps creating, updating and deleting
+// ConfigMaps and Pods in namespace "demo", and scaling a Deployment there,
+// so the plugins have something to do. It serves the config's loopback
+// webhook upstream itself, and prints what the plugins' capabilities did:
+// the labels they wrote, the Events they recorded, the webhook messages
+// they sent and the metrics they export. Ctrl-C stops the churn, the host,
+// the controllers and the control plane, in that order.
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,14 +33,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
-const namespace = "demo"
+const (
+	namespace = "demo"
+	// webhookUpstream is the upstream of the config the demo serves when
+	// its URL is on loopback (crashloop-notifier's default upstream).
+	webhookUpstream = "webhook"
+	// The labels the writing plugins keep on the demo's Pods (their
+	// config in hack/demo/config.yaml, team-labeler's default key).
+	enforcedLabel = "environment"
+	teamLabel     = "team"
+	// The Deployment the controllers turn into a ReplicaSet and Pods,
+	// and the team team-labeler copies onto them.
+	deploymentName = "web"
+	team           = "storefront"
+	// podsMetric is ns-counter's gauge on the host's /metrics.
+	podsMetric = "informer_host_plugin_metric_pods"
+)
 
 func main() {
 	host := flag.String("host", "bin/informer-host", "the informer-host binary")
-	cfg := flag.String("config", "config.yaml", "config file for the host")
+	cfg := flag.String("config", "hack/demo/config.yaml", "config file for the host")
 	period := flag.Duration("period", 2*time.Second, "time between two steps of the churn")
 	flag.Parse()
 	if err := run(*host, *cfg, *period); err != nil {
@@ -40,6 +69,20 @@ func run(hostBin, cfgPath string, period time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// The host validates it again; the demo reads where the host serves
+	// /metrics and where the webhook upstream is.
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+	if u, ok := cfg.Upstream(webhookUpstream); ok {
+		closeWebhook, err := serveWebhook(u.URL)
+		if err != nil {
+			return err
+		}
+		defer closeWebhook()
+	}
+
 	say("starting kube-apiserver and etcd on loopback")
 	env, err := testenv.Start()
 	if err != nil {
@@ -48,6 +91,16 @@ func run(hostBin, cfgPath string, period time.Duration) error {
 	defer func() {
 		say("stopping the control plane")
 		_ = env.Stop()
+	}()
+	say("starting kube-controller-manager: %s (no scheduler or kubelet: the Deployment's Pods stay Pending)",
+		strings.Join(testenv.ControllerNames(), ", "))
+	controllers, err := env.StartControllers(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		say("stopping kube-controller-manager")
+		_ = controllers.Stop()
 	}()
 	kubeconfig, err := filepath.Abs("build/demo/kubeconfig")
 	if err != nil {
@@ -85,7 +138,9 @@ func run(hostBin, cfgPath string, period time.Duration) error {
 	}()
 
 	churnDone := make(chan error, 1)
-	go func() { churnDone <- churn(ctx, env.Client, period) }()
+	go func() {
+		churnDone <- churn(ctx, env.Client, period, newReporter(env.Client, metricsURL(cfg.Server.Address)))
+	}()
 	select {
 	case <-ctx.Done():
 		<-churnDone
@@ -99,10 +154,70 @@ func run(hostBin, cfgPath string, period time.Duration) error {
 	}
 }
 
-// churn walks a few objects through their lives, one step per period.
-func churn(ctx context.Context, cs kubernetes.Interface, period time.Duration) error {
+// serveWebhook serves rawURL, when it is on loopback, printing every
+// request's body, and returns what closes it.
+func serveWebhook(rawURL string) (func(), error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", webhookUpstream, err)
+	}
+	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		say("upstream %s is %s, not on loopback: its messages go there, not to the demo", webhookUpstream, rawURL)
+		return func() {}, nil
+	}
+	l, err := net.Listen("tcp", u.Host)
+	if err != nil {
+		return nil, fmt.Errorf("serve upstream %s at %s (another demo running?): %w", webhookUpstream, rawURL, err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		say("upstream %s received %s %s: %s", webhookUpstream, r.Method, r.URL.Path, strings.TrimSpace(string(body)))
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	say("serving upstream %s at %s", webhookUpstream, rawURL)
+	return func() { _ = srv.Close() }, nil
+}
+
+// metricsURL is where the host serves /metrics for the demo to read: its
+// server address, on loopback when it names no host; "" when it is off.
+func metricsURL(address string) string {
+	if address == "" || address == "off" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return ""
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/metrics"
+}
+
+// churn walks a few objects through their lives, one step per period,
+// and after each step reports what the plugins did.
+func churn(ctx context.Context, cs kubernetes.Interface, period time.Duration, rep *reporter) error {
 	cms := cs.CoreV1().ConfigMaps(namespace)
 	pods := cs.CoreV1().Pods(namespace)
+	step := func(what string, err error) {
+		if err != nil && ctx.Err() == nil {
+			say("%s: %v", what, err)
+			return
+		}
+		say("%s", what)
+	}
+
+	// Once: a ConfigMap over event-recorder's maxBytes, and a Deployment
+	// for the controllers, owner-lookup and team-labeler.
+	_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "large", Labels: map[string]string{"app": "demo"}},
+		Data: map[string]string{"blob": strings.Repeat("x", 2048)}}, metav1.CreateOptions{})
+	step("created configmap demo/large (2 KiB of data)", err)
+	dep := testenv.Deployment(deploymentName, 2)
+	dep.Labels[teamLabel] = team
+	_, err = cs.AppsV1().Deployments(namespace).Create(ctx, dep, metav1.CreateOptions{})
+	step(fmt.Sprintf("created deployment demo/%s (%s=%s, 2 replicas)", deploymentName, teamLabel, team), err)
+
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for i := 1; ; i++ {
@@ -112,13 +227,6 @@ func churn(ctx context.Context, cs kubernetes.Interface, period time.Duration) e
 		case <-tick.C:
 		}
 		name := fmt.Sprintf("demo-%d", i)
-		step := func(what string, err error) {
-			if err != nil && ctx.Err() == nil {
-				say("%s: %v", what, err)
-				return
-			}
-			say("%s", what)
-		}
 		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "demo"}},
 			Data: map[string]string{"step": "1"}}, metav1.CreateOptions{})
 		step("created configmap demo/"+name, err)
@@ -145,9 +253,20 @@ func churn(ctx context.Context, cs kubernetes.Interface, period time.Duration) e
 				step("updated configmap demo/"+prev, err)
 			}
 			if p, err := pods.Get(ctx, prev, metav1.GetOptions{}); err == nil {
-				p.Status.Phase = corev1.PodSucceeded
-				_, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
-				step(fmt.Sprintf("pod demo/%s is Succeeded", prev), err)
+				if (i-1)%3 == 1 {
+					// Every third pod's container keeps crashing, for
+					// crashloop-notifier.
+					p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+						Name: "main", Image: "registry.k8s.io/pause:3.10", RestartCount: 3,
+						State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off restarting failed container"}},
+					}}
+					_, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+					step(fmt.Sprintf("pod demo/%s's container is in CrashLoopBackOff", prev), err)
+				} else {
+					p.Status.Phase = corev1.PodSucceeded
+					_, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+					step(fmt.Sprintf("pod demo/%s is Succeeded", prev), err)
+				}
 			}
 		}
 		if i > 3 {
@@ -155,6 +274,135 @@ func churn(ctx context.Context, cs kubernetes.Interface, period time.Duration) e
 			step("deleted configmap demo/"+old, cms.Delete(ctx, old, metav1.DeleteOptions{}))
 			step("deleted pod demo/"+old, pods.Delete(ctx, old, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
 		}
+		if i%5 == 0 {
+			replicas := int32(2 + i/5%2)
+			s, err := cs.AppsV1().Deployments(namespace).GetScale(ctx, deploymentName, metav1.GetOptions{})
+			if err == nil {
+				s.Spec.Replicas = replicas
+				_, err = cs.AppsV1().Deployments(namespace).UpdateScale(ctx, deploymentName, s, metav1.UpdateOptions{})
+			}
+			step(fmt.Sprintf("scaled deployment demo/%s to %d", deploymentName, replicas), err)
+		}
+		rep.report(ctx)
+	}
+}
+
+// reporter prints, once each, the effects of the plugins' capabilities
+// the demo can see from outside: labels written (writes), Events recorded
+// (events) and ns-counter's gauge (metrics). The webhook messages
+// (http) are printed as they arrive, by serveWebhook.
+type reporter struct {
+	cs       kubernetes.Interface
+	metrics  string // "" when the host serves none
+	labelled map[string]bool
+	events   map[string]int32
+	values   map[string]string
+}
+
+func newReporter(cs kubernetes.Interface, metricsURL string) *reporter {
+	return &reporter{cs: cs, metrics: metricsURL, labelled: map[string]bool{}, events: map[string]int32{}, values: map[string]string{}}
+}
+
+func (r *reporter) report(ctx context.Context) {
+	if pods, err := r.cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for i := range pods.Items {
+			r.labels(&pods.Items[i])
+		}
+	}
+	if evs, err := r.cs.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, ev := range evs.Items {
+			// Only the plugins' Events: the controllers record theirs too.
+			if !strings.HasPrefix(ev.ReportingController, "informer-host/") || r.events[ev.Name] == ev.Count {
+				continue
+			}
+			r.events[ev.Name] = ev.Count
+			say("event %s %s on %s %s/%s by %s (count %d): %s", ev.Type, ev.Reason, ev.InvolvedObject.Kind,
+				ev.InvolvedObject.Namespace, ev.InvolvedObject.Name, ev.ReportingController, ev.Count, ev.Message)
+		}
+	}
+	r.readMetrics(ctx)
+}
+
+// labels prints the plugin-written labels of pod it has not printed yet,
+// with the field manager that owns each.
+func (r *reporter) labels(pod *corev1.Pod) {
+	for _, key := range []string{enforcedLabel, teamLabel} {
+		value, ok := pod.Labels[key]
+		if !ok {
+			continue
+		}
+		manager := labelManager(pod.ManagedFields, key)
+		if !strings.HasPrefix(manager, "informer-host/") {
+			continue
+		}
+		id := pod.Name + "\x00" + key + "=" + value
+		if r.labelled[id] {
+			continue
+		}
+		r.labelled[id] = true
+		say("pod demo/%s labelled %s=%s by %s", pod.Name, key, value, manager)
+	}
+}
+
+// labelManager is the field manager that owns metadata.labels[key], from
+// the object's managed fields ("" when none does).
+func labelManager(entries []metav1.ManagedFieldsEntry, key string) string {
+	for _, e := range entries {
+		if e.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Metadata struct {
+				Labels map[string]json.RawMessage `json:"f:labels"`
+			} `json:"f:metadata"`
+		}
+		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		if _, ok := fields.Metadata.Labels["f:"+key]; ok {
+			return e.Manager
+		}
+	}
+	return ""
+}
+
+// readMetrics prints the series of podsMetric whose value changed since
+// it last read them. The other plugins' metrics change on every event;
+// curl /metrics shows them.
+func (r *reporter) readMetrics(ctx context.Context) {
+	if r.metrics == "" {
+		return
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.metrics, nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return // not serving yet
+	}
+	defer resp.Body.Close()
+	var changed []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, podsMetric+"{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		series, value := line[:i], line[i+1:]
+		if r.values[series] != value {
+			r.values[series] = value
+			changed = append(changed, line)
+		}
+	}
+	sort.Strings(changed)
+	for _, line := range changed {
+		say("metric %s", line)
 	}
 }
 

@@ -24,6 +24,12 @@
 // them. Nothing else is ever killed: not a control plane `make cluster`
 // runs, even in the background.
 //
+// No controllers run unless asked for: env.StartControllers (or
+// env.Controllers(t) in a test) adds kube-controller-manager, also built by
+// `make controlplane`, with the controllers that make Deployments,
+// ReplicaSets, Pods, ownerReferences and namespace deletion behave as in a
+// cluster; there is still no scheduler or kubelet, so Pods stay Pending.
+//
 // It also has OutageProxy, a TCP proxy that takes the apiserver away
 // (killed, or behind a partition) and brings it back, and WatchProxy, a
 // loopback proxy in front of the apiserver that a test can use to cut
