@@ -17,6 +17,9 @@ import (
 // Deployment deletes the rest through the garbage collector, and deleting
 // a namespace deletes what it holds and then the namespace.
 func TestControllers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane with controllers, which -short does not")
+	}
 	env, err := start(true)
 	if err != nil {
 		t.Fatal(err)
