@@ -32,6 +32,18 @@
 //	inst.Shutdown(ctx) // ih_shutdown, on an orderly stop
 //	inst.Close(ctx)
 //
+// # Ports
+//
+// What a plugin reaches outside itself, the engine reaches through ports
+// the host implements: CacheReader, StateBucket, MetricSet, ClusterWriter,
+// HTTPClient and EventRecorder (InstanceOptions). Their methods take and
+// return bytes, strings and the ABI's codes, so the engine imports no
+// daemon package, only the abi module and event: the host adapts its
+// informer caches (host/cacheread.go) and state store
+// (host/internal/stateport) to them. host and its subpackages (replay,
+// inspect) and the benchmarks import the engine; the engine imports none
+// of them.
+//
 // # Isolation
 //
 // Every instance has its own linear memory, capped by Limits.MemoryPages,
