@@ -48,7 +48,9 @@ func TestBucketCodes(t *testing.T) {
 		{"delete: stale version", func() int32 { return p.Delete([]byte("k"), v1+1) }, abi.ErrConflict},
 		{"delete: version 0", func() int32 { return p.Delete([]byte("k"), 0) }, abi.ErrInvalid},
 		{"delete: at the current version", func() int32 { return p.Delete([]byte("k"), v1) }, 0},
-		{"no code for it", func() int32 { return p.code(abi.ImportStateSet, fmt.Errorf("reserving versions: %w", errors.New("disk full"))) }, abi.ErrInternal},
+		{"no code for it", func() int32 {
+			return p.code(abi.ImportStateSet, fmt.Errorf("reserving versions: %w", errors.New("disk full")))
+		}, abi.ErrInternal},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
