@@ -38,13 +38,13 @@ import (
 //     exported globals are equal.
 //   - invalid: no assert_invalid or binary assert_malformed module, with
 //     or without an added memory, compiles after rewriting: either
-//     instrument refuses it or wazero does.
+//     wasmbin.Instrument refuses it or wazero does.
 //   - stop: with the stop flag raised, every assert_exhaustion call (an
 //     unbounded recursion) ends in the stop trap instead of exhausting the
 //     stack, and so do the looping and recursing functions named in
 //     specStopCases.
 //
-// Modules instrument refuses (wasmbin.ErrUninstrumentable) run unrewritten on the
+// Modules wasmbin.Instrument refuses (ErrUninstrumentable) run unrewritten on the
 // instrumented side, as the engine would fall back to wazero's checks;
 // their set must be exactly specKnownRefused.
 func TestSpecRewriter(t *testing.T) {
