@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/informer-host/informer-host/host/internal/wasmbin"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // Every conformance fixture and example plugin takes injected termination
@@ -59,7 +59,7 @@ func TestInstrumentCompiles(t *testing.T) {
 // injected checks it computes what it computes without, and its loop is
 // still stopped by the deadline.
 func TestInstrumentDecodesEverything(t *testing.T) {
-	wasm := assemble(t, `
+	wasm := testenv.WATText(t, `
 (module
   (type $pair (func (param i32) (result i32 i32)))
   (memory (export "memory") 1)
@@ -141,7 +141,7 @@ func TestInstrumentDecodesEverything(t *testing.T) {
 // A module that already exports the names the rewriter uses gets others,
 // and its deadline holds.
 func TestInstrumentTakenExportNames(t *testing.T) {
-	wasm := assemble(t, `
+	wasm := testenv.WATText(t, `
 (module
   (memory (export "memory") 1)
   (global (export "informer_host.stop") i32 (i32.const 0))
@@ -172,24 +172,6 @@ func TestInstrumentTakenExportNames(t *testing.T) {
 	if !errors.As(err, &f) || f.Kind != KindTimeout {
 		t.Errorf("Handle: %v, want a timeout", err)
 	}
-}
-
-func assemble(t testing.TB, src string) []byte {
-	t.Helper()
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")
-	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tool := envOr("WAT2WASM", "wat2wasm")
-	if b, err := exec.Command(tool, in, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", tool, err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // With injected checks, instantiation is bounded by the start timeout
@@ -311,7 +293,7 @@ func TestChecksStopEveryUnboundedGuest(t *testing.T) {
 	e := newEngine(t, Options{})
 	for _, g := range unboundedGuests {
 		t.Run(g.name, func(t *testing.T) {
-			m, err := e.Load(context.Background(), "spin.wasm", assemble(t, g.wat), Limits{CallTimeout: 50 * time.Millisecond})
+			m, err := e.Load(context.Background(), "spin.wasm", testenv.WATText(t, g.wat), Limits{CallTimeout: 50 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -344,7 +326,7 @@ func TestChecksStopEveryUnboundedGuest(t *testing.T) {
 // with a deadline (at Instantiate) and without one (at Load, which runs
 // start functions once under checks), while garbage collections complete.
 func TestChecksStopRecursiveStartFunction(t *testing.T) {
-	wasm := assemble(t, `(module (memory (export "memory") 1)`+wasmHeader+`
+	wasm := testenv.WATText(t, `(module (memory (export "memory") 1)`+wasmHeader+`
   (func $f (param $n i32)
     (if (local.get $n) (then
       (call $f (i32.sub (local.get $n) (i32.const 1)))
@@ -380,7 +362,7 @@ func TestChecksStopRecursiveStartFunction(t *testing.T) {
 // writing anything. Memory after each call is compared byte for byte
 // with the same module run without checks.
 func TestInstrumentBulkHelpersKeepSemantics(t *testing.T) {
-	wasm := assemble(t, `(module (memory (export "memory") 40)`+wasmHeader+`
+	wasm := testenv.WATText(t, `(module (memory (export "memory") 40)`+wasmHeader+`
   (func (export "ih_handle") (param $mode i32) (result i32)
     (local $i i32)
     (loop $l

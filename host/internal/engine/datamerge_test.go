@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // TestManyDataSegmentsCostNothingPerInstance: a module with Go's layout of
@@ -21,7 +23,7 @@ func TestManyDataSegmentsCostNothingPerInstance(t *testing.T) {
 	wat.WriteString(")")
 	e := newEngine(t, Options{})
 	for _, lim := range []Limits{{MemoryPages: 64}, {MemoryPages: 64, CallTimeout: generous}} {
-		m, err := e.Load(context.Background(), "segments.wasm", assemble(t, wat.String()), lim)
+		m, err := e.Load(context.Background(), "segments.wasm", testenv.WATText(t, wat.String()), lim)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/informer-host/informer-host/host/internal/wasmbin"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // The WebAssembly spec test suite as wazero ships it: wast2json output
@@ -316,7 +317,7 @@ func TestSpecHarness(t *testing.T) {
 		{"imported memory", `(module (import "env" "m" (memory 1)))`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wasm := assemble(t, tc.wat)
+			wasm := testenv.WATText(t, tc.wat)
 			out, added, err := withMemory(wasm)
 			if err != nil || added != tc.add {
 				t.Fatalf("withMemory: added %v, err %v; want added %v", added, err, tc.add)

@@ -2,37 +2,13 @@ package wasmbin
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
-)
 
-// assemble runs wat2wasm ($WAT2WASM) on src. wazero, a test dependency
-// only, is the oracle the rewritten modules are compiled and run with.
-func assemble(t testing.TB, src string) []byte {
-	t.Helper()
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")
-	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tool := os.Getenv("WAT2WASM")
-	if tool == "" {
-		tool = "wat2wasm"
-	}
-	if b, err := exec.Command(tool, in, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("%s (apt-get install wabt): %v\n%s", tool, err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+	"github.com/informer-host/informer-host/internal/testenv"
+)
 
 // Unknown opcodes and malformed bodies are refused, never misread.
 func TestInstrumentRefusesUnknownCode(t *testing.T) {
@@ -64,7 +40,7 @@ func TestInstrumentModulesWithoutCode(t *testing.T) {
 		`(module (memory 1) (data (i32.const 0) "abc"))`,
 		`(module (import "m" "f" (func)) (memory 1) (data (i32.const 0) "abc"))`,
 	} {
-		rw, err := Instrument(assemble(t, src))
+		rw, err := Instrument(testenv.WATText(t, src))
 		if err != nil {
 			t.Errorf("%s: %v", src, err)
 			continue

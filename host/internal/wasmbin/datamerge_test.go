@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // TestMergeData: merged modules leave memory exactly as the originals
@@ -31,7 +33,7 @@ func TestMergeData(t *testing.T) {
 			(data (i32.const 65530) "ab") (data (i32.const 65534) "cdef"))`, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			orig := assemble(t, tc.wat)
+			orig := testenv.WATText(t, tc.wat)
 			m := MergeData(orig)
 			if changed := !bytes.Equal(m, orig); changed != tc.merged {
 				t.Fatalf("changed = %v, want %v", changed, tc.merged)

@@ -15,6 +15,10 @@
 // panic. A rewrite never validates: the engine has wazero validate the
 // original first, and compiles what wasmbin returns.
 //
+// Its tests compile and run what it writes with plain wazero runtimes,
+// the oracle of "valid" and "does the same"; the engine's tests cover it
+// under the engine.
+//
 // Rule of direction: wasmbin imports the standard library and the abi
 // module only, no wazero and no daemon package; the engine
 // (host/internal/engine) imports it, and nothing in it knows the engine.

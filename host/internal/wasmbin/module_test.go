@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/informer-host/informer-host/abi"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // Decode reads imports, exports and signatures as the ABI check needs
 // them, and tells what is not a module at all from a malformed one.
 func TestDecode(t *testing.T) {
-	wasm := assemble(t, `(module
+	wasm := testenv.WATText(t, `(module
   (import "informer_host_v1" "log" (func $log (param i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
   (func (export "ih_handle") (param i32) (result i32) (i32.const 0))
