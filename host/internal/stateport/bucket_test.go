@@ -68,3 +68,35 @@ func TestBucketCodes(t *testing.T) {
 		t.Fatalf("keys %q, want k2 (k deleted, k3 refused)", keys)
 	}
 }
+
+// The port costs a state call nothing the store does not: no allocation
+// of its own on any path a plugin takes on every event.
+func TestBucketAllocatesNothingOfItsOwn(t *testing.T) {
+	s, err := state.Open(context.Background(), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	b := s.Bucket("allocs.wasm", state.Quota{})
+	p := New(b, slog.New(slog.DiscardHandler))
+	key, val := []byte("k"), make([]byte, 100)
+	if _, code := p.Set(key, val, abi.StateAnyVersion); code != 0 {
+		t.Fatal(abi.ErrorName(code))
+	}
+	keep := func(string) bool { return true }
+	for _, tc := range []struct {
+		name          string
+		store, ported func()
+	}{
+		{"get", func() { b.Get(key) }, func() { p.Get(key) }},
+		{"set", func() { _, _ = b.Set(key, val, abi.StateAnyVersion) }, func() { p.Set(key, val, abi.StateAnyVersion) }},
+		{"set conflict", func() { _, _ = b.Set(key, val, 0) }, func() { p.Set(key, val, 0) }},
+		{"list", func() { b.List(nil, nil, 10, keep) }, func() { p.List(nil, nil, 10, keep) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if store, ported := testing.AllocsPerRun(100, tc.store), testing.AllocsPerRun(100, tc.ported); ported != store {
+				t.Fatalf("%v allocations through the port, %v on the store", ported, store)
+			}
+		})
+	}
+}
