@@ -374,8 +374,10 @@ func BenchmarkState(b *testing.B) {
 		fn := inst.mod.ExportedFunction("bench_" + name)
 		b.Run("host/"+name, func(b *testing.B) {
 			for b.Loop() {
-				// Through call, as Handle does: a call outside it has no
-				// call bounds armed and reads as past its deadline.
+				// Through call, as Handle does: it starts each call's count
+				// of host calls afresh. Called directly, the counts added
+				// up past MaxHostCallsPerCall within 100 iterations, and
+				// the instance was killed.
 				inst.stack[0] = loop
 				if err := inst.call(fn); err != nil {
 					b.Fatal(err)
