@@ -338,7 +338,7 @@ func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) 
 	h := g.slot.h
 	return g.module.Instantiate(ctx, engine.InstanceOptions{Config: g.config, Logger: g.log, LogRate: h.logRate,
 		Cache:    newCacheReader(h.pipeline, g.settings.Grants),
-		State:    h.stateFor(g.slot.name, g.settings),
+		State:    h.stateFor(g.slot.name, g.settings, g.log),
 		Metrics:  g.metricSet(),
 		Writes:   g.writer(),
 		HTTP:     g.httpClient(),

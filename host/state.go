@@ -2,10 +2,12 @@ package host
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/host/internal/stateport"
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/state"
 )
@@ -35,14 +37,15 @@ func (h *Host) collectState(ch chan<- prometheus.Metric) {
 // given settings, or nil (an untyped nil: the engine tests for nil) when
 // the settings do not grant state. The bucket is the same for every
 // instance and version of the file, so state survives traps, restarts
-// and reloads; the grant's quota is applied on each call.
-func (h *Host) stateFor(name string, s config.PluginSettings) engine.StateBucket {
+// and reloads; the grant's quota is applied on each call. A store failure
+// the ABI has no code for is logged to log, the plugin's logger.
+func (h *Host) stateFor(name string, s config.PluginSettings, log *slog.Logger) engine.StateBucket {
 	g := s.Grants.State
 	if g == nil {
 		return nil
 	}
 	maxBytes, maxKeys := g.Limits()
-	return h.state.Bucket(name, state.Quota{MaxBytes: maxBytes, MaxKeys: maxKeys})
+	return stateport.New(h.state.Bucket(name, state.Quota{MaxBytes: maxBytes, MaxKeys: maxKeys}), log)
 }
 
 // removed unloads the plugin of a file that is gone and drops its state,

@@ -45,23 +45,23 @@ type recordedState struct {
 	calls *Calls
 }
 
-func (r recordedState) Set(key, value []byte, ifVersion int64) (int64, error) {
-	v, err := r.StateBucket.Set(key, value, ifVersion)
+func (r recordedState) Set(key, value []byte, ifVersion int64) (int64, int32) {
+	v, code := r.StateBucket.Set(key, value, ifVersion)
 	r.calls.Record("state_set", map[string]any{"key": string(key), "value": printable(value), "ifVersion": ifVersion},
-		map[string]any{"version": v}, errCode(err))
-	return v, err
+		map[string]any{"version": v}, failed(code))
+	return v, code
 }
 
-func (r recordedState) Delete(key []byte, ifVersion int64) error {
-	err := r.StateBucket.Delete(key, ifVersion)
-	r.calls.Record("state_delete", map[string]any{"key": string(key), "ifVersion": ifVersion}, nil, errCode(err))
-	return err
+func (r recordedState) Delete(key []byte, ifVersion int64) int32 {
+	code := r.StateBucket.Delete(key, ifVersion)
+	r.calls.Record("state_delete", map[string]any{"key": string(key), "ifVersion": ifVersion}, nil, failed(code))
+	return code
 }
 
-// errCode is 0 for success and -1 otherwise: the engine maps the error to
-// its code, and the message is what a reader needs.
-func errCode(err error) int32 {
-	if err != nil {
+// failed is 0 for success and -1 for any failure: the recording format
+// has always written state failures so, whatever the code.
+func failed(code int32) int32 {
+	if code != 0 {
 		return -1
 	}
 	return 0

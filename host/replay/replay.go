@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/host/internal/stateport"
 	"github.com/informer-host/informer-host/internal/pluginmetrics"
 	"github.com/informer-host/informer-host/internal/state"
 )
@@ -154,7 +155,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.cache = newMemCache(o.Events.Head.Cache)
 	r.opts = engine.InstanceOptions{Config: o.Config, Logger: r.logger,
 		Cache:   recordedCache{r.cache, r.calls},
-		State:   recordedState{bucket, r.calls},
+		State:   recordedState{stateport.New(bucket, r.logger), r.calls},
 		Metrics: recordedMetrics{mset.Instance(), r.calls},
 	}
 	if !o.RealClock {

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"cmp"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,11 +71,12 @@ func (l *LogBuffer) Lines(substr ...string) []string {
 	return out
 }
 
-// WAT assembles a WebAssembly text file with wat2wasm. A missing wat2wasm
-// fails the test and says what to install: tests never skip for it.
+// WAT assembles a WebAssembly text file with wat2wasm ($WAT2WASM). A
+// missing wat2wasm fails the test and says what to install: tests never
+// skip for it.
 func WAT(t testing.TB, src string) []byte {
 	t.Helper()
-	bin, err := exec.LookPath("wat2wasm")
+	bin, err := exec.LookPath(cmp.Or(os.Getenv("WAT2WASM"), "wat2wasm"))
 	if err != nil {
 		t.Fatalf("wat2wasm not found: install wabt (apt-get install wabt; .ci/run does)")
 	}
@@ -87,4 +89,14 @@ func WAT(t testing.TB, src string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// WATText is WAT for a module written inline in a test.
+func WATText(t testing.TB, text string) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "module.wat")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return WAT(t, path)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // Benchmarks measure; they assert nothing about time. Results on the
@@ -205,7 +207,7 @@ func BenchmarkOverrun(b *testing.B) {
 	for _, g := range guests {
 		b.Run(strings.ReplaceAll(g.name, " ", "_"), func(b *testing.B) {
 			e := newEngine(b, Options{})
-			m, err := e.Load(context.Background(), "spin.wasm", assemble(b, g.wat), Limits{CallTimeout: timeout})
+			m, err := e.Load(context.Background(), "spin.wasm", testenv.WATText(b, g.wat), Limits{CallTimeout: timeout})
 			if err != nil {
 				b.Fatal(err)
 			}

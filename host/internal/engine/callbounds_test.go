@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/informer-host/informer-host/abi"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // loopbackHTTP is an HTTPClient that sends every request to base over
@@ -70,7 +71,7 @@ func loopingPlugin(t *testing.T, imp, call string) []byte {
       %s
       (global.set $n (i32.add (global.get $n) (i32.const 1)))
       (br $again))`, call)
-	return assemble(t, fmt.Sprintf(`(module
+	return testenv.WATText(t, fmt.Sprintf(`(module
   (import "informer_host_v1" %s)
   (memory (export "memory") 1)
   (data (i32.const 0) "uGET/")

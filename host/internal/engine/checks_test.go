@@ -4,18 +4,20 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/informer-host/informer-host/host/internal/wasmbin"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // Every conformance fixture and example plugin takes injected termination
@@ -28,13 +30,13 @@ func TestInstrumentCompiles(t *testing.T) {
 	rt := wazero.NewRuntime(context.Background())
 	defer rt.Close(context.Background())
 	check := func(name string, wasm []byte) {
-		out, loops, err := instrument(wasm)
+		rw, err := wasmbin.Instrument(wasm)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			return
 		}
-		if _, err := rt.CompileModule(context.Background(), out); err != nil {
-			t.Errorf("%s: the rewritten module (%d loops) does not compile: %v", name, loops, err)
+		if _, err := rt.CompileModule(context.Background(), rw.Wasm); err != nil {
+			t.Errorf("%s: the rewritten module (%d loops) does not compile: %v", name, rw.Loops, err)
 		}
 	}
 	for _, p := range paths {
@@ -57,7 +59,7 @@ func TestInstrumentCompiles(t *testing.T) {
 // injected checks it computes what it computes without, and its loop is
 // still stopped by the deadline.
 func TestInstrumentDecodesEverything(t *testing.T) {
-	wasm := assemble(t, `
+	wasm := testenv.WATText(t, `
 (module
   (type $pair (func (param i32) (result i32 i32)))
   (memory (export "memory") 1)
@@ -99,14 +101,13 @@ func TestInstrumentDecodesEverything(t *testing.T) {
       (br_if $outer (i32.lt_u (local.get $i) (local.get $n))))
     (local.get $acc))
 )`)
-	out, loops, err := instrument(wasm)
+	rw, err := wasmbin.Instrument(wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if loops != 2 {
-		t.Errorf("instrumented %d loops, want 2", loops)
+	if rw.Loops != 2 {
+		t.Errorf("instrumented %d loops, want 2", rw.Loops)
 	}
-	_ = out
 	results := map[bool]uint64{}
 	for _, wazeroChecks := range []bool{false, true} {
 		e := newEngine(t, Options{})
@@ -140,7 +141,7 @@ func TestInstrumentDecodesEverything(t *testing.T) {
 // A module that already exports the names the rewriter uses gets others,
 // and its deadline holds.
 func TestInstrumentTakenExportNames(t *testing.T) {
-	wasm := assemble(t, `
+	wasm := testenv.WATText(t, `
 (module
   (memory (export "memory") 1)
   (global (export "informer_host.stop") i32 (i32.const 0))
@@ -149,12 +150,12 @@ func TestInstrumentTakenExportNames(t *testing.T) {
   (func (export "informer_host.start"))
   (func (export "informer_host_abi_v1"))
   (func (export "ih_handle") (param i32) (result i32) (loop $l (br $l)) (i32.const 0)))`)
-	rw, err := rewrite(wasm)
+	rw, err := wasmbin.Instrument(wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rw.stop == stopExport || rw.start == startExport || rw.start == "" {
-		t.Errorf("export names %q, %q", rw.stop, rw.start)
+	if rw.Stop == wasmbin.StopExport || rw.Start == wasmbin.StartExport || rw.Start == "" {
+		t.Errorf("export names %q, %q", rw.Stop, rw.Start)
 	}
 	e := newEngine(t, Options{})
 	m, err := e.Load(context.Background(), "taken.wasm", wasm, Limits{CallTimeout: 100 * time.Millisecond})
@@ -171,44 +172,6 @@ func TestInstrumentTakenExportNames(t *testing.T) {
 	if !errors.As(err, &f) || f.Kind != KindTimeout {
 		t.Errorf("Handle: %v, want a timeout", err)
 	}
-}
-
-// Unknown opcodes and malformed bodies are refused, never misread.
-func TestInstrumentRefusesUnknownCode(t *testing.T) {
-	for name, body := range map[string][]byte{
-		"atomics":       {0x00, 0xfe, 0x00, 0x0b},
-		"gc":            {0x00, 0xfb, 0x00, 0x0b},
-		"truncated":     {0x00, 0x41},
-		"bad local":     {0x01, 0x01, 0x55, 0x0b},
-		"typed ref":     {0x00, 0xd0, 0x63, 0x0b},
-		"negative type": {0x00, 0x02, 0x7a, 0x0b},
-	} {
-		if _, err := scanBody(body, nil); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
-	at, err := scanBody([]byte{0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b}, nil)
-	if want := []edit{{1, 1, editTick}, {3, 3, editTick}}; err != nil || !slices.Equal(at, want) {
-		t.Errorf("loop: %v %v, want %v", at, err, want)
-	}
-}
-
-func assemble(t testing.TB, src string) []byte {
-	t.Helper()
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")
-	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tool := envOr("WAT2WASM", "wat2wasm")
-	if b, err := exec.Command(tool, in, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", tool, err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // With injected checks, instantiation is bounded by the start timeout
@@ -323,14 +286,14 @@ func collectWhile[T any](done <-chan T) T {
 
 // Every guest that runs for ever is stopped at its deadline, and garbage
 // collections complete while it runs. A guest that counts its iterations
-// did fewer than half the checkBudget (about checkBudget of them run
+// did fewer than half the wasmbin.CheckBudget (about wasmbin.CheckBudget of them run
 // before the budget of ticks alone first looks at the stop flag): how
 // much an iteration does does not stretch how long a call overruns.
 func TestChecksStopEveryUnboundedGuest(t *testing.T) {
 	e := newEngine(t, Options{})
 	for _, g := range unboundedGuests {
 		t.Run(g.name, func(t *testing.T) {
-			m, err := e.Load(context.Background(), "spin.wasm", assemble(t, g.wat), Limits{CallTimeout: 50 * time.Millisecond})
+			m, err := e.Load(context.Background(), "spin.wasm", testenv.WATText(t, g.wat), Limits{CallTimeout: 50 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -351,8 +314,8 @@ func TestChecksStopEveryUnboundedGuest(t *testing.T) {
 			}
 			if g.counts {
 				n, _ := i.mod.Memory().ReadUint32Le(0)
-				if n >= checkBudget/2 {
-					t.Errorf("stopped after %d iterations, want fewer than %d", n, checkBudget/2)
+				if n >= wasmbin.CheckBudget/2 {
+					t.Errorf("stopped after %d iterations, want fewer than %d", n, wasmbin.CheckBudget/2)
 				}
 			}
 		})
@@ -363,7 +326,7 @@ func TestChecksStopEveryUnboundedGuest(t *testing.T) {
 // with a deadline (at Instantiate) and without one (at Load, which runs
 // start functions once under checks), while garbage collections complete.
 func TestChecksStopRecursiveStartFunction(t *testing.T) {
-	wasm := assemble(t, `(module (memory (export "memory") 1)`+wasmHeader+`
+	wasm := testenv.WATText(t, `(module (memory (export "memory") 1)`+wasmHeader+`
   (func $f (param $n i32)
     (if (local.get $n) (then
       (call $f (i32.sub (local.get $n) (i32.const 1)))
@@ -399,7 +362,7 @@ func TestChecksStopRecursiveStartFunction(t *testing.T) {
 // writing anything. Memory after each call is compared byte for byte
 // with the same module run without checks.
 func TestInstrumentBulkHelpersKeepSemantics(t *testing.T) {
-	wasm := assemble(t, `(module (memory (export "memory") 40)`+wasmHeader+`
+	wasm := testenv.WATText(t, `(module (memory (export "memory") 40)`+wasmHeader+`
   (func (export "ih_handle") (param $mode i32) (result i32)
     (local $i i32)
     (loop $l
@@ -454,17 +417,17 @@ func TestInstrumentBulkHelpersKeepSemantics(t *testing.T) {
 
 // Raw module building, for modules wat2wasm refuses to write.
 func wasmSection(id byte, entries ...[]byte) []byte {
-	body := uleb(uint64(len(entries)))
+	body := binary.AppendUvarint(nil, uint64(len(entries)))
 	for _, e := range entries {
 		body = append(body, e...)
 	}
 	if id == 8 { // start: one index, not a vector
 		body = entries[0]
 	}
-	return append(append([]byte{id}, uleb(uint64(len(body)))...), body...)
+	return append(append([]byte{id}, binary.AppendUvarint(nil, uint64(len(body)))...), body...)
 }
 
-func wasmName(s string) []byte { return append(uleb(uint64(len(s))), s...) }
+func wasmName(s string) []byte { return append(binary.AppendUvarint(nil, uint64(len(s))), s...) }
 
 // craftedModule is an ABI plugin: types () -> (), (i32) -> (i32) and
 // startType; function 0 the ABI marker, 1 ih_handle with handleBody
@@ -476,13 +439,13 @@ func craftedModule(handleBody []byte, startType []byte, starts int) []byte {
 	b = append(b, wasmSection(3, []byte{0}, []byte{1}, []byte{2})...)
 	b = append(b, wasmSection(5, []byte{0x00, 0x01})...)
 	b = append(b, wasmSection(7,
-		append(wasmName("memory"), externMemory, 0),
-		append(wasmName("informer_host_abi_v1"), externFunc, 0),
-		append(wasmName("ih_handle"), externFunc, 1))...)
+		append(wasmName("memory"), wasmbin.ExternMemory, 0),
+		append(wasmName("informer_host_abi_v1"), wasmbin.ExternFunc, 0),
+		append(wasmName("ih_handle"), wasmbin.ExternFunc, 1))...)
 	for k := 0; k < starts; k++ {
 		b = append(b, wasmSection(8, []byte{2})...)
 	}
-	body := func(code ...byte) []byte { return append(uleb(uint64(len(code))), code...) }
+	body := func(code ...byte) []byte { return append(binary.AppendUvarint(nil, uint64(len(code))), code...) }
 	return append(b, wasmSection(10, body(0x00, 0x0b), body(handleBody...), body(0x00, 0x0b))...)
 }
 
@@ -518,8 +481,8 @@ func TestInstrumentNeverValidatesInvalidModules(t *testing.T) {
 			if want == nil {
 				t.Fatal("wazero accepts the module as written")
 			}
-			if out, _, err := instrument(tc.wasm); err == nil {
-				if _, err := rt.CompileModule(context.Background(), out); err == nil {
+			if rw, err := wasmbin.Instrument(tc.wasm); err == nil {
+				if _, err := rt.CompileModule(context.Background(), rw.Wasm); err == nil {
 					t.Log("rewritten, it would be valid")
 				}
 			}
@@ -562,27 +525,6 @@ func TestValidationRecordedInCacheDir(t *testing.T) {
 		_, err := os.Stat(filepath.Join(e.validDir, hex.EncodeToString(sum[:])))
 		if recorded := err == nil; recorded != want {
 			t.Errorf("recorded %v, want %v", recorded, want)
-		}
-	}
-}
-
-// Modules without functions of their own (with data or not) still take
-// the checks: the helpers get a code section of their own, in its place.
-func TestInstrumentModulesWithoutCode(t *testing.T) {
-	rt := wazero.NewRuntime(context.Background())
-	defer rt.Close(context.Background())
-	for _, src := range []string{
-		`(module (memory 1))`,
-		`(module (memory 1) (data (i32.const 0) "abc"))`,
-		`(module (import "m" "f" (func)) (memory 1) (data (i32.const 0) "abc"))`,
-	} {
-		out, _, err := instrument(assemble(t, src))
-		if err != nil {
-			t.Errorf("%s: %v", src, err)
-			continue
-		}
-		if _, err := rt.CompileModule(context.Background(), out); err != nil {
-			t.Errorf("%s: the rewritten module does not compile: %v", src, err)
 		}
 	}
 }

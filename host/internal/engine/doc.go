@@ -32,6 +32,19 @@
 //	inst.Shutdown(ctx) // ih_shutdown, on an orderly stop
 //	inst.Close(ctx)
 //
+// # Ports
+//
+// What a plugin reaches outside itself, the engine reaches through ports
+// the host implements: CacheReader, StateBucket, MetricSet, ClusterWriter,
+// HTTPClient and EventRecorder (InstanceOptions). Their methods take and
+// return bytes, strings and the ABI's codes, so the engine imports no
+// daemon package, only the abi module, event and wasmbin (the binary
+// reader and rewriter, which knows no wazero): the host adapts its
+// informer caches (host/cacheread.go) and state store
+// (host/internal/stateport) to them. host and its subpackages (replay,
+// inspect) and the benchmarks import the engine; the engine imports none
+// of them.
+//
 // # Isolation
 //
 // Every instance has its own linear memory, capped by Limits.MemoryPages,
@@ -54,7 +67,7 @@
 // # Deadlines
 //
 // A module with a CallTimeout is validated as written, then gets
-// termination checks injected before it is compiled (checks.go): a
+// termination checks injected before it is compiled (wasmbin/checks.go): a
 // countdown at every function entry and loop iteration, bulk memory and
 // table instructions charged by size (memory.fill and memory.copy cut into
 // 64 KiB pieces), an exit to Go every thousand units (so the Go runtime can

@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/informer-host/informer-host/abi"
+	"github.com/informer-host/informer-host/host/internal/wasmbin"
 )
 
 // Options configure an Engine.
@@ -108,7 +109,7 @@ type Engine struct {
 	// switch it to measure the alternatives. Set before any Instantiate.
 	mode deadlineMode
 	// wazeroChecks compiles deadline modules with wazero's termination
-	// checks instead of injected ones (checks.go); benchmarks set it to
+	// checks instead of injected ones (wasmbin/checks.go); benchmarks set it to
 	// compare. modeCtxTimeout implies it. Set before any Load.
 	wazeroChecks bool
 
@@ -155,7 +156,7 @@ type compiled struct {
 	cm   wazero.CompiledModule
 	cls  *class
 	// injected: a deadline class module compiled with injected termination
-	// checks (checks.go), in a runtime without wazero's; cls is then the
+	// checks (wasmbin/checks.go), in a runtime without wazero's; cls is then the
 	// runtime of the class without deadline. False for a deadline class
 	// means wazero's checks (Engine.wazeroChecks, for comparisons only).
 	injected bool
@@ -404,7 +405,7 @@ func (e *Engine) compile(ctx context.Context, name string, c *compiled, wasm []b
 			err = fmt.Errorf("compile: internal error: %v", r)
 		}
 	}()
-	info, err := inspect(wasm)
+	info, err := wasmbin.Decode(wasm)
 	if err != nil {
 		return &problemsError{problems: []string{err.Error()}}
 	}
@@ -425,7 +426,7 @@ func (e *Engine) compile(ctx context.Context, name string, c *compiled, wasm []b
 		return err
 	}
 	start := time.Now()
-	cm, err := cls.rt.CompileModule(ctx, mergeData(wasm))
+	cm, err := cls.rt.CompileModule(ctx, wasmbin.MergeData(wasm))
 	if err != nil {
 		return fmt.Errorf("compile: %w", err)
 	}
@@ -443,7 +444,7 @@ func (e *Engine) compile(ctx context.Context, name string, c *compiled, wasm []b
 }
 
 // compileInjected compiles wasm with injected termination checks in the
-// runtime of its memory limit without deadline (see checks.go).
+// runtime of its memory limit without deadline (see wasmbin/checks.go).
 //
 // The original is validated by wazero first (validateOriginal, run while
 // the rewritten module compiles): the rewriter adds globals, a type and
@@ -454,7 +455,7 @@ func (e *Engine) compileInjected(ctx context.Context, name string, c *compiled, 
 	start := time.Now()
 	valid := make(chan error, 1)
 	go func() { valid <- e.validateOriginal(ctx, c.key.sum, wasm) }()
-	rw, err := rewrite(mergeData(wasm))
+	rw, err := wasmbin.Instrument(wasmbin.MergeData(wasm))
 	injected := time.Since(start)
 	var cls *class
 	var cm wazero.CompiledModule
@@ -462,9 +463,9 @@ func (e *Engine) compileInjected(ctx context.Context, name string, c *compiled, 
 		cls, err = e.class(ctx, classKey{pages: c.key.class.pages})
 	}
 	if err == nil {
-		cm, err = cls.rt.CompileModule(ctx, rw.wasm)
+		cm, err = cls.rt.CompileModule(ctx, rw.Wasm)
 		if err != nil {
-			err = fmt.Errorf("%w: the rewritten module does not compile: %v", errUninstrumentable, err)
+			err = fmt.Errorf("%w: the rewritten module does not compile: %v", wasmbin.ErrUninstrumentable, err)
 		}
 	}
 	if verr := <-valid; verr != nil {
@@ -474,17 +475,17 @@ func (e *Engine) compileInjected(ctx context.Context, name string, c *compiled, 
 		return fmt.Errorf("compile: %w", verr)
 	}
 	if err != nil {
-		if errors.Is(err, errUninstrumentable) {
+		if errors.Is(err, wasmbin.ErrUninstrumentable) {
 			// A valid module the rewriter does not understand: a gap in
-			// checks.go's decoder, not the plugin's fault.
+			// wasmbin's decoder, not the plugin's fault.
 			return fmt.Errorf("compile: %w (the host cannot bound this module's calls; please report it, "+
 				"or run the plugin trusted, without a call deadline)", err)
 		}
 		return err
 	}
 	e.logger.Debug("compiled plugin", slog.String("plugin", name), slog.Duration("took", time.Since(start)),
-		slog.Duration("inject", injected), slog.Int("loops", rw.loops), slog.Bool("deadline", true), slog.Int("bytes", len(wasm)))
-	c.cm, c.cls, c.injected, c.stopName, c.startName = cm, cls, true, rw.stop, rw.start
+		slog.Duration("inject", injected), slog.Int("loops", rw.Loops), slog.Bool("deadline", true), slog.Int("bytes", len(wasm)))
+	c.cm, c.cls, c.injected, c.stopName, c.startName = cm, cls, true, rw.Stop, rw.Start
 	return nil
 }
 

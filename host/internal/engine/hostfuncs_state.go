@@ -3,30 +3,33 @@ package engine
 import (
 	"context"
 	"encoding/binary"
-	"errors"
-	"log/slog"
 
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/informer-host/informer-host/abi"
-	"github.com/informer-host/informer-host/internal/state"
 )
 
 // StateBucket is a plugin's key-value state (ABI.md §16.2), as the state
-// functions reach it. *state.Bucket implements it; its errors wrap
-// state.ErrConflict, ErrQuota, ErrInvalid and ErrAbsent.
+// functions reach it. The host adapts its store to it; the engine passes
+// the codes through, so a failure the store cannot name (an I/O error)
+// is the implementation's to log, as abi.ErrInternal.
 //
 // The bucket belongs to the host, not to the instance: an instance that
-// traps, or the next version of the module, gets the same one.
+// traps, or the next version of the module, gets the same one. The []byte
+// arguments alias the plugin's memory: they are valid only during the
+// call and must not be kept.
 type StateBucket interface {
 	// Get returns key's value, which the caller must not modify, and its
 	// version (> 0).
 	Get(key []byte) (value []byte, version int64, ok bool)
 	// Set stores a copy of value; ifVersion is -1 (any), 0 (only if absent)
-	// or the version the key must be at. It returns the new version.
-	Set(key, value []byte, ifVersion int64) (int64, error)
-	// Delete removes key; ifVersion is -1 (any) or the version it must be at.
-	Delete(key []byte, ifVersion int64) error
+	// or the version the key must be at. It returns the new version, or
+	// code abi.ErrConflict, ErrQuota, ErrInvalid or ErrInternal.
+	Set(key, value []byte, ifVersion int64) (version int64, code int32)
+	// Delete removes key; ifVersion is -1 (any) or the version it must be
+	// at. It returns 0, or abi.ErrAbsent, ErrConflict, ErrInvalid or
+	// ErrInternal.
+	Delete(key []byte, ifVersion int64) (code int32)
 	// List calls fn with up to limit keys starting with prefix and sorting
 	// after after, in byte order, and returns how many.
 	List(prefix, after []byte, limit int, fn func(key string) bool) int
@@ -45,22 +48,6 @@ func (st *callState) stateBucket(fn string) StateBucket {
 		st.onDenied(capState, fn)
 	}
 	return st.state
-}
-
-// stateCode maps a bucket's error to the ABI's code.
-func (st *callState) stateCode(fn string, err error) int32 {
-	switch {
-	case errors.Is(err, state.ErrConflict):
-		return abi.ErrConflict
-	case errors.Is(err, state.ErrQuota):
-		return abi.ErrQuota
-	case errors.Is(err, state.ErrInvalid):
-		return abi.ErrInvalid
-	case errors.Is(err, state.ErrAbsent):
-		return abi.ErrAbsent
-	}
-	st.logger.Error("plugin state", slog.String("function", fn), slog.Any("err", err))
-	return abi.ErrInternal
 }
 
 func validStateKey(key []byte) bool { return len(key) > 0 && len(key) <= abi.StateMaxKeyLen }
@@ -126,9 +113,9 @@ func stateSet(ctx context.Context, mod api.Module, stack []uint64) {
 		fail(abi.ErrInvalid)
 		return
 	}
-	version, err := b.Set(key, val, ifVersion)
-	if err != nil {
-		fail(st.stateCode(abi.ImportStateSet, err))
+	version, code := b.Set(key, val, ifVersion)
+	if code != 0 {
+		fail(code)
 		return
 	}
 	stack[0] = uint64(version)
@@ -152,8 +139,8 @@ func stateDelete(ctx context.Context, mod api.Module, stack []uint64) {
 		setI32(stack, abi.ErrInvalid)
 		return
 	}
-	if err := b.Delete(key, ifVersion); err != nil {
-		setI32(stack, st.stateCode(abi.ImportStateDelete, err))
+	if code := b.Delete(key, ifVersion); code != 0 {
+		setI32(stack, code)
 		return
 	}
 	setI32(stack, 0)

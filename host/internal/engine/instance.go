@@ -230,7 +230,7 @@ const hostChunk = 64 << 10
 // frames only: compiled code has exited to Go to call it), and the call
 // returns this exit error, which Instance.failure reports as a timeout
 // because the call was killed. Returning an errno instead would let the
-// guest go on until its next look at the flag, up to checkBudget
+// guest go on until its next look at the flag, up to wasmbin.CheckBudget
 // iterations later.
 func abortCall() {
 	panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
@@ -278,7 +278,7 @@ type instanceCtx struct {
 	// has). Every stop sets it before killed, and only the first stop
 	// sets it, so whoever sees killed finds the reason.
 	why atomic.Int32
-	// stop is the injected termination flag (checks.go) of an instance
+	// stop is the injected termination flag (wasmbin/checks.go) of an instance
 	// compiled with injected checks, else nil. Set once, before the first
 	// call that can be killed.
 	stop api.MutableGlobal
@@ -311,7 +311,7 @@ const (
 // kill makes the running call fail with a deadline error, why naming the
 // limit. Idempotent: the first reason stays.
 // With injected checks, setting the flag makes the guest trap at its next
-// exit to Go (within checkBudget units of work); with wazero's, closing
+// exit to Go (within wasmbin.CheckBudget units of work); with wazero's, closing
 // done makes wazero close the module. Either way a guest sleeping in
 // poll_oneoff, or in a WASI call over a large buffer, ends the call
 // (done, callState.abort). Called from the watchdog's goroutine or the
@@ -500,7 +500,7 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 	i.mod = mod
 	if c.injected {
 		// No guest code has run yet: the start function was moved out of
-		// InstantiateModule (checks.go). From here on the start timeout is
+		// InstantiateModule (wasmbin/checks.go). From here on the start timeout is
 		// a timer that kills the way the watchdog does, through the flag.
 		stop, ok := mod.ExportedGlobal(c.stopName).(api.MutableGlobal)
 		if !ok {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/internal/pluginmetrics"
-	"github.com/informer-host/informer-host/internal/state"
 )
 
 // kitExample is an example plugin of the Rust or AssemblyScript kit, as
@@ -65,12 +64,7 @@ func TestKitRustExample(t *testing.T) {
 			if s := customSections(t, wasm); !strings.Contains(strings.Join(s, ","), "name") {
 				t.Errorf("custom sections %q: no name section, stack traces would have no names", s)
 			}
-			st, err := state.Open(context.Background(), state.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close(context.Background())
-			bucket := st.Bucket("pod-phase-rs.wasm", state.Quota{})
+			bucket := newBucket(0, 0)
 			reg := pluginmetrics.New(pluginmetrics.Options{})
 			set := reg.Plugin("pod-phase-rs.wasm", 0)
 			e := newEngine(t, Options{})
@@ -246,11 +240,6 @@ func TestKitTemplates(t *testing.T) {
 // abort, which logs and traps with named functions in the stack trace.
 func TestKitAssemblyScriptFunctions(t *testing.T) {
 	wasm := kitExample(t, "kits/as-kit-test.wasm")
-	st, err := state.Open(context.Background(), state.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close(context.Background())
 	reg := pluginmetrics.New(pluginmetrics.Options{})
 	e := newEngine(t, Options{})
 	m, err := e.Load(context.Background(), "as-kit-test.wasm", wasm, Limits{CallTimeout: time.Minute, MemoryPages: 256})
@@ -262,7 +251,7 @@ func TestKitAssemblyScriptFunctions(t *testing.T) {
 	writes, events := &kitWriter{}, &fakeEvents{}
 	hc := newKitHTTP()
 	opts := InstanceOptions{Config: []byte("hello"), Logger: newLogger(logs), Cache: newFakeCache(),
-		State: st.Bucket("as-kit-test.wasm", state.Quota{}), Metrics: reg.Plugin("as-kit-test.wasm", 0).Instance(),
+		State: newBucket(0, 0), Metrics: reg.Plugin("as-kit-test.wasm", 0).Instance(),
 		Writes: writes, HTTP: hc, Events: events}
 	i := instantiate(t, m, opts)
 	r, err := i.Handle(context.Background(), addEvent(pod("ns", "p1", "Running")))

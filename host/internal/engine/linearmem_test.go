@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // TestLinearMemoryOutsideGoHeap: a plugin's linear memory is mapped
@@ -109,7 +111,7 @@ func TestEngineCloseDuringCall(t *testing.T) {
 	var insts []*Instance
 	var hs []*blockingHandler
 	for _, lim := range []Limits{{MemoryPages: 16}, {MemoryPages: 16, CallTimeout: time.Minute}} {
-		m, err := e.Load(context.Background(), "store.wasm", assemble(t, logThenStore), lim)
+		m, err := e.Load(context.Background(), "store.wasm", testenv.WATText(t, logThenStore), lim)
 		if err != nil {
 			t.Fatal(err)
 		}

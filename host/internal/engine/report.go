@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/informer-host/informer-host/abi"
+	"github.com/informer-host/informer-host/host/internal/wasmbin"
 )
 
 // Extern is one import or export of a module, for Inspect.
@@ -44,7 +45,7 @@ type Report struct {
 // would be refused.
 func (e *Engine) Inspect(ctx context.Context, name string, wasm []byte) *Report {
 	r := &Report{}
-	info, err := inspect(wasm)
+	info, err := wasmbin.Decode(wasm)
 	if err != nil {
 		r.Problems = []string{err.Error()}
 		return r
@@ -56,32 +57,32 @@ func (e *Engine) Inspect(ctx context.Context, name string, wasm []byte) *Report 
 			r.ABIVersions = append(r.ABIVersions, n)
 		}
 	}
-	for _, im := range info.imports {
-		x := Extern{Module: im.module, Name: im.name, Kind: externName(im.kind)}
-		if im.kind == externFunc {
-			if s, ok := info.typeSig(im.typeIdx); ok {
+	for _, im := range info.Imports {
+		x := Extern{Module: im.Module, Name: im.Name, Kind: wasmbin.ExternName(im.Kind)}
+		if im.Kind == wasmbin.ExternFunc {
+			if s, ok := info.TypeSig(im.TypeIdx); ok {
 				x.Signature = s.String()
 			}
-			if im.module == abi.ImportModule {
-				x.Capability = abi.CapabilityOf(im.name)
+			if im.Module == abi.ImportModule {
+				x.Capability = abi.CapabilityOf(im.Name)
 				if x.Capability != "" && !slices.Contains(r.Requested, x.Capability) {
 					r.Requested = append(r.Requested, x.Capability)
 				}
 			}
 		}
-		if n, ok := versionSuffix(im.module, abi.ImportModulePrefix); ok {
+		if n, ok := versionSuffix(im.Module, abi.ImportModulePrefix); ok {
 			version(n)
 		}
 		r.Imports = append(r.Imports, x)
 	}
-	for _, ex := range info.exports {
-		x := Extern{Name: ex.name, Kind: externName(ex.kind)}
-		if ex.kind == externFunc {
-			if s, ok := info.funcSig(ex.index); ok {
+	for _, ex := range info.Exports {
+		x := Extern{Name: ex.Name, Kind: wasmbin.ExternName(ex.Kind)}
+		if ex.Kind == wasmbin.ExternFunc {
+			if s, ok := info.FuncSig(ex.Index); ok {
 				x.Signature = s.String()
 			}
 		}
-		if n, ok := versionSuffix(ex.name, abi.MarkerExportPrefix); ok {
+		if n, ok := versionSuffix(ex.Name, abi.MarkerExportPrefix); ok {
 			version(n)
 		}
 		r.Exports = append(r.Exports, x)

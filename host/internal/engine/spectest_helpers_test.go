@@ -16,6 +16,9 @@ import (
 	"testing"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/informer-host/informer-host/host/internal/wasmbin"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // The WebAssembly spec test suite as wazero ships it: wast2json output
@@ -205,75 +208,57 @@ func readScript(path string) (*specScript, error) {
 	return &s, nil
 }
 
-// wasmSections splits a module into its sections.
-func wasmSections(wasm []byte) ([]section, error) {
-	if len(wasm) < 8 {
-		return nil, errors.New("truncated module")
-	}
-	var out []section
-	r := &reader{b: wasm, pos: 8}
-	for r.pos < len(r.b) && r.err == nil {
-		id := r.byte()
-		out = append(out, section{id, r.bytes(r.u32())})
-	}
-	return out, r.err
-}
-
 // withMemory returns wasm with a memory of one page if it has none (real
 // plugins always have one, and the injected checks use memory.grow), and
 // whether it added one.
 func withMemory(wasm []byte) ([]byte, bool, error) {
-	secs, err := wasmSections(wasm)
+	secs, err := wasmbin.Sections(wasm)
 	if err != nil {
 		return nil, false, err
 	}
 	memIdx := -1
 	for i, s := range secs {
-		r := &reader{b: s.body}
-		switch s.id {
+		r := wasmbin.NewReader(s.Body)
+		switch s.ID {
 		case 2:
-			n := r.u32()
-			for j := uint32(0); j < n && r.err == nil; j++ {
-				r.name()
-				r.name()
-				switch kind := r.byte(); kind {
-				case externFunc, externTag:
-					if kind == externTag {
-						r.byte()
+			n := r.U32()
+			for j := uint32(0); j < n && r.Err() == nil; j++ {
+				r.Name()
+				r.Name()
+				switch kind := r.Byte(); kind {
+				case wasmbin.ExternFunc, wasmbin.ExternTag:
+					if kind == wasmbin.ExternTag {
+						r.Byte()
 					}
-					r.u32()
-				case externTable:
-					r.byte()
-					r.limits()
-				case externMemory:
+					r.U32()
+				case wasmbin.ExternTable:
+					r.Byte()
+					r.Limits()
+				case wasmbin.ExternMemory:
 					return wasm, false, nil
-				case externGlobal:
-					r.byte()
-					r.byte()
+				case wasmbin.ExternGlobal:
+					r.Byte()
+					r.Byte()
 				default:
 					return nil, false, fmt.Errorf("import kind 0x%02x", kind)
 				}
 			}
 		case 5:
-			if r.u32() > 0 {
+			if r.U32() > 0 {
 				return wasm, false, nil
 			}
 			memIdx = i
 		}
-		if r.err != nil {
-			return nil, false, r.err
+		if r.Err() != nil {
+			return nil, false, r.Err()
 		}
 	}
-	mem := section{5, []byte{1, 0x00, 1}} // one memory, min 1 page, no max
+	mem := wasmbin.Section{ID: 5, Body: []byte{1, 0x00, 1}} // one memory, min 1 page, no max
 	out := append([]byte(nil), wasm[:8]...)
-	emit := func(s section) {
-		out = append(out, s.id)
-		out = append(out, uleb(uint64(len(s.body)))...)
-		out = append(out, s.body...)
-	}
+	emit := func(s wasmbin.Section) { out = wasmbin.AppendSection(out, s.ID, s.Body) }
 	done := false
 	for i, s := range secs {
-		if !done && (i == memIdx || sectionRank(s.id) > sectionRank(5)) {
+		if !done && (i == memIdx || wasmbin.SectionRank(s.ID) > wasmbin.SectionRank(5)) {
 			emit(mem)
 			done = true
 			if i == memIdx {
@@ -290,26 +275,26 @@ func withMemory(wasm []byte) ([]byte, bool, error) {
 
 // exportsOfKind returns the names of wasm's exports of one kind.
 func exportsOfKind(wasm []byte, kind byte) ([]string, error) {
-	secs, err := wasmSections(wasm)
+	secs, err := wasmbin.Sections(wasm)
 	if err != nil {
 		return nil, err
 	}
 	var names []string
 	for _, s := range secs {
-		if s.id != 7 {
+		if s.ID != 7 {
 			continue
 		}
-		r := &reader{b: s.body}
-		n := r.u32()
-		for i := uint32(0); i < n && r.err == nil; i++ {
-			name, k := r.name(), r.byte()
-			r.u32()
+		r := wasmbin.NewReader(s.Body)
+		n := r.U32()
+		for i := uint32(0); i < n && r.Err() == nil; i++ {
+			name, k := r.Name(), r.Byte()
+			r.U32()
 			if k == kind {
 				names = append(names, name)
 			}
 		}
-		if r.err != nil {
-			return nil, r.err
+		if r.Err() != nil {
+			return nil, r.Err()
 		}
 	}
 	return names, nil
@@ -332,7 +317,7 @@ func TestSpecHarness(t *testing.T) {
 		{"imported memory", `(module (import "env" "m" (memory 1)))`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wasm := assemble(t, tc.wat)
+			wasm := testenv.WATText(t, tc.wat)
 			out, added, err := withMemory(wasm)
 			if err != nil || added != tc.add {
 				t.Fatalf("withMemory: added %v, err %v; want added %v", added, err, tc.add)

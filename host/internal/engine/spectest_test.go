@@ -16,6 +16,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/informer-host/informer-host/host/internal/wasmbin"
 )
 
 // TestSpecRewriter proves the termination-check rewriter (instrument)
@@ -36,13 +38,13 @@ import (
 //     exported globals are equal.
 //   - invalid: no assert_invalid or binary assert_malformed module, with
 //     or without an added memory, compiles after rewriting: either
-//     instrument refuses it or wazero does.
+//     wasmbin.Instrument refuses it or wazero does.
 //   - stop: with the stop flag raised, every assert_exhaustion call (an
 //     unbounded recursion) ends in the stop trap instead of exhausting the
 //     stack, and so do the looping and recursing functions named in
 //     specStopCases.
 //
-// Modules instrument refuses (errUninstrumentable) run unrewritten on the
+// Modules wasmbin.Instrument refuses (ErrUninstrumentable) run unrewritten on the
 // instrumented side, as the engine would fall back to wazero's checks;
 // their set must be exactly specKnownRefused.
 func TestSpecRewriter(t *testing.T) {
@@ -156,7 +158,7 @@ var specDeviations = func() map[string]string {
 }()
 
 // specStopCases are looping or recursing spec functions, with arguments
-// that make them run far longer than checkBudget checks (the loops
+// that make them run far longer than wasmbin.CheckBudget checks (the loops
 // practically forever). With the stop flag raised, each must end in the
 // stop trap. during: raise the flag from another goroutine while the call
 // runs, rather than before it.
@@ -282,7 +284,7 @@ func runSpecScript(t *testing.T, ctx context.Context, eng *Engine, cache wazero.
 	if err != nil {
 		t.Fatal(err)
 	}
-	globals, _ := exportsOfKind(host, externGlobal)
+	globals, _ := exportsOfKind(host, wasmbin.ExternGlobal)
 	// refused: not instrumented, so no stop flag.
 	r.all = append(r.all, &specPair{file: "spectest.wasm", orig: hO, instr: hI, refused: true, globals: globals})
 
@@ -342,11 +344,11 @@ func (r *specRun) instantiate(c *specCommand, as string) (p *specPair, errO, err
 		r.tally.add(&r.tally.givenMemory, 1)
 	}
 	p = &specPair{file: c.Filename, line: c.Line}
-	p.globals, _ = exportsOfKind(wasm, externGlobal)
+	p.globals, _ = exportsOfKind(wasm, wasmbin.ExternGlobal)
 	out, loops, ierr := safeInstrument(wasm)
 	r.tally.add(&r.tally.loops, loops)
 	if ierr != nil {
-		if !errors.Is(ierr, errUninstrumentable) {
+		if !errors.Is(ierr, wasmbin.ErrUninstrumentable) {
 			return nil, nil, nil, fmt.Errorf("%s: instrument: %v", c.Filename, ierr)
 		}
 		r.tally.mu.Lock()
@@ -358,7 +360,7 @@ func (r *specRun) instantiate(c *specCommand, as string) (p *specPair, errO, err
 	p.orig, errO = r.rtO.InstantiateWithConfig(r.ctx, wasm, cfg)
 	p.instr, errI = r.rtI.InstantiateWithConfig(r.ctx, out, cfg)
 	if errI == nil && !p.refused {
-		if fn := p.instr.ExportedFunction(startExport); fn != nil {
+		if fn := p.instr.ExportedFunction(wasmbin.StartExport); fn != nil {
 			if _, errI = fn.Call(r.ctx); errI != nil {
 				// The original's module is gone too (wazero drops a
 				// module whose start traps); free its name.
@@ -469,7 +471,7 @@ func (r *specRun) invalidModule(c *specCommand) {
 			r.fail(&r.invalid, c, "%s (%s, %q) loads with injected checks", c.Filename, v.name, c.Text)
 			continue
 		}
-		if errors.Is(err, errUninstrumentable) {
+		if errors.Is(err, wasmbin.ErrUninstrumentable) {
 			r.fail(&r.invalid, c, "%s (%s): refused by the rewriter, not by wazero's validation: %v", c.Filename, v.name, err)
 			continue
 		}
@@ -689,9 +691,9 @@ func (r *specRun) stopChecks() {
 // checks that it ends in the stop trap.
 func (r *specRun) stopCall(c *specCommand, p *specPair, field string, args []uint64, during bool) {
 	r.tally.add(&r.tally.stops, 1)
-	stop, ok := p.instr.ExportedGlobal(stopExport).(api.MutableGlobal)
+	stop, ok := p.instr.ExportedGlobal(wasmbin.StopExport).(api.MutableGlobal)
 	if !ok {
-		r.fail(&r.stop, c, "%s: no mutable global %q", p.file, stopExport)
+		r.fail(&r.stop, c, "%s: no mutable global %q", p.file, wasmbin.StopExport)
 		return
 	}
 	fn := p.instr.ExportedFunction(field)
@@ -729,7 +731,7 @@ func (r *specRun) stopCall(c *specCommand, p *specPair, field string, args []uin
 	stop.Set(0)
 }
 
-// safeInstrument is instrument turning a panic (on bytes no compiler has
+// safeInstrument is wasmbin.Instrument turning a panic (on bytes no compiler has
 // validated) into a test failure rather than the end of the test binary.
 func safeInstrument(wasm []byte) (out []byte, loops int, err error) {
 	defer func() {
@@ -737,7 +739,11 @@ func safeInstrument(wasm []byte) (out []byte, loops int, err error) {
 			err = fmt.Errorf("instrument panics: %v", p)
 		}
 	}()
-	return instrument(wasm)
+	rw, err := wasmbin.Instrument(wasm)
+	if err != nil {
+		return nil, 0, err
+	}
+	return rw.Wasm, rw.Loops, nil
 }
 
 // Value types wazero's api does not name.

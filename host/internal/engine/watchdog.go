@@ -12,7 +12,7 @@ import (
 // cancel function and two allocations per call, for a deadline that almost
 // never fires. Here a call costs a clock read, an atomic store and a
 // compare-and-swap (Instance.call). To kill a call the watchdog raises the
-// instance's injected stop flag (checks.go) and closes the instance's
+// instance's injected stop flag (wasmbin/checks.go) and closes the instance's
 // context, created once, on which a guest sleeping or writing in a WASI
 // call wakes (and which wazero watches, with a goroutine per call, for a
 // module compiled with wazero's own checks: Engine.wazeroChecks, kept for

@@ -1,4 +1,4 @@
-package engine
+package wasmbin
 
 import (
 	"errors"
@@ -19,15 +19,15 @@ import (
 // shallow stack) and one bulk instruction over gigabytes run without ever
 // reaching one.
 //
-// rewrite changes the module so that it checks for itself, cheaply,
+// Instrument changes the module so that it checks for itself, cheaply,
 // everywhere guest code can run long. It adds three mutable i32 globals,
-// $stop (exported, 0), $budget (checkBudget) and $tmp, and a tick at every
+// $stop (exported, 0), $budget (CheckBudget) and $tmp, and a tick at every
 // function entry and after every `loop` instruction:
 //
 //	$budget -= 1
 //	if $budget == 0 {
 //	    drop(memory.grow(0))   ;; an exit to Go: see below
-//	    $budget = checkBudget
+//	    $budget = CheckBudget
 //	    if $stop { unreachable }
 //	}
 //
@@ -45,7 +45,7 @@ import (
 //
 // The fast path is a load, a subtraction, a store and a branch, where
 // wazero's check leaves the compiled code for Go on every iteration. Every
-// checkBudget units the guest exits to Go: memory.grow is implemented by a
+// CheckBudget units the guest exits to Go: memory.grow is implemented by a
 // call into Go (a zero delta changes nothing), and Go code is where the Go
 // runtime can preempt a goroutine. That exit is essential: compiled wasm
 // cannot be preempted, so a guest running without it would hold its
@@ -72,7 +72,7 @@ import (
 //
 // Only the code section's instructions are decoded. Anything the decoder
 // does not know (an opcode of a proposal wazero does not run either, such
-// as threads or GC, or a malformed body) makes rewrite fail, and the
+// as threads or GC, or a malformed body) makes Instrument fail, and the
 // module is refused: there is no fallback to wazero's checks, which stop
 // neither recursion nor bulk instructions. Custom sections holding DWARF
 // (".debug_*") are dropped, because the code offsets they record move;
@@ -80,13 +80,16 @@ import (
 // not change).
 
 const (
-	stopExport  = "informer_host.stop"
-	startExport = "informer_host.start"
-	// checkBudget is how many budget units run between exits to Go. A
+	// StopExport and StartExport are the names Instrument gives the
+	// flag and the start function's export, unless the module already
+	// uses them (Instrumented.Stop and Start have the names chosen).
+	StopExport  = "informer_host.stop"
+	StartExport = "informer_host.start"
+	// CheckBudget is how many budget units run between exits to Go. A
 	// unit is a function entry, a loop iteration or bulkUnit bytes of a
 	// bulk instruction; an exit costs about 100 ns. A killed call or a
 	// garbage collection waits for at most this many units.
-	checkBudget = 1000
+	CheckBudget = 1000
 	// bulkShift: a bulk memory instruction is charged one unit per
 	// 1<<bulkShift bytes (64: about as long as a loop iteration takes),
 	// a table instruction one per 1<<tableShift elements (8 bytes each).
@@ -99,11 +102,12 @@ const (
 	bulkChunk = 64 << 10
 )
 
-// errUninstrumentable is wrapped by instrument's errors.
-var errUninstrumentable = errors.New("cannot inject termination checks")
+// ErrUninstrumentable is wrapped by Instrument's errors.
+var ErrUninstrumentable = errors.New("cannot inject termination checks")
 
-// sectionRank is the position a known section must take in a module.
-func sectionRank(id byte) int {
+// SectionRank is the position a known section must take in a module (0
+// for a custom section, which may go anywhere).
+func SectionRank(id byte) int {
 	switch id {
 	case 1, 2, 3, 4, 5:
 		return int(id)
@@ -127,37 +131,46 @@ func sectionRank(id byte) int {
 	return 0 // custom
 }
 
-type section struct {
-	id   byte
-	body []byte
+// Section is one section of a module: its id and its body.
+type Section struct {
+	ID   byte
+	Body []byte
 }
 
-// rewritten is a module with injected termination checks.
-type rewritten struct {
-	wasm []byte
-	// loops is the number of loops instrumented (function entries and
-	// bulk instructions are checked too).
-	loops int
-	// stop and start are the export names of the flag and of the start
-	// function ("" without one): stopExport and startExport unless the
-	// module already uses those names.
-	stop, start string
-}
-
-// instrument returns wasm with injected termination checks, and the number
-// of loops it instrumented. wasm must have passed inspect and wazero's
-// validation (validateOriginal): the rewriter adds globals, a type and
-// functions, so an index out of range in an invalid module could become
-// a valid reference to them.
-func instrument(wasm []byte) ([]byte, int, error) {
-	rw, err := rewrite(wasm)
-	if err != nil {
-		return nil, 0, err
+// Sections splits wasm, past its 8-byte header, into its sections.
+func Sections(wasm []byte) ([]Section, error) {
+	if len(wasm) < 8 {
+		return nil, errors.New("truncated module")
 	}
-	return rw.wasm, rw.loops, nil
+	var out []Section
+	r := &Reader{b: wasm, pos: 8}
+	for r.pos < len(r.b) && r.err == nil {
+		id := r.Byte()
+		out = append(out, Section{id, r.Bytes(r.U32())})
+	}
+	return out, r.err
 }
 
-// moduleCounts is what rewrite needs to know of a module before it
+// AppendSection appends the section id with body to out.
+func AppendSection(out []byte, id byte, body []byte) []byte {
+	out = append(out, id)
+	out = append(out, uleb(uint64(len(body)))...)
+	return append(out, body...)
+}
+
+// Instrumented is a module with injected termination checks.
+type Instrumented struct {
+	Wasm []byte
+	// Loops is the number of loops instrumented (function entries and
+	// bulk instructions are checked too).
+	Loops int
+	// Stop and Start are the export names of the flag and of the start
+	// function ("" without one): StopExport and StartExport unless the
+	// module already uses those names.
+	Stop, Start string
+}
+
+// moduleCounts is what Instrument needs to know of a module before it
 // changes it.
 type moduleCounts struct {
 	importedFuncs, definedFuncs     uint32
@@ -168,88 +181,83 @@ type moduleCounts struct {
 	exports                         map[string]bool
 }
 
-// rewrite is instrument, returning the export names it chose as well.
-func rewrite(wasm []byte) (*rewritten, error) {
-	fail := func(format string, args ...any) (*rewritten, error) {
-		return nil, fmt.Errorf("%w: %s", errUninstrumentable, fmt.Sprintf(format, args...))
+// Instrument returns wasm with injected termination checks. wasm must
+// have passed Decode and wazero's validation (the engine's
+// validateOriginal): the rewriter adds globals, a type and functions, so
+// an index out of range in an invalid module could become a valid
+// reference to them. Its errors wrap ErrUninstrumentable.
+func Instrument(wasm []byte) (*Instrumented, error) {
+	fail := func(format string, args ...any) (*Instrumented, error) {
+		return nil, fmt.Errorf("%w: %s", ErrUninstrumentable, fmt.Sprintf(format, args...))
 	}
-	if len(wasm) < 8 {
-		return fail("truncated module")
-	}
-	var sections []section
-	r := &reader{b: wasm, pos: 8}
-	for r.pos < len(r.b) && r.err == nil {
-		id := r.byte()
-		body := r.bytes(r.u32())
-		sections = append(sections, section{id, body})
-	}
-	if r.err != nil {
-		return fail("%v", r.err)
+	sections, err := Sections(wasm)
+	if err != nil {
+		return fail("%v", err)
 	}
 
 	// Indexes: imports come first in each index space, and everything
 	// added goes at the end, so no existing index changes.
 	mc := moduleCounts{exports: map[string]bool{}}
 	for _, s := range sections {
-		sr := &reader{b: s.body}
-		switch s.id {
+		sr := &Reader{b: s.Body}
+		switch s.ID {
 		case 1:
-			mc.types = sr.u32()
+			mc.types = sr.U32()
 		case 2:
-			n := sr.u32()
+			n := sr.U32()
 			for i := uint32(0); i < n && sr.err == nil; i++ {
-				sr.name()
-				sr.name()
-				switch kind := sr.byte(); kind {
-				case externFunc:
-					sr.u32()
+				sr.Name()
+				sr.Name()
+				switch kind := sr.Byte(); kind {
+				case ExternFunc:
+					sr.U32()
 					mc.importedFuncs++
-				case externTable:
-					sr.byte()
-					sr.limits()
-				case externMemory:
-					sr.limits()
+				case ExternTable:
+					sr.Byte()
+					sr.Limits()
+				case ExternMemory:
+					sr.Limits()
 					mc.hasMemory = true
-				case externGlobal:
-					sr.byte()
-					sr.byte()
+				case ExternGlobal:
+					sr.Byte()
+					sr.Byte()
 					mc.importedGlobals++
-				case externTag:
-					sr.byte()
-					sr.u32()
+				case ExternTag:
+					sr.Byte()
+					sr.U32()
 				default:
 					return fail("import kind 0x%02x", kind)
 				}
 			}
 		case 3:
-			mc.definedFuncs = sr.u32()
+			mc.definedFuncs = sr.U32()
 		case 5:
-			mc.hasMemory = sr.u32() > 0
+			mc.hasMemory = sr.U32() > 0
 		case 6:
-			mc.definedGlobals = sr.u32()
+			mc.definedGlobals = sr.U32()
 		case 7:
-			n := sr.u32()
+			n := sr.U32()
 			for i := uint32(0); i < n && sr.err == nil; i++ {
-				mc.exports[sr.name()] = true
-				sr.byte()
-				sr.u32()
+				mc.exports[sr.Name()] = true
+				sr.Byte()
+				sr.U32()
 			}
 		case 8:
 			if mc.hasStart {
 				return fail("two start sections")
 			}
-			mc.start, mc.hasStart = sr.u32(), true
+			mc.start, mc.hasStart = sr.U32(), true
 		}
 		if sr.err != nil {
-			return fail("section %d: %v", s.id, sr.err)
+			return fail("section %d: %v", s.ID, sr.err)
 		}
 	}
 	if !mc.hasMemory {
 		return fail("no memory")
 	}
-	rw := &rewritten{stop: freeName(mc.exports, stopExport)}
+	rw := &Instrumented{Stop: freeName(mc.exports, StopExport)}
 	if mc.hasStart {
-		rw.start = freeName(mc.exports, startExport)
+		rw.Start = freeName(mc.exports, StartExport)
 	}
 	g := newCheckCode(mc.importedGlobals + mc.definedGlobals)
 	// The helpers for memory.fill and memory.copy: type (i32 i32 i32) -> (),
@@ -270,8 +278,8 @@ func rewrite(wasm []byte) (*rewritten, error) {
 	appendVec := func(body []byte, extra uint32, entries []byte) []byte {
 		n, rest := uint32(0), []byte(nil)
 		if body != nil {
-			sr := &reader{b: body}
-			n = sr.u32()
+			sr := &Reader{b: body}
+			n = sr.U32()
 			rest = body[sr.pos:]
 		}
 		b := uleb(uint64(n + extra))
@@ -281,8 +289,8 @@ func rewrite(wasm []byte) (*rewritten, error) {
 	var (
 		helperTypeEntry = []byte{0x60, 0x03, 0x7f, 0x7f, 0x7f, 0x00}
 		helperFuncs     = append(uleb(uint64(helperType)), uleb(uint64(helperType))...)
-		// mut i32 $stop = 0; mut i32 $budget = checkBudget; mut i32 $tmp = 0
-		newGlobals = append(append([]byte{0x7f, 0x01, 0x41, 0x00, 0x0b, 0x7f, 0x01, 0x41}, sleb(checkBudget)...),
+		// mut i32 $stop = 0; mut i32 $budget = CheckBudget; mut i32 $tmp = 0
+		newGlobals = append(append([]byte{0x7f, 0x01, 0x41, 0x00, 0x0b, 0x7f, 0x01, 0x41}, sleb(CheckBudget)...),
 			0x0b, 0x7f, 0x01, 0x41, 0x00, 0x0b)
 	)
 	exportEntry := func(name string, kind byte, idx uint32) []byte {
@@ -290,10 +298,10 @@ func rewrite(wasm []byte) (*rewritten, error) {
 		b = append(b, kind)
 		return append(b, uleb(uint64(idx))...)
 	}
-	newExports := exportEntry(rw.stop, externGlobal, g.stopIdx)
+	newExports := exportEntry(rw.Stop, ExternGlobal, g.stopIdx)
 	nExports := uint32(1)
 	if mc.hasStart {
-		newExports = append(newExports, exportEntry(rw.start, externFunc, mc.start)...)
+		newExports = append(newExports, exportEntry(rw.Start, ExternFunc, mc.start)...)
 		nExports++
 	}
 	var codeHelpers []byte
@@ -312,49 +320,49 @@ func rewrite(wasm []byte) (*rewritten, error) {
 		}
 	}
 	for _, s := range sections {
-		rank := sectionRank(s.id)
-		if rank > sectionRank(1) {
+		rank := SectionRank(s.ID)
+		if rank > SectionRank(1) {
 			missing(1, appendVec(nil, 1, helperTypeEntry))
 		}
-		if rank > sectionRank(3) {
+		if rank > SectionRank(3) {
 			missing(3, appendVec(nil, 2, helperFuncs))
 		}
-		if rank > sectionRank(6) {
+		if rank > SectionRank(6) {
 			missing(6, appendVec(nil, 3, newGlobals))
 		}
-		if rank > sectionRank(7) {
+		if rank > SectionRank(7) {
 			missing(7, appendVec(nil, nExports, newExports))
 		}
-		if rank > sectionRank(10) && mc.definedFuncs == 0 {
+		if rank > SectionRank(10) && mc.definedFuncs == 0 {
 			missing(10, appendVec(nil, 2, codeHelpers))
 		}
-		switch s.id {
+		switch s.ID {
 		case 0:
-			sr := &reader{b: s.body}
-			if name := sr.name(); sr.err == nil && strings.HasPrefix(name, ".debug") {
+			sr := &Reader{b: s.Body}
+			if name := sr.Name(); sr.err == nil && strings.HasPrefix(name, ".debug") {
 				continue
 			}
-			emit(0, s.body)
+			emit(0, s.Body)
 		case 1:
-			missing(1, appendVec(s.body, 1, helperTypeEntry))
+			missing(1, appendVec(s.Body, 1, helperTypeEntry))
 		case 3:
-			missing(3, appendVec(s.body, 2, helperFuncs))
+			missing(3, appendVec(s.Body, 2, helperFuncs))
 		case 6:
-			missing(6, appendVec(s.body, 3, newGlobals))
+			missing(6, appendVec(s.Body, 3, newGlobals))
 		case 7:
-			missing(7, appendVec(s.body, nExports, newExports))
+			missing(7, appendVec(s.Body, nExports, newExports))
 		case 8:
 			// Dropped: the engine calls the start function itself.
 		case 10:
-			body, n, err := g.instrumentCode(s.body)
+			body, n, err := g.instrumentCode(s.Body)
 			if err != nil {
 				return fail("%v", err)
 			}
-			rw.loops += n
+			rw.Loops += n
 			emit(10, appendVec(body, 2, codeHelpers))
 			done[10] = true
 		default:
-			emit(s.id, s.body)
+			emit(s.ID, s.Body)
 		}
 	}
 	missing(1, appendVec(nil, 1, helperTypeEntry))
@@ -367,7 +375,7 @@ func rewrite(wasm []byte) (*rewritten, error) {
 		}
 		missing(10, appendVec(nil, 2, codeHelpers))
 	}
-	rw.wasm = out
+	rw.Wasm = out
 	return rw, nil
 }
 
@@ -398,12 +406,12 @@ func newCheckCode(globals uint32) *checkCode {
 // spent:
 //
 //	drop(memory.grow(0))   ;; an exit to Go
-//	$budget = checkBudget
+//	$budget = CheckBudget
 //	if $stop { unreachable }
 func (g *checkCode) slow(b []byte) []byte {
 	b = append(b, 0x41, 0x00, 0x40, 0x00, 0x1a) // i32.const 0; memory.grow 0; drop
 	b = append(b, 0x41)
-	b = append(b, sleb(checkBudget)...)
+	b = append(b, sleb(CheckBudget)...)
 	b = append(b, 0x24)
 	b = append(b, g.budget...)
 	b = append(b, 0x23)
@@ -600,8 +608,8 @@ const (
 // instrumentCode rewrites a code section: a tick at every function entry
 // and loop header, a charge before every bulk instruction.
 func (g *checkCode) instrumentCode(sec []byte) ([]byte, int, error) {
-	r := &reader{b: sec}
-	n := r.u32()
+	r := &Reader{b: sec}
+	n := r.U32()
 	out := make([]byte, 0, len(sec)+len(sec)/16)
 	out = append(out, uleb(uint64(n))...)
 	loops := 0
@@ -609,8 +617,8 @@ func (g *checkCode) instrumentCode(sec []byte) ([]byte, int, error) {
 	var body []byte
 	var edits []edit
 	for i := uint32(0); i < n; i++ {
-		size := r.u32()
-		fn := r.bytes(size)
+		size := r.U32()
+		fn := r.Bytes(size)
 		if r.err != nil {
 			return nil, 0, fmt.Errorf("function %d: %v", i, r.err)
 		}
@@ -656,17 +664,17 @@ func (g *checkCode) instrumentCode(sec []byte) ([]byte, int, error) {
 // its block type), a charge before or a call instead of each bulk
 // instruction.
 func scanBody(fn []byte, at []edit) ([]edit, error) {
-	r := &reader{b: fn}
+	r := &Reader{b: fn}
 	// Locals: a vector of (count, type).
-	nl := r.u32()
+	nl := r.U32()
 	for i := uint32(0); i < nl && r.err == nil; i++ {
-		r.u32()
+		r.U32()
 		r.valType()
 	}
 	at = append(at, edit{pos: r.pos, end: r.pos, kind: editTick})
 	for r.pos < len(r.b) && r.err == nil {
 		opPos := r.pos
-		op := r.byte()
+		op := r.Byte()
 		switch {
 		case op == 0x02 || op == 0x04: // block, if
 			r.blockType()
@@ -676,43 +684,43 @@ func scanBody(fn []byte, at []edit) ([]edit, error) {
 		case op <= 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b, op == 0xd1:
 			// unreachable, nop, else, end, return, drop, select, ref.is_null
 		case op == 0x0c || op == 0x0d: // br, br_if
-			r.u32()
+			r.U32()
 		case op == 0x0e: // br_table
-			n := r.u32()
+			n := r.U32()
 			for i := uint32(0); i <= n && r.err == nil; i++ {
-				r.u32()
+				r.U32()
 			}
 		case op == 0x10 || op == 0x12: // call, return_call
-			r.u32()
+			r.U32()
 		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
-			r.u32()
-			r.u32()
+			r.U32()
+			r.U32()
 		case op == 0x1c: // select t*
-			n := r.u32()
+			n := r.U32()
 			for i := uint32(0); i < n && r.err == nil; i++ {
 				r.valType()
 			}
 		case op >= 0x20 && op <= 0x26: // local.*, global.*, table.get/set
-			r.u32()
+			r.U32()
 		case op >= 0x28 && op <= 0x3e: // loads and stores
 			r.memarg()
 		case op == 0x3f || op == 0x40: // memory.size, memory.grow
-			r.u32()
+			r.U32()
 		case op == 0x41: // i32.const
 			r.sleb(5)
 		case op == 0x42: // i64.const
 			r.sleb(10)
 		case op == 0x43:
-			r.bytes(4)
+			r.Bytes(4)
 		case op == 0x44:
-			r.bytes(8)
+			r.Bytes(8)
 		case op >= 0x45 && op <= 0xc4: // numeric, conversions, sign extension
 		case op == 0xd0: // ref.null
-			if t := r.byte(); t != 0x70 && t != 0x6f {
+			if t := r.Byte(); t != 0x70 && t != 0x6f {
 				r.fail("ref.null of heap type 0x%02x", t)
 			}
 		case op == 0xd2: // ref.func
-			r.u32()
+			r.U32()
 		case op == 0xfc:
 			switch r.miscOp() {
 			case 8: // memory.init
@@ -737,7 +745,7 @@ func scanBody(fn []byte, at []edit) ([]edit, error) {
 }
 
 // blockType reads a block type: empty, a value type or a type index.
-func (r *reader) blockType() {
+func (r *Reader) blockType() {
 	switch b := r.peek(); b {
 	case 0x40, 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
 		r.pos++
@@ -748,7 +756,7 @@ func (r *reader) blockType() {
 	}
 }
 
-func (r *reader) peek() byte {
+func (r *Reader) peek() byte {
 	if r.err != nil || r.pos >= len(r.b) {
 		r.fail("unexpected end of code")
 		return 0
@@ -757,10 +765,10 @@ func (r *reader) peek() byte {
 }
 
 // sleb reads a signed LEB128 of at most maxBytes bytes.
-func (r *reader) sleb(maxBytes int) int64 {
+func (r *Reader) sleb(maxBytes int) int64 {
 	var v int64
 	for i := 0; i < maxBytes; i++ {
-		c := r.byte()
+		c := r.Byte()
 		if r.err != nil {
 			return 0
 		}
@@ -778,25 +786,25 @@ func (r *reader) sleb(maxBytes int) int64 {
 
 // memarg reads a memory immediate: alignment (with the multi-memory flag,
 // a memory index) and offset.
-func (r *reader) memarg() {
-	if align := r.u32(); align&0x40 != 0 {
-		r.u32()
+func (r *Reader) memarg() {
+	if align := r.U32(); align&0x40 != 0 {
+		r.U32()
 	}
 	r.u64(10)
 }
 
 // miscOp reads the rest of a 0xFC instruction and returns its
 // sub-opcode.
-func (r *reader) miscOp() uint32 {
-	sub := r.u32()
+func (r *Reader) miscOp() uint32 {
+	sub := r.U32()
 	switch {
 	case sub <= 7: // saturating truncations
 	case sub == 8, sub == 10, sub == 12, sub == 14: // memory.init, memory.copy, table.init, table.copy
-		r.u32()
-		r.u32()
+		r.U32()
+		r.U32()
 	case sub == 9, sub == 11, sub == 13, sub == 15, sub == 16, sub == 17:
 		// data.drop, memory.fill, elem.drop, table.grow, table.size, table.fill
-		r.u32()
+		r.U32()
 	default:
 		r.fail("opcode 0xfc %d", sub)
 	}
@@ -804,17 +812,17 @@ func (r *reader) miscOp() uint32 {
 }
 
 // simdOp reads the rest of a 0xFD instruction.
-func (r *reader) simdOp() {
-	switch sub := r.u32(); {
+func (r *Reader) simdOp() {
+	switch sub := r.U32(); {
 	case sub <= 0x0b, sub == 0x5c, sub == 0x5d: // loads and stores
 		r.memarg()
 	case sub == 0x0c, sub == 0x0d: // v128.const, i8x16.shuffle
-		r.bytes(16)
+		r.Bytes(16)
 	case sub >= 0x15 && sub <= 0x22: // extract and replace lane
-		r.byte()
+		r.Byte()
 	case sub >= 0x54 && sub <= 0x5b: // load and store lane
 		r.memarg()
-		r.byte()
+		r.Byte()
 	case sub <= 0xff:
 	default:
 		r.fail("opcode 0xfd %d", sub)

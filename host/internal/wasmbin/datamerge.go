@@ -1,4 +1,4 @@
-package engine
+package wasmbin
 
 // Merging data segments (RATIONALE.md, "Data segments are
 // merged").
@@ -8,7 +8,7 @@ package engine
 // and the compiled module a decoded DataSegment per segment. Go's linker
 // cuts its data at every short run of zeros: the benchmarks' small Go
 // plugin has 40,143 segments (987 KB of data, the median gap 18 bytes),
-// which is 944 KB of slice headers per instance. mergeData rewrites the
+// which is 944 KB of slice headers per instance. MergeData rewrites the
 // data section into few segments, filling the small gaps with the zeros
 // they hold anyway, before the module is compiled.
 //
@@ -42,18 +42,18 @@ type dataRun struct {
 	gaps       []uint64
 }
 
-// mergeData returns wasm with its data segments merged, or wasm itself.
-func mergeData(wasm []byte) []byte {
+// MergeData returns wasm with its data segments merged, or wasm itself.
+func MergeData(wasm []byte) []byte {
 	if len(wasm) < 8 {
 		return wasm
 	}
-	r := &reader{b: wasm, pos: 8}
+	r := &Reader{b: wasm, pos: 8}
 	dataAt, dataEnd := -1, -1
 	var dataBody []byte
 	for r.pos < len(r.b) && r.err == nil {
 		at := r.pos
-		id := r.byte()
-		body := r.bytes(r.u32())
+		id := r.Byte()
+		body := r.Bytes(r.U32())
 		switch id {
 		case 12:
 			return wasm // data count: code may name segments
@@ -77,10 +77,10 @@ func mergeData(wasm []byte) []byte {
 }
 
 // mergeSegments returns the merged data section body, and false if the
-// section is not one mergeData may touch or nothing would merge.
+// section is not one MergeData may touch or nothing would merge.
 func mergeSegments(body []byte) ([]byte, bool) {
-	r := &reader{b: body}
-	n := r.u32()
+	r := &Reader{b: body}
+	n := r.U32()
 	var runs []*dataRun
 	var cur *dataRun
 	written := func(start, end uint64) bool { // does a finished run overlap [start, end)?
@@ -92,17 +92,17 @@ func mergeSegments(body []byte) ([]byte, bool) {
 		return false
 	}
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		if r.u32() != 0 { // not active in memory 0 with an offset expression
+		if r.U32() != 0 { // not active in memory 0 with an offset expression
 			return nil, false
 		}
-		if r.byte() != 0x41 { // i32.const
+		if r.Byte() != 0x41 { // i32.const
 			return nil, false
 		}
 		off := uint64(uint32(r.sleb(5)))
-		if r.byte() != 0x0b {
+		if r.Byte() != 0x0b {
 			return nil, false
 		}
-		init := r.bytes(r.u32())
+		init := r.Bytes(r.U32())
 		if r.err != nil {
 			return nil, false
 		}
