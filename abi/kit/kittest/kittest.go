@@ -2,8 +2,13 @@
 
 // Package kittest runs a Go plugin's handlers natively, in `go test`,
 // against a host written in Go: events, the plugin's configuration, its
-// logs, state (ABI.md §16.2), cache reads (§16.1) and metrics (§16.3),
-// with the ABI's codes and size protocol. Put the handler in a file
+// logs, state (ABI.md §16.2), cache reads (§16.1), metrics (§16.3),
+// Kubernetes writes (§17.1), Events (§17.2) and HTTP upstreams (§17.3),
+// with the ABI's codes, size protocol and result messages. The calls
+// that act outside the host are recorded (Writes, Events, HTTPRequests)
+// and their answers programmable (OnWrite, OnEvent, OnHTTP); by default
+// a write is applied to the fake cache, so a later cache read sees it,
+// as with controller-runtime's fake client. Put the handler in a file
 // without the wasip1 build tag (register it in init as usual) and test it:
 //
 //	func TestHandler(t *testing.T) {
@@ -13,6 +18,7 @@
 //			t.Fatal(r)
 //		}
 //		if v := h.Metric("pods", "shop", "Running"); v != 1 { ... }
+//		if w := h.Writes(); len(w) != 1 || w[0].Op != "apply" { ... }
 //	}
 //
 // It is a unit-test fake: informer-host replay runs the built .wasm
@@ -68,6 +74,16 @@ type Host struct {
 	cache    map[string]map[string][]byte // resource -> key -> JSON
 	metrics  []metric
 	values   map[string]float64 // name + \x00 + labels
+
+	resultMsg string        // result_message: the last §17 call's
+	rv, uids  int64         // the last resourceVersion and uid a write made
+	response  *HTTPResponse // the last http_request's, until the call returns
+	writes    []WriteRequest
+	events    []RecordedEvent
+	requests  []HTTPRequest
+	onWrite   func(WriteRequest) (int32, string)
+	onEvent   func(RecordedEvent) (int32, string)
+	upstreams map[string]func(HTTPRequest) HTTPResponse
 }
 
 type stateEntry struct {
@@ -89,7 +105,8 @@ func New(t testing.TB) *Host {
 
 // Init calls the plugin's OnInit with h.Config; the error is its refusal.
 func (h *Host) Init() error {
-	h.errMsg = ""
+	h.errMsg, h.resultMsg = "", ""
+	defer h.end()
 	if rc := kit.NativeInit(int32(len(h.Config))); rc != abi.InitOK {
 		return fmt.Errorf("ih_init returned %d: %s", rc, h.errMsg)
 	}
@@ -119,13 +136,17 @@ func (h *Host) Synced(resource string) {
 	hd := h.resourceHeader(abi.Header{}, resource)
 	h.header = abi.AppendHeader(nil, &hd)
 	h.obj, h.old = nil, nil
-	h.inEvent = true
+	h.inEvent, h.resultMsg = true, ""
 	defer h.end()
 	kit.NativeSynced(int32(len(h.header)))
 }
 
 // Shutdown calls OnShutdown.
-func (h *Host) Shutdown() { kit.NativeShutdown() }
+func (h *Host) Shutdown() {
+	h.resultMsg = ""
+	defer h.end()
+	kit.NativeShutdown()
+}
 
 func (h *Host) resourceHeader(hd abi.Header, resource string) abi.Header {
 	if r, ok := h.Resources[resource]; ok {
@@ -152,14 +173,15 @@ func (h *Host) deliver(hd abi.Header, resource, obj, old string) Result {
 	if old != "" {
 		h.old = []byte(old)
 	}
-	h.errMsg = ""
+	h.errMsg, h.resultMsg = "", ""
 	h.inEvent = true
 	defer h.end()
 	rc := kit.NativeHandle(int32(len(h.header)))
 	return Result{Code: rc, Message: h.errMsg}
 }
 
-func (h *Host) end() { h.inEvent, h.handles = false, nil }
+// end ends an export call: its handles and HTTP response go with it.
+func (h *Host) end() { h.inEvent, h.handles, h.response = false, nil, nil }
 
 // Logs returns the lines logged so far, each "LEVEL message".
 func (h *Host) Logs() []string { return h.logs }
@@ -349,7 +371,10 @@ func (h *Host) keys(res string, start int32, buf []byte, match func(obj []byte) 
 	} else {
 		keys = nil
 	}
-	b := []byte(strings.Join(keys, "\n"))
+	var b []byte
+	for _, k := range keys {
+		b = append(append(b, k...), '\n')
+	}
 	return abi.PackList(uint32(int(start)+len(keys)), uint32(copySized(buf, b)))
 }
 
