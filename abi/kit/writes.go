@@ -132,18 +132,10 @@ func (p *plugin) write(op int32, t Target, body []byte, pre Preconditions, flags
 	return Cached{p: p, h: h}, nil
 }
 
-// WriteOpName is how errors and the kits' fakes name a k8s_write op:
-// "create", "merge-patch", "json-patch", "apply", "delete" ("op N" for
-// another).
-func WriteOpName(op int32) string {
-	switch op {
-	case abi.WriteMergePatch:
-		return "merge-patch"
-	case abi.WriteJSONPatch:
-		return "json-patch"
-	}
-	if v := abi.WriteVerb(op); v != "" {
-		return v
+// writeOpName is a k8s_write op's name, "op N" for an unknown one.
+func writeOpName(op int32) string {
+	if n := abi.WriteOpName(op); n != "" {
+		return n
 	}
 	return "op " + strconv.Itoa(int(op))
 }
@@ -152,7 +144,7 @@ func WriteOpName(op int32) string {
 // "merge-patch pods/status shop/web", "apply --force pods shop/web".
 func writeCall(op int32, t Target, flags int32) string {
 	var b strings.Builder
-	b.WriteString(WriteOpName(op))
+	b.WriteString(writeOpName(op))
 	if flags&abi.WriteForce != 0 {
 		b.WriteString(" --force")
 	}

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/informer-host/informer-host/abi"
-	"github.com/informer-host/informer-host/abi/kit"
 )
 
 // The capabilities that act outside the host (ABI.md §17): writes,
@@ -24,7 +23,7 @@ import (
 // WriteRequest is one k8s_write as the plugin made it.
 type WriteRequest struct {
 	// Op is the operation: "create", "merge-patch", "json-patch",
-	// "apply" or "delete" (kit.WriteOpName).
+	// "apply" or "delete" (abi.WriteOpName); "" for an unknown op.
 	Op          string
 	Resource    string // as the plugin named it: "pods", "v1/configmaps"
 	Namespace   string
@@ -132,7 +131,7 @@ func (h *Host) fail(code int32, format string, args ...any) int32 {
 
 func (h *Host) K8sWrite(op int32, res, ns, name, sub string, body []byte, uid, rv string, flags int32) int32 {
 	h.resultMsg = ""
-	r := WriteRequest{Op: kit.WriteOpName(op), Resource: res, Namespace: ns, Name: name, Subresource: sub, Body: string(body),
+	r := WriteRequest{Op: abi.WriteOpName(op), Resource: res, Namespace: ns, Name: name, Subresource: sub, Body: string(body),
 		UID: uid, ResourceVersion: rv, Force: flags&abi.WriteForce != 0, MustExist: flags&abi.WriteMustExist != 0}
 	h.writes = append(h.writes, r)
 	if code := h.checkWrite(op, r, flags); code != 0 {
