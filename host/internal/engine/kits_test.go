@@ -271,7 +271,11 @@ func TestKitAssemblyScriptFunctions(t *testing.T) {
 	}
 	for _, w := range append([]string{
 		`check config: hello`,
+		`check configJSON: unexpected character at character 0`,
 		`check header: add ns/p1 rv=42 uid=uid-p1`,
+		`check flags: selfWrite=no initialList=no handedOver=no`,
+		`check parseJSON: téam/x -25.0 on 2 true`,
+		`check parseJSON bad: unexpected character at character 3`,
 		`check field: 5 {\"image\":\"nginx:1.27\",\"name\":\"main\",\"ports\":[{\"containerPort\":80}]}`,
 		`check missing: ERR_NOT_FOUND`,
 		`check old: ERR_ABSENT`,
