@@ -37,7 +37,7 @@ func readKitSources(t *testing.T) kitSources {
 		goKit:  read("kit/*.go"),
 		goFake: read("kit/kittest/*.go"),
 		rust:   read("rust/src/*.rs"),
-		as:     read("assemblyscript/assembly/*.ts"),
+		as:     read("assemblyscript/assembly/*.ts") + read("assemblyscript/fake/*.mjs"),
 		c:      read("include/informer_host.h"),
 	}
 }
@@ -76,7 +76,8 @@ func kitSymbolDeclared(s kitSources, col int, name string) bool {
 		return declared(s.rust, `\bpub (const )?(unsafe )?fn `+q(fn)+`\b`)
 	case 3:
 		if class, m, ok := strings.Cut(name, "."); ok {
-			return declared(s.as, `\bclass `+q(class)+`\b`) && declared(s.as, `(?m)^\s+(get |static )?`+q(m)+`\(`)
+			return declared(s.as, `\bclass `+q(class)+`\b`) &&
+				declared(s.as, `(?m)^\s+(get |static |async |static async )?`+q(m)+`\(|\bthis\.`+q(m)+` = `)
 		}
 		return declared(s.as, `\bexport function `+q(name)+`\(`)
 	case 4:
@@ -143,6 +144,7 @@ func TestKitSymbolDeclared(t *testing.T) {
 		{2, "plugin!", true}, {2, "nope!", false}, {2, "writes::apply", true}, {2, "nope::apply", false},
 		{2, "writes::nope", false}, {2, "config_json", true}, {2, "fake::on_write", true},
 		{3, "cacheGet", true}, {3, "nope", false}, {3, "Event.selfWrite", true}, {3, "Event.nope", false}, {3, "Nope.get", false},
+		{3, "FakeHost.load", true}, {3, "FakeHost.writes", true}, {3, "FakeHost.nope", false},
 		{4, "ih_k8s_write", true}, {4, "ih_nope", false},
 	} {
 		if got := kitSymbolDeclared(src, tc.col, tc.name); got != tc.want {
