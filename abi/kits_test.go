@@ -38,7 +38,7 @@ func readKitSources(t *testing.T) kitSources {
 		goFake: read("kit/kittest/*.go"),
 		rust:   read("rust/src/*.rs"),
 		as:     read("assemblyscript/assembly/*.ts") + read("assemblyscript/fake/*.mjs"),
-		c:      read("include/informer_host.h"),
+		c:      read("include/informer_host*.h"),
 	}
 }
 
