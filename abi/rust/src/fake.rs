@@ -167,7 +167,8 @@ mod imp {
     pub fn events() -> Vec<RecordedEvent> {
         with(|h| h.events.clone())
     }
-    /// The HTTP requests the plugin sent.
+    /// The HTTP requests the plugin sent (not those the host refused
+    /// before sending: a path that would leave the base).
     pub fn http_requests() -> Vec<HttpRequest> {
         with(|h| h.http.clone())
     }
@@ -792,7 +793,6 @@ mod imp {
                 .collect();
             let r = super::HttpRequest { upstream: text(up, up_len), method: text(method, method_len), path: text(path, path_len), header, body: bytes(body, body_len).to_vec() };
             with(|h| {
-                h.http.push(r.clone());
                 h.last_response = None;
                 h.result.clear();
             });
@@ -802,6 +802,8 @@ mod imp {
                 with(|h| h.result = format!("path {:?} would leave the upstream's base", r.path));
                 return -5;
             }
+            // Recorded once the host would send it, as Go's kittest does.
+            with(|h| h.http.push(r.clone()));
             if let Some(c) = answered() {
                 return c;
             }

@@ -228,7 +228,7 @@ fn http() {
         upstream: "chat".into(), method: "POST".into(), path: "/crashloop?x=1".into(),
         header: vec![("Content-Type".into(), "application/json".into())], body: b"{}".to_vec(),
     });
-    assert_eq!(r.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(), vec!["/crashloop?x=1", "/", "/slow", "/a/../secret"]);
+    assert_eq!(r.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(), vec!["/crashloop?x=1", "/", "/slow"]);
 }
 
 #[test]
