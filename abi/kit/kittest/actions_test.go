@@ -321,3 +321,16 @@ func TestHTTP(t *testing.T) {
 		})
 	}
 }
+
+// A write's own event comes back flagged; the others do not.
+func TestSelfWrite(t *testing.T) {
+	h := kittest.New(t)
+	var got []bool
+	kit.Handle(func(ev *kit.Event) error { got = append(got, ev.SelfWrite()); return nil })
+	h.SelfWrite("configmaps", cm, cm)
+	h.SelfWrite("configmaps", "", cm)
+	h.Update("configmaps", cm, cm)
+	if want := []bool{true, true, false}; !reflect.DeepEqual(got, want) {
+		t.Errorf("SelfWrite() %v, want %v", got, want)
+	}
+}

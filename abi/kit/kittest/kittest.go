@@ -104,6 +104,16 @@ func (h *Host) Update(resource, old, obj string) Result {
 	return h.deliver(abi.Header{Type: uint8(kit.Update), Flags: abi.FlagHasOldObject}, resource, obj, old)
 }
 
+// SelfWrite delivers the plugin's own write coming back (header flag
+// self write, ABI.md §17.1): an update of old to obj, or an add when old
+// is "".
+func (h *Host) SelfWrite(resource, old, obj string) Result {
+	if old == "" {
+		return h.deliver(abi.Header{Type: uint8(kit.Add), Flags: abi.FlagSelfWrite}, resource, obj, "")
+	}
+	return h.deliver(abi.Header{Type: uint8(kit.Update), Flags: abi.FlagHasOldObject | abi.FlagSelfWrite}, resource, obj, old)
+}
+
 func (h *Host) Delete(resource, obj string) Result {
 	return h.deliver(abi.Header{Type: uint8(kit.Delete)}, resource, obj, "")
 }
