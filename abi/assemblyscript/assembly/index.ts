@@ -192,7 +192,7 @@ export function config(): string {
 }
 
 // The plugin's configuration parsed as JSON: what Go plugins get with
-// json.Unmarshal(kit.Config(), &v). An empty configuration is JSON null;
+// kit.DecodeConfig(&v). An empty configuration is JSON null;
 // one that is not JSON is null, and jsonError() says where (for onInit
 // to refuse it with).
 export function configJSON(): JSONValue | null {

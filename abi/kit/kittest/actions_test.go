@@ -334,3 +334,28 @@ func TestSelfWrite(t *testing.T) {
 		t.Errorf("SelfWrite() %v, want %v", got, want)
 	}
 }
+
+func TestDecodeConfig(t *testing.T) {
+	for _, tc := range []struct{ config, wantKey, wantErr string }{
+		{`{"key":"team"}`, "team", ""},
+		{"", "default", ""},
+		{`{key: team}`, "", "the configuration is not the JSON the plugin expects: invalid character 'k' looking for beginning of object key string"},
+	} {
+		h := kittest.New(t)
+		h.Config = []byte(tc.config)
+		cfg := struct{ Key string }{Key: "default"}
+		kit.Handle(func(*kit.Event) error { return nil })
+		kit.OnInit(func([]byte) error { return kit.DecodeConfig(&cfg) })
+		err := h.Init()
+		kit.OnInit(nil)
+		if tc.wantErr != "" {
+			if err == nil || !strings.HasSuffix(err.Error(), tc.wantErr) {
+				t.Errorf("config %q: %v, want a refusal ending %q", tc.config, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || cfg.Key != tc.wantKey {
+			t.Errorf("config %q: key %q, %v; want %q", tc.config, cfg.Key, err, tc.wantKey)
+		}
+	}
+}

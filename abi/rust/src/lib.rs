@@ -202,7 +202,7 @@ pub fn config() -> Vec<u8> {
 }
 
 /// The plugin's configuration parsed as JSON ([`json::Value`]): what
-/// Go plugins get with `json.Unmarshal(kit.Config(), &v)`. An empty
+/// Go plugins get with `kit.DecodeConfig(&v)`. An empty
 /// configuration is `Value::Null`; one that is not JSON an error that
 /// says where, for `ih_init` to refuse it with.
 pub fn config_json() -> std::result::Result<json::Value, String> {
