@@ -189,6 +189,19 @@ func WriteVerb(op int32) string {
 	return ""
 }
 
+// WriteOpName names a k8s_write op as logs, errors and the kits' fakes
+// do: "create", "merge-patch", "json-patch", "apply", "delete"; "" for
+// an unknown op.
+func WriteOpName(op int32) string {
+	switch op {
+	case WriteMergePatch:
+		return "merge-patch"
+	case WriteJSONPatch:
+		return "json-patch"
+	}
+	return WriteVerb(op)
+}
+
 // State limits and conventions (ABI.md §16.2).
 const (
 	// StateAnyVersion as if_version writes or deletes whatever version

@@ -5,8 +5,9 @@
 #   build/plugins/pod-phase-rs.wasm    plugins/examples/pod-phase-rs, abi/rust, wasm32-wasi
 #   build/kits/pod-phase-rs.wasm32-unknown-unknown.wasm   the same for wasm32-unknown-unknown
 #   build/plugins/pod-logger-as.wasm   plugins/examples/pod-logger-as, abi/assemblyscript
-#   make kits-test                     the Rust kit's #[test]s and informer_host.h's helpers,
-#                                      natively (make test runs them)
+#   make kits-test                     the Rust kit's #[test]s, informer_host.h's helpers and
+#                                      the C fake host, natively, and the AssemblyScript fake host's tests
+#                                      under node (make test runs them)
 #
 # Rust: Debian's rustc (1.63, package rustc + libstd-rust-dev-wasm32), by
 # its path: a rustup rustc earlier on PATH usually has no wasm targets.
@@ -53,9 +54,11 @@ $(KITS_OUT)/pod-phase-rs.wasm32-unknown-unknown.wasm: plugins/examples/pod-phase
 
 # The kit's unit tests run on this machine's own target, against the kit's
 # in-memory host (abi/rust/src/fake.rs).
-kits-test: $(KITS_OUT)/rust/kit-test $(KITS_OUT)/c/helpers-test
+kits-test: $(KITS_OUT)/rust/kit-test $(KITS_OUT)/c/helpers-test $(KITS_OUT)/c/fake-test $(KITS_OUT)/as-fake-plugin.wasm
 	$(KITS_OUT)/rust/kit-test
 	$(KITS_OUT)/c/helpers-test
+	$(KITS_OUT)/c/fake-test
+	FAKE_PLUGIN=$(abspath $(KITS_OUT)/as-fake-plugin.wasm) node --test abi/assemblyscript/test/fake.test.mjs
 $(KITS_OUT)/rust/kit-test: $(RUST_KIT_SRC) | deps
 	@mkdir -p $(@D)
 	$(RUSTC_WASM) --edition 2021 --test -o $@ abi/rust/src/lib.rs
@@ -63,6 +66,10 @@ $(KITS_OUT)/rust/kit-test: $(RUST_KIT_SRC) | deps
 $(KITS_OUT)/c/helpers-test: abi/include/test/helpers_test.c abi/include/informer_host.h | deps
 	@mkdir -p $(@D)
 	$(CLANG) -Wall -Wno-unknown-attributes -Iabi/include -o $@ $<
+# informer_host_fake.h, the C plugins' in-memory host, natively.
+$(KITS_OUT)/c/fake-test: abi/include/test/fake_test.c abi/include/informer_host_fake.h abi/include/informer_host.h | deps
+	@mkdir -p $(@D)
+	$(CLANG) -Wall -Wextra -Wno-unknown-attributes -Iabi/include -o $@ $<
 test: kits-test
 
 # npm ci installs exactly the lock file's versions (assemblyscript pinned).
@@ -102,6 +109,12 @@ abi/assemblyscript/node_modules/.kit-installed: abi/assemblyscript/package.json 
 $(KITS_OUT)/as-kit-test.wasm: abi/assemblyscript/test/kit.ts $(AS_KIT_SRC) abi/assemblyscript/node_modules/.kit-installed
 	@mkdir -p $(@D)
 	cd abi/assemblyscript && node_modules/.bin/asc test/kit.ts -o $(abspath $@) -O --debug --use abort=assembly/index/abort
+
+# The AssemblyScript fake host's plugin (abi/assemblyscript/test/fake-plugin.ts),
+# run under node against abi/assemblyscript/fake/host.mjs by kits-test.
+$(KITS_OUT)/as-fake-plugin.wasm: abi/assemblyscript/test/fake-plugin.ts $(AS_KIT_SRC) abi/assemblyscript/node_modules/.kit-installed
+	@mkdir -p $(@D)
+	cd abi/assemblyscript && node_modules/.bin/asc test/fake-plugin.ts -o $(abspath $@) -O --debug --use abort=assembly/index/abort
 
 # The Rust kit's test plugin (abi/rust/test/kit.rs), run by
 # host/internal/engine's TestKitRustFunctions.

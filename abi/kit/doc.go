@@ -56,9 +56,9 @@
 //
 // On platforms other than wasip1 the package compiles, so code using it
 // can be vetted and unit tested natively, but there is no host: events
-// never arrive and logging goes to standard error.
+// never arrive and logging goes to standard error. Package kittest is a
+// fake host for those tests, with every capability.
 //
-// Rule of direction: kit imports abi and the standard library only; Go
-// plugins import it (and kittest, for their tests). The daemon never
-// imports it: it meets the kit only as compiled Wasm.
+// Rule of direction: kit imports abi and the standard library only; it
+// is imported by plugins (and kittest), never by the daemon.
 package kit

@@ -97,6 +97,21 @@ func OnSynced(f func(res Resource)) { the.onSynced = f }
 // Config returns the plugin's configuration, as passed to OnInit.
 func Config() []byte { return the.config }
 
+// DecodeConfig decodes the plugin's configuration, JSON, into v with
+// encoding/json (an empty configuration leaves v as it is); the error
+// says where the JSON is wrong, for OnInit to refuse it with. The Rust
+// kit's config_json and the AssemblyScript kit's configJSON are its
+// equivalents.
+func DecodeConfig(v any) error {
+	if len(bytes.TrimSpace(the.config)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(the.config, v); err != nil {
+		return fmt.Errorf("the configuration is not the JSON the plugin expects: %w", err)
+	}
+	return nil
+}
+
 // resultError carries a handler's verdict.
 type resultError struct {
 	code int32

@@ -9,7 +9,7 @@ import (
 )
 
 // Native is the host's side of the ABI as Go methods, one per import
-// (abi/ABI.md §6, §16), with the imports' codes and size protocol. Package
+// (abi/ABI.md §6, §16, §17), with the imports' codes and size protocol. Package
 // kittest implements it so that `go test` runs a plugin's handlers
 // natively; plugins do not use it. Off wasip1 only.
 type Native interface {
@@ -33,6 +33,14 @@ type Native interface {
 	MetricAdd(id int32, v float64, labels []byte) int32
 	MetricSet(id int32, v float64, labels []byte) int32
 	MetricObserve(id int32, v float64, labels []byte) int32
+
+	// Capabilities II (§17); each sets the result message that
+	// ResultMessage reads.
+	K8sWrite(op int32, res, ns, name, sub string, body []byte, uid, rv string, flags int32) int32
+	EventRecord(which, typ int32, reason, msg string) int32
+	HTTPRequest(upstream, method, path string, header, body []byte) int32
+	HTTPResponseRead(part int32, buf []byte) int32
+	ResultMessage(buf []byte) int32
 }
 
 // nativeHost adapts a Native to the kit's import interfaces.
@@ -63,6 +71,20 @@ func (h nativeHost) metricSet(id int32, v float64, l []byte) int32 { return h.n.
 func (h nativeHost) metricObserve(id int32, v float64, l []byte) int32 {
 	return h.n.MetricObserve(id, v, l)
 }
+
+func (h nativeHost) k8sWrite(op int32, t Target, body []byte, p Preconditions, flags int32) int32 {
+	return h.n.K8sWrite(op, t.Resource, t.Namespace, t.Name, t.Subresource, body, p.UID, p.ResourceVersion, flags)
+}
+func (h nativeHost) eventRecord(w, typ int32, reason, msg string) int32 {
+	return h.n.EventRecord(w, typ, reason, msg)
+}
+func (h nativeHost) httpRequest(up, method, path string, header, body []byte) int32 {
+	return h.n.HTTPRequest(up, method, path, header, body)
+}
+func (h nativeHost) httpResponseRead(part int32, buf []byte) int32 {
+	return h.n.HTTPResponseRead(part, buf)
+}
+func (h nativeHost) resultMessage(buf []byte) int32 { return h.n.ResultMessage(buf) }
 
 // UseNative makes n the host of the plugin's handlers (kittest) and
 // returns the function that puts the previous host back. Metrics declared

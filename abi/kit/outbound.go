@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/informer-host/informer-host/abi"
@@ -23,34 +24,69 @@ func (p *plugin) outbound() outboundAPI {
 	return noOutbound{}
 }
 
-// Codes of the functions that act outside the host (ABI.md §17), for
-// errors.Is on what they return.
-// errors.Is on what they return; the others are beside the writes
-// (writes.go).
-var ErrTooLarge error = HostError(abi.ErrTooLarge) // a request or response over the operator's limit
+// ErrTooLarge is the code of a request or response over the operator's
+// limit (ABI.md §17); the other codes of the functions that act outside
+// the host are beside the writes (writes.go).
+var ErrTooLarge error = HostError(abi.ErrTooLarge)
 
-// CallError is the error of a capabilities II call: its code, and the
-// message the host gave with it (result_message). errors.Is matches it
-// against ErrDenied, ErrTimeout and the other codes.
+// CallError is the error of a capabilities II call (a write, an Event,
+// an HTTP request): which function it was, what it was called on, its
+// code, and the message the host gave with it (result_message), so that
+// the text alone tells a user what failed and why:
+//
+//	k8s_write apply configmaps demo/x: ERR_RATE_LIMITED: would wait 12s for the plugin's API budget
+//
+// errors.Is matches it against ErrDenied, ErrTimeout and the other codes.
 type CallError struct {
+	// Func is the host function: "k8s_write", "event_record",
+	// "http_request", "http_response_read".
+	Func string
+	// Call is what the function was called on, as the error shows it: a
+	// write's op, resource and namespace/name ("apply pods shop/web"), an
+	// Event's type, reason and object, a request's upstream, method and
+	// path ("chat POST /crashloop").
+	Call    string
 	Code    int32
 	Message string
 }
 
 func (e *CallError) Error() string {
-	if e.Message == "" {
-		return HostError(e.Code).Error()
+	var b strings.Builder
+	b.WriteString(e.Func)
+	if e.Call != "" {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(e.Call)
 	}
-	return HostError(e.Code).Error() + ": " + e.Message
+	if b.Len() > 0 {
+		b.WriteString(": ")
+	}
+	b.WriteString(codeName(e.Code))
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+// codeName is a code's ABI name, ERR_DENIED, or its number when it has
+// none.
+func codeName(code int32) string {
+	if n := abi.ErrorName(code); n != "" {
+		return n
+	}
+	return "error " + strconv.Itoa(int(code))
 }
 
 // Unwrap lets errors.Is match the code's sentinel (ErrConflict,
 // ErrNoObject, ErrTimeout, ...).
 func (e *CallError) Unwrap() error { return hostErr(e.Code) }
 
-// callError returns the CallError of code, with the result message.
-func (p *plugin) callError(code int32) error {
-	return &CallError{Code: code, Message: p.resultMessage(p.outbound())}
+// callError returns the CallError of a call of fn on call that returned
+// code, with the result message.
+func (p *plugin) callError(fn, call string, code int32) error {
+	return &CallError{Func: fn, Call: call, Code: code, Message: p.resultMessage(p.outbound())}
 }
 
 // Kubernetes Event types, for RecordEvent.
@@ -76,10 +112,44 @@ func (o Cached) RecordEvent(typ int32, reason, message string) error {
 }
 
 func (p *plugin) recordEvent(which, typ int32, reason, message string) error {
-	if code := p.outbound().eventRecord(which, typ, reason, message); code != 0 {
-		return p.callError(code)
+	code := p.outbound().eventRecord(which, typ, reason, message)
+	if code == 0 {
+		return nil
 	}
-	return nil
+	// The message is read first: the object's fields below are read with
+	// field_read, which leaves result_message alone, but reading it first
+	// keeps that an assumption of no one.
+	msg := p.resultMessage(p.outbound())
+	call := eventTypeName(typ) + " " + reason
+	if k := p.objectKey(which); k != "" {
+		call += " about " + k
+	}
+	return &CallError{Func: abi.ImportEventRecord, Call: call, Code: code, Message: msg}
+}
+
+// eventTypeName is how the Events API names an event_record type.
+func eventTypeName(typ int32) string {
+	switch typ {
+	case Normal:
+		return "Normal"
+	case Warning:
+		return "Warning"
+	}
+	return "type " + strconv.Itoa(int(typ))
+}
+
+// objectKey is the namespace/name of the object which selects, for an
+// error's text, or "" when it cannot be read.
+func (p *plugin) objectKey(which int32) string {
+	name, err := p.field(which, "metadata.name")
+	if err != nil {
+		return ""
+	}
+	ns, _ := p.field(which, "metadata.namespace")
+	if ns.Text == "" {
+		return name.Text
+	}
+	return ns.Text + "/" + name.Text
 }
 
 // Upstream is an HTTP upstream the operator named in config.yaml
@@ -131,17 +201,18 @@ func (u Upstream) Do(method, path string, body []byte, header ...string) (*Respo
 	}
 	a := u.p.outbound()
 	status := a.httpRequest(u.name, method, path, []byte(hb.String()), body)
+	call := u.name + " " + method + " " + path
 	if status < 0 {
-		return nil, u.p.callError(status)
+		return nil, u.p.callError(abi.ImportHTTPRequest, call, status)
 	}
 	r := &Response{Status: int(status), Header: map[string][]string{}}
-	var err error
-	if r.Body, err = readPart(a, abi.HTTPBody); err != nil {
-		return nil, err
+	var code int32
+	if r.Body, code = readPart(a, abi.HTTPBody); code < 0 {
+		return nil, u.p.callError(abi.ImportHTTPResponseRead, "body of "+call, code)
 	}
-	hdr, err := readPart(a, abi.HTTPHeader)
-	if err != nil {
-		return nil, err
+	hdr, code := readPart(a, abi.HTTPHeader)
+	if code < 0 {
+		return nil, u.p.callError(abi.ImportHTTPResponseRead, "header of "+call, code)
 	}
 	for line := range strings.SplitSeq(string(hdr), "\n") {
 		if k, v, ok := strings.Cut(line, ": "); ok {
@@ -151,16 +222,17 @@ func (u Upstream) Do(method, path string, body []byte, header ...string) (*Respo
 	return r, nil
 }
 
-// readPart reads one part of the last response with the size protocol.
-func readPart(a outboundAPI, part int32) ([]byte, error) {
+// readPart reads one part of the last response with the size protocol;
+// a negative code is the host's error.
+func readPart(a outboundAPI, part int32) ([]byte, int32) {
 	buf := make([]byte, 1024)
 	for {
 		n := a.httpResponseRead(part, buf)
 		if n < 0 {
-			return nil, HostError(n)
+			return nil, n
 		}
 		if int(n) <= len(buf) {
-			return buf[:n], nil
+			return buf[:n], 0
 		}
 		buf = make([]byte, n)
 	}

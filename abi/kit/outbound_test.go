@@ -84,3 +84,26 @@ func TestRecordEvent(t *testing.T) {
 		t.Errorf("events %q", h.events)
 	}
 }
+
+// A CallError's text is the call, the code's name and the host's
+// message, each left out when there is none.
+func TestCallErrorText(t *testing.T) {
+	for _, tc := range []struct {
+		err  CallError
+		want string
+	}{
+		{CallError{Func: "k8s_write", Call: writeCall(abi.WriteApply, Target{Resource: "configmaps", Namespace: "demo", Name: "x"}, 0),
+			Code: abi.ErrRateLimited, Message: "would wait 12s"}, "k8s_write apply configmaps demo/x: ERR_RATE_LIMITED: would wait 12s"},
+		{CallError{Func: "k8s_write", Call: writeCall(abi.WriteCreate, Target{Resource: "apps/v1/deployments", Namespace: "demo"}, 0),
+			Code: abi.ErrExists}, "k8s_write create apps/v1/deployments in demo: ERR_EXISTS"},
+		{CallError{Func: "k8s_write", Call: writeCall(abi.WriteMergePatch, Target{Resource: "nodes", Name: "n1", Subresource: "status"}, 0),
+			Code: abi.ErrForbidden, Message: "no"}, "k8s_write merge-patch nodes/status n1: ERR_FORBIDDEN: no"},
+		{CallError{Func: "k8s_write", Call: writeCall(9, Target{Resource: "pods", Namespace: "ns", Name: "p"}, abi.WriteForce|abi.WriteMustExist),
+			Code: abi.ErrInvalid}, "k8s_write op 9 --force --must-exist pods ns/p: ERR_INVALID"},
+		{CallError{Code: -99, Message: "m"}, "error -99: m"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}

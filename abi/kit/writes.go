@@ -1,6 +1,11 @@
 package kit
 
-import "github.com/informer-host/informer-host/abi"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/informer-host/informer-host/abi"
+)
 
 // Errors of the writes (ABI.md §17.1). Each is a HostError, so
 // errors.Is(err, kit.ErrForbidden) works on the *CallError a write
@@ -58,7 +63,8 @@ func (p *plugin) writes() writesAPI {
 // only what the plugin's grants.writes covers; anything else is
 // ErrDenied without a request. Each write returns the object the
 // apiserver answered with, readable like a cached one until the handler
-// returns, or a *WriteError.
+// returns, or a *CallError that names the write and carries the
+// apiserver's (or the host's) message.
 type Cluster struct{ p *plugin }
 
 // K8s returns the plugin's writer to the cluster.
@@ -121,9 +127,45 @@ func (p *plugin) write(op int32, t Target, body []byte, pre Preconditions, flags
 	w := p.writes()
 	h := w.k8sWrite(op, t, body, pre, flags)
 	if h < 0 {
-		return Cached{}, &CallError{Code: h, Message: p.resultMessage(w)}
+		return Cached{}, &CallError{Func: abi.ImportK8sWrite, Call: writeCall(op, t, flags), Code: h, Message: p.resultMessage(w)}
 	}
 	return Cached{p: p, h: h}, nil
+}
+
+// writeOpName is a k8s_write op's name, "op N" for an unknown one.
+func writeOpName(op int32) string {
+	if n := abi.WriteOpName(op); n != "" {
+		return n
+	}
+	return "op " + strconv.Itoa(int(op))
+}
+
+// writeCall is a write as its error names it: "apply pods shop/web",
+// "merge-patch pods/status shop/web", "apply --force pods shop/web".
+func writeCall(op int32, t Target, flags int32) string {
+	var b strings.Builder
+	b.WriteString(writeOpName(op))
+	if flags&abi.WriteForce != 0 {
+		b.WriteString(" --force")
+	}
+	if flags&abi.WriteMustExist != 0 {
+		b.WriteString(" --must-exist")
+	}
+	b.WriteByte(' ')
+	b.WriteString(t.Resource)
+	if t.Subresource != "" {
+		b.WriteByte('/')
+		b.WriteString(t.Subresource)
+	}
+	switch {
+	case t.Namespace != "" && t.Name != "":
+		b.WriteString(" " + t.Namespace + "/" + t.Name)
+	case t.Namespace != "":
+		b.WriteString(" in " + t.Namespace)
+	case t.Name != "":
+		b.WriteString(" " + t.Name)
+	}
+	return b.String()
 }
 
 // resultMessage reads result_message, growing the buffer as it must.

@@ -25,6 +25,8 @@
 
 import * as host from "./host";
 export { host };
+import { JSONValue, parseJSON, jsonError } from "./json";
+export { JSONValue, parseJSON, jsonError, JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } from "./json";
 
 // ih_handle results (section 10).
 export const OK: i32 = 0;
@@ -82,6 +84,8 @@ export const EVENT_DELETE: i32 = 3;
 export const FLAG_INITIAL_LIST: i32 = 0x01;
 export const FLAG_FINAL_STATE_UNKNOWN: i32 = 0x02;
 export const FLAG_HAS_OLD_OBJECT: i32 = 0x04;
+export const FLAG_SELF_WRITE: i32 = 0x08; // the result of one of this plugin's own writes (v1.2)
+export const FLAG_HANDED_OVER: i32 = 0x10; // a delete: the object moved to another replica (v1.2)
 
 // Field kinds (field_read, section 6).
 export const KIND_STRING: i32 = 1;
@@ -187,6 +191,16 @@ export function config(): string {
   return took(r) ? scratchString() : "";
 }
 
+// The plugin's configuration parsed as JSON: what Go plugins get with
+// kit.DecodeConfig(&v). An empty configuration is JSON null;
+// one that is not JSON is null, and jsonError() says where (for onInit
+// to refuse it with).
+export function configJSON(): JSONValue | null {
+  const c = config();
+  if (c.trim().length == 0) return new JSONValue();
+  return parseJSON(c);
+}
+
 // The message of the last capabilities II call of this export call.
 export function resultMessage(): string {
   let r: i64;
@@ -230,6 +244,12 @@ export class Header {
   get initialList(): bool { return (this.flags & FLAG_INITIAL_LIST) != 0; }
   get finalStateUnknown(): bool { return (this.flags & FLAG_FINAL_STATE_UNKNOWN) != 0; }
   get hasOldObject(): bool { return (this.flags & FLAG_HAS_OLD_OBJECT) != 0; }
+  // The object is the result of one of this plugin's own writes: a
+  // controller answering it would be answering itself (section 17.1).
+  get selfWrite(): bool { return (this.flags & FLAG_SELF_WRITE) != 0; }
+  // A delete that says the object moved to another replica of a sharding
+  // group, not out of the cluster (section 4.3).
+  get handedOver(): bool { return (this.flags & FLAG_HANDED_OVER) != 0; }
   // String i of section 8 (0 resource name ... 8 resourceVersion).
   string(i: i32): string {
     if (i < 0 || i >= 9) return "";
@@ -323,6 +343,11 @@ export class Event extends Readable {
   get name(): string { return this.header.name; }
   key(): string { return this.header.key(); }
   typeName(): string { return this.header.typeName(); }
+  // The object is the result of one of this plugin's own writes (header
+  // flag 0x08); Go's Event.SelfWrite, Rust's Event::self_write.
+  get selfWrite(): bool { return this.header.selfWrite; }
+  get initialList(): bool { return this.header.initialList; }
+  get handedOver(): bool { return this.header.handedOver; }
 }
 
 // ---- the exports ----
@@ -594,25 +619,63 @@ export function histogram(name: string, help: string, buckets: f64[], labels: st
 //
 // A failed call returns null (or a negative code) and leaves its code in
 // lastError() and the host's message (result_message) in
-// lastErrorMessage(); callError() is both, for a log line or setError.
+// lastErrorMessage(); callError() says it all, the call included, for a
+// log line or setError.
 
 let lastMessage = "";
+let lastCall = "";
 
 // The result message of the last capabilities II call that failed.
 export function lastErrorMessage(): string {
   return lastMessage;
 }
 
-// "ERR_CONFLICT: <the host's message>" for the last failed call.
-export function callError(): string {
-  return lastMessage.length > 0 ? errorName(lastCode) + ": " + lastMessage : errorName(lastCode);
+// The last failed capabilities II call: the host function and what it
+// was called on, "k8s_write apply configmaps demo/x".
+export function lastErrorCall(): string {
+  return lastCall;
 }
 
-// Records a capabilities II failure: the code and the result message.
-function failed(code: i32): i32 {
-  lastCode = code;
+// The last failed capabilities II call, its code and the host's message:
+// "k8s_write apply configmaps demo/x: ERR_RATE_LIMITED: <message>".
+export function callError(): string {
+  let s = lastCall.length > 0 ? lastCall + ": " + errorName(lastCode) : errorName(lastCode);
+  return lastMessage.length > 0 ? s + ": " + lastMessage : s;
+}
+
+// Records a capabilities II failure: the call, the code and the result
+// message.
+function failed(code: i32, call: string): i32 {
   lastMessage = resultMessage();
+  lastCall = call;
+  lastCode = code;
   return code;
+}
+
+// How errors name a k8s_write op: "create", "merge-patch", "json-patch",
+// "apply", "delete"; "op N" for another.
+export function writeOpName(op: i32): string {
+  switch (op) {
+    case WRITE_CREATE: return "create";
+    case WRITE_MERGE_PATCH: return "merge-patch";
+    case WRITE_JSON_PATCH: return "json-patch";
+    case WRITE_APPLY: return "apply";
+    case WRITE_DELETE: return "delete";
+  }
+  return "op " + op.toString();
+}
+
+// A write as its error names it: "apply --force pods shop/web".
+function writeCall(op: i32, t: Target, flags: i32): string {
+  let s = "k8s_write " + writeOpName(op);
+  if ((flags & WRITE_FORCE) != 0) s += " --force";
+  if ((flags & WRITE_MUST_EXIST) != 0) s += " --must-exist";
+  s += " " + t.resource;
+  if (t.subresource.length > 0) s += "/" + t.subresource;
+  if (t.namespace.length > 0 && t.name.length > 0) s += " " + t.namespace + "/" + t.name;
+  else if (t.namespace.length > 0) s += " in " + t.namespace;
+  else if (t.name.length > 0) s += " " + t.name;
+  return s;
 }
 
 // k8s_write ops and flags (section 17.1).
@@ -645,7 +708,7 @@ export function k8sWrite(op: i32, t: Target, body: string, pre: Preconditions = 
   const b = utf8(body), u = utf8(pre.uid), v = utf8(pre.resourceVersion);
   const h = host.k8s_write(op, ptrOf(r), r.byteLength, ptrOf(n), n.byteLength, ptrOf(m), m.byteLength, ptrOf(s), s.byteLength,
     ptrOf(b), b.byteLength, ptrOf(u), u.byteLength, ptrOf(v), v.byteLength, flags);
-  return h < 0 ? failed(h) : h;
+  return h < 0 ? failed(h, writeCall(op, t, flags)) : h;
 }
 
 function written(h: i32): Readable | null {
@@ -692,7 +755,19 @@ export const WARNING: i32 = 1;
 export function recordEvent(which: i32, type: i32, reason: string, message: string): i32 {
   const r = utf8(reason), m = utf8(message);
   const c = host.event_record(which, type, ptrOf(r), r.byteLength, ptrOf(m), m.byteLength);
-  return c < 0 ? failed(c) : c;
+  if (c >= 0) return c;
+  failed(c, "");
+  // The object's key for the error's text, read after the message (a
+  // field read leaves the code in lastError, put back below).
+  let call = "event_record " + (type == NORMAL ? "Normal" : type == WARNING ? "Warning" : "type " + type.toString()) + " " + reason;
+  const name = readField(which, "metadata.name");
+  if (name !== null) {
+    const ns = readField(which, "metadata.namespace");
+    call += " about " + (ns !== null && ns.text.length > 0 ? ns.text + "/" + name.text : name.text);
+  }
+  lastCall = call;
+  lastCode = c;
+  return c;
 }
 
 // Parts of an HTTP response (http_response_read).
@@ -736,13 +811,18 @@ export function httpRequest(upstream: string, method: string, path: string, head
   const bp: usize = body === null ? 0 : body.dataStart;
   const bl: i32 = body === null ? 0 : body.length;
   const status = host.http_request(ptrOf(u), u.byteLength, ptrOf(m), m.byteLength, ptrOf(p), p.byteLength, ptrOf(h), h.byteLength, bp, bl);
+  const call = "http_request " + upstream + " " + method + " " + path;
   if (status < 0) {
-    failed(status);
+    failed(status, call);
     return null;
   }
   const b = httpResponseRead(HTTP_BODY);
   const hd = httpResponseRead(HTTP_HEADER);
-  if (b === null || hd === null) return null;
+  if (b === null || hd === null) {
+    lastCall = "http_response_read " + (b === null ? "body" : "header") + " of " + call;
+    lastMessage = "";
+    return null;
+  }
   return new Response(status, String.UTF8.decode(hd.buffer, false), b);
 }
 

@@ -15,11 +15,18 @@ function keys(k: string[] | null): string {
 
 ih.onInit((config: string): string | null => {
   check("config", config);
+  const j = ih.configJSON();
+  check("configJSON", j === null ? ih.jsonError() : "kind " + j.kind.toString());
   return config == "refuse" ? "refused: " + config : null;
 });
 
 ih.onHandle((ev: ih.Event): i32 => {
   check("header", ev.typeName() + " " + ev.key() + " rv=" + ev.header.resourceVersion + " uid=" + ev.header.uid);
+  check("flags", "selfWrite=" + (ev.selfWrite ? "yes" : "no") + " initialList=" + (ev.initialList ? "yes" : "no") + " handedOver=" + (ev.handedOver ? "yes" : "no"));
+  const doc = ih.parseJSON(" {\"key\":\"t\\u00e9am\\/x\",\"n\":-2.5e1,\"on\":true,\"list\":[null,{}]} ");
+  check("parseJSON", doc === null ? ih.jsonError() : doc.getString("key", "-") + " " + doc.getNumber("n", 0).toString() + " " + (doc.getBool("on", false) ? "on" : "off")
+    + " " + (doc.get("list") as ih.JSONValue).items.length.toString() + " " + ((doc.get("list") as ih.JSONValue).at(0) as ih.JSONValue).isNull().toString());
+  check("parseJSON bad", ih.parseJSON("[1,]") === null ? ih.jsonError() : "parsed");
   const f = ev.field("spec.containers[0]");
   check("field", f === null ? "null" : f.kind.toString() + " " + f.text);
   check("missing", ev.field("status.nope") === null ? ih.errorName(ih.lastError()) : "found");

@@ -1,7 +1,14 @@
+//go:build !wasip1
+
 // Package kittest runs a Go plugin's handlers natively, in `go test`,
 // against a host written in Go: events, the plugin's configuration, its
-// logs, state (ABI.md §16.2), cache reads (§16.1) and metrics (§16.3),
-// with the ABI's codes and size protocol. Put the handler in a file
+// logs, state (ABI.md §16.2), cache reads (§16.1), metrics (§16.3),
+// Kubernetes writes (§17.1), Events (§17.2) and HTTP upstreams (§17.3),
+// with the ABI's codes, size protocol and result messages. The calls
+// that act outside the host are recorded (Writes, Events, HTTPRequests)
+// and their answers programmable (OnWrite, OnEvent, OnHTTP); by default
+// a write is applied to the fake cache, so a later cache read sees it,
+// as with controller-runtime's fake client. Put the handler in a file
 // without the wasip1 build tag (register it in init as usual) and test it:
 //
 //	func TestHandler(t *testing.T) {
@@ -11,12 +18,14 @@
 //			t.Fatal(r)
 //		}
 //		if v := h.Metric("pods", "shop", "Running"); v != 1 { ... }
+//		if w := h.Writes(); len(w) != 1 || w[0].Op != "apply" { ... }
 //	}
 //
 // It is a unit-test fake: informer-host replay runs the built .wasm
 // through the real engine, and is the proof that the module works.
 //
-// Rule of direction: kittest is in the abi module and imports only abi,
-// abi/kit and the standard library (testing among it). Plugin authors'
-// _test.go files import it; a plugin's own code and the daemon do not.
+// Rule of direction: kittest imports abi, abi/kit and the standard
+// library only (abi is its own module: no k8s.io); it is imported by
+// plugins' tests, never by a plugin's wasip1 build (it is not built
+// there) nor by the daemon.
 package kittest

@@ -51,6 +51,16 @@ type Host struct {
 	cache    map[string]map[string][]byte // resource -> key -> JSON
 	metrics  []metric
 	values   map[string]float64 // name + \x00 + labels
+
+	resultMsg string        // result_message: the last §17 call's
+	rv, uids  int64         // the last resourceVersion and uid a write made
+	response  *HTTPResponse // the last http_request's, until the call returns
+	writes    []WriteRequest
+	events    []RecordedEvent
+	requests  []HTTPRequest
+	onWrite   func(WriteRequest) (int32, string)
+	onEvent   func(RecordedEvent) (int32, string)
+	upstreams map[string]func(HTTPRequest) HTTPResponse
 }
 
 type stateEntry struct {
@@ -72,7 +82,8 @@ func New(t testing.TB) *Host {
 
 // Init calls the plugin's OnInit with h.Config; the error is its refusal.
 func (h *Host) Init() error {
-	h.errMsg = ""
+	h.errMsg, h.resultMsg = "", ""
+	defer h.end()
 	if rc := kit.NativeInit(int32(len(h.Config))); rc != abi.InitOK {
 		return fmt.Errorf("ih_init returned %d: %s", rc, h.errMsg)
 	}
@@ -93,6 +104,16 @@ func (h *Host) Update(resource, old, obj string) Result {
 	return h.deliver(abi.Header{Type: uint8(kit.Update), Flags: abi.FlagHasOldObject}, resource, obj, old)
 }
 
+// SelfWrite delivers the plugin's own write coming back (header flag
+// self write, ABI.md §17.1): an update of old to obj, or an add when old
+// is "".
+func (h *Host) SelfWrite(resource, old, obj string) Result {
+	if old == "" {
+		return h.deliver(abi.Header{Type: uint8(kit.Add), Flags: abi.FlagSelfWrite}, resource, obj, "")
+	}
+	return h.deliver(abi.Header{Type: uint8(kit.Update), Flags: abi.FlagHasOldObject | abi.FlagSelfWrite}, resource, obj, old)
+}
+
 func (h *Host) Delete(resource, obj string) Result {
 	return h.deliver(abi.Header{Type: uint8(kit.Delete)}, resource, obj, "")
 }
@@ -102,13 +123,17 @@ func (h *Host) Synced(resource string) {
 	hd := h.resourceHeader(abi.Header{}, resource)
 	h.header = abi.AppendHeader(nil, &hd)
 	h.obj, h.old = nil, nil
-	h.inEvent = true
+	h.inEvent, h.resultMsg = true, ""
 	defer h.end()
 	kit.NativeSynced(int32(len(h.header)))
 }
 
 // Shutdown calls OnShutdown.
-func (h *Host) Shutdown() { kit.NativeShutdown() }
+func (h *Host) Shutdown() {
+	h.resultMsg = ""
+	defer h.end()
+	kit.NativeShutdown()
+}
 
 func (h *Host) resourceHeader(hd abi.Header, resource string) abi.Header {
 	if r, ok := h.Resources[resource]; ok {
@@ -135,14 +160,15 @@ func (h *Host) deliver(hd abi.Header, resource, obj, old string) Result {
 	if old != "" {
 		h.old = []byte(old)
 	}
-	h.errMsg = ""
+	h.errMsg, h.resultMsg = "", ""
 	h.inEvent = true
 	defer h.end()
 	rc := kit.NativeHandle(int32(len(h.header)))
 	return Result{Code: rc, Message: h.errMsg}
 }
 
-func (h *Host) end() { h.inEvent, h.handles = false, nil }
+// end ends an export call: its handles and HTTP response go with it.
+func (h *Host) end() { h.inEvent, h.handles, h.response = false, nil, nil }
 
 // Logs returns the lines logged so far, each "LEVEL message".
 func (h *Host) Logs() []string { return h.logs }
@@ -332,7 +358,10 @@ func (h *Host) keys(res string, start int32, buf []byte, match func(obj []byte) 
 	} else {
 		keys = nil
 	}
-	b := []byte(strings.Join(keys, "\n"))
+	var b []byte
+	for _, k := range keys {
+		b = append(append(b, k...), '\n')
+	}
 	return abi.PackList(uint32(int(start)+len(keys)), uint32(copySized(buf, b)))
 }
 

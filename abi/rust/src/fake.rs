@@ -3,8 +3,12 @@
 //! kit's imports are these functions: set an event up with [`event`],
 //! [`field`], [`object`], call the handler through [`handle`], then look
 //! at [`logs`], [`error_message`], [`state_value`], [`metric_updates`],
-//! and, for capabilities II, [`writes`], [`events`], [`http_requests`]
-//! (answered as [`answer`] and [`http_response`] say).
+//! and, for capabilities II, [`writes`], [`events`], [`http_requests`],
+//! each call recorded as the plugin made it. Answers are programmable:
+//! [`on_write`] and [`on_http`] per call, [`answer`] for the next call,
+//! [`http_response`] for every upstream. By default a write is applied to
+//! the fake cache ([`apply_write`]), so a later `cache::get` sees it, as
+//! controller-runtime's fake client does.
 //! Every test thread has its own host. Cache lists come in pages of 2
 //! keys, so the kit's paging is exercised. On wasm this module is empty.
 #![cfg_attr(target_arch = "wasm32", allow(dead_code))]
@@ -14,9 +18,66 @@ pub use imp::*;
 
 #[cfg(not(target_arch = "wasm32"))]
 mod imp {
-    use crate::{Event, Header, Result};
+    use crate::{json, Event, Header, Result};
     use std::cell::RefCell;
     use std::collections::BTreeMap;
+
+    /// A cached object's fields: path -> (kind, value) as field_read
+    /// answers them.
+    type Fields = BTreeMap<String, (u32, Vec<u8>)>;
+
+    /// One k8s_write as the plugin made it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub struct WriteRequest {
+        /// "create", "merge-patch", "json-patch", "apply", "delete"
+        /// (`writes::op_name`); "" for an unknown op.
+        pub op: &'static str,
+        pub resource: String,
+        pub namespace: String,
+        pub name: String,
+        pub subresource: String,
+        /// The JSON the plugin sent; "" for a delete.
+        pub body: String,
+        /// The preconditions ("" = none).
+        pub uid: String,
+        pub resource_version: String,
+        pub force: bool,
+        pub must_exist: bool,
+    }
+
+    /// One event_record the host accepted.
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub struct RecordedEvent {
+        /// The object's `which`: 0, 1 or a handle.
+        pub which: i32,
+        /// "Normal" or "Warning".
+        pub event_type: &'static str,
+        pub reason: String,
+        pub message: String,
+    }
+
+    /// One http_request as the plugin made it.
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub struct HttpRequest {
+        pub upstream: String,
+        pub method: String,
+        pub path: String,
+        /// The plugin's header lines as (name, value).
+        pub header: Vec<(String, String)>,
+        pub body: Vec<u8>,
+    }
+
+    /// What an upstream answers ([`on_http`]): a status (100..599) with
+    /// a header ("Name: value\n" lines) and a body, or, with a negative
+    /// `code`, that error and `message` as the result message.
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub struct HttpResponse {
+        pub status: i32,
+        pub header: String,
+        pub body: Vec<u8>,
+        pub code: i32,
+        pub message: String,
+    }
 
     #[derive(Default)]
     struct Host {
@@ -28,19 +89,23 @@ mod imp {
         error: String,
         state: BTreeMap<Vec<u8>, (Vec<u8>, i64)>,
         next_version: i64,
-        cache: BTreeMap<(String, String), BTreeMap<String, (u32, Vec<u8>)>>, // (resource, key) -> fields
-        handles: Vec<(String, String)>,
+        cache: BTreeMap<(String, String), Fields>, // (resource, key) -> fields
+        handles: Vec<Fields>,                      // each the cache's state when it was got
         metrics: Vec<String>,
         updates: Vec<String>,
         // Capabilities II: the next call's failure, the result message,
         // what was asked, and the HTTP answer.
         answer: Option<(i32, String)>,
         result: String,
-        writes: Vec<String>,
-        events: Vec<String>,
-        http: Vec<String>,
+        writes: Vec<WriteRequest>,
+        events: Vec<RecordedEvent>,
+        http: Vec<HttpRequest>,
         response: Option<(i32, String, Vec<u8>)>,
-        have_response: bool,
+        last_response: Option<HttpResponse>,
+        on_write: Option<fn(&WriteRequest) -> (i32, String)>,
+        upstreams: BTreeMap<String, fn(&HttpRequest) -> HttpResponse>,
+        resource_version: u64,
+        write_answer: Option<Fields>, // the object apply_write answered with
     }
 
     thread_local!(static HOST: RefCell<Host> = RefCell::new(Host::default()));
@@ -62,7 +127,7 @@ mod imp {
             h.writes.clear();
             h.events.clear();
             h.http.clear();
-            h.have_response = false;
+            h.last_response = None;
         })
     }
 
@@ -72,25 +137,242 @@ mod imp {
         with(|h| h.answer = Some((code, message.to_string())));
     }
 
-    /// What http_request answers from now on (default 200, no header, no
-    /// body); `header` is "Name: value\n" lines.
+    /// What http_request answers from now on, for every upstream without
+    /// [`on_http`] (default 200, no header, no body); `header` is "Name:
+    /// value\n" lines.
     pub fn http_response(status: i32, header: &str, body: &[u8]) {
         with(|h| h.response = Some((status, header.to_string(), body.to_vec())));
     }
 
-    /// The writes asked for: `op resource ns/name sub=.. uid=.. rv=.. flags=.. body=..`.
-    /// A successful write returns a handle to the target's cached object
-    /// ([`cached`] under the target's resource and key), 0 for a delete.
-    pub fn writes() -> Vec<String> {
+    /// Programs the cluster: every later write that passes the host's
+    /// checks is answered by `f` with (0, the object the apiserver
+    /// answers, as JSON; ignored for a delete) or (a negative code, the
+    /// apiserver's message). `f` may hand a write on to [`apply_write`].
+    pub fn on_write(f: fn(&WriteRequest) -> (i32, String)) {
+        with(|h| h.on_write = Some(f));
+    }
+
+    /// Programs `upstream`'s answers (over [`http_response`]).
+    pub fn on_http(upstream: &str, f: fn(&HttpRequest) -> HttpResponse) {
+        with(|h| h.upstreams.insert(upstream.to_string(), f));
+    }
+
+    /// The writes the plugin made, in order, including those refused. A
+    /// successful write returns a handle to the object answered
+    /// ([`apply_write`] by default), 0 for a delete.
+    pub fn writes() -> Vec<WriteRequest> {
         with(|h| h.writes.clone())
     }
-    /// The Events recorded: `which type reason message`.
-    pub fn events() -> Vec<String> {
+    /// The Events the host accepted.
+    pub fn events() -> Vec<RecordedEvent> {
         with(|h| h.events.clone())
     }
-    /// The HTTP requests: `upstream method path header-lines body`.
-    pub fn http_requests() -> Vec<String> {
+    /// The HTTP requests the plugin sent (not those the host refused
+    /// before sending: a path that would leave the base).
+    pub fn http_requests() -> Vec<HttpRequest> {
         with(|h| h.http.clone())
+    }
+
+    /// An object of `resource` in the cache from its JSON, every field
+    /// readable (`metadata.labels["app"]` or `metadata.labels.app`).
+    pub fn cached_json(resource: &str, object: &str) {
+        let v = json::parse(object.as_bytes()).expect("fake::cached_json: the object is not JSON");
+        let key = key_of(&v, "");
+        let mut f = Fields::new();
+        flatten(&v, "", true, &mut f);
+        with(|h| h.cache.insert((resource.to_string(), key), f));
+    }
+
+    /// The fields of the cached object `resource` `key`, as [`cached`],
+    /// [`cached_json`] or a write left them.
+    pub fn cached_fields(resource: &str, key: &str) -> Option<Vec<(String, u32, String)>> {
+        with(|h| {
+            h.cache.get(&(cache_resource(resource).to_string(), key.to_string())).map(|f| {
+                f.iter().map(|(p, (k, v))| (p.clone(), *k, String::from_utf8_lossy(v).into_owned())).collect()
+            })
+        })
+    }
+
+    fn key_of(v: &json::Value, ns: &str) -> String {
+        let m = v.get("metadata");
+        let name = m.and_then(|m| m.get("name")).and_then(|n| n.as_str()).unwrap_or("");
+        let ns = match m.and_then(|m| m.get("namespace")).and_then(|n| n.as_str()) {
+            Some(n) if ns.is_empty() => n.to_string(),
+            _ => ns.to_string(),
+        };
+        if ns.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}/{}", ns, name)
+        }
+    }
+
+    /// The cache a write lands in: "apps/v1/deployments" is "deployments".
+    fn cache_resource(res: &str) -> &str {
+        res.rsplit('/').next().unwrap_or(res)
+    }
+
+    fn simple_key(k: &str) -> bool {
+        !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    }
+
+    /// The paths of a member `k` under `prefix`: `a.k` (for a simple key)
+    /// and `a["k"]`.
+    fn member_paths(prefix: &str, k: &str) -> Vec<String> {
+        let mut quoted = String::new();
+        crate::metrics::json_string(&mut quoted, k);
+        let mut p = vec![format!("{}[{}]", prefix, quoted)];
+        if simple_key(k) {
+            p.push(if prefix.is_empty() { k.to_string() } else { format!("{}.{}", prefix, k) });
+        }
+        p
+    }
+
+    fn field_of(v: &json::Value) -> (u32, Vec<u8>) {
+        match v {
+            json::Value::String(s) => (1, s.as_bytes().to_vec()),
+            json::Value::Number(_, t) => (2, t.as_bytes().to_vec()),
+            json::Value::Bool(b) => (3, b.to_string().into_bytes()),
+            json::Value::Null => (4, b"null".to_vec()),
+            json::Value::Object(_) => (5, v.to_string().into_bytes()),
+            json::Value::Array(_) => (6, v.to_string().into_bytes()),
+        }
+    }
+
+    /// Adds the fields of `v` at `path`: every node with `objects`, else
+    /// the leaves (an object's text would go stale under a merge).
+    fn flatten(v: &json::Value, path: &str, objects: bool, out: &mut Fields) {
+        match v {
+            json::Value::Object(m) => {
+                if objects && !path.is_empty() {
+                    out.insert(path.to_string(), field_of(v));
+                }
+                for (k, x) in m {
+                    for p in member_paths(path, k) {
+                        flatten(x, &p, objects, out);
+                    }
+                }
+            }
+            json::Value::Array(a) => {
+                out.insert(path.to_string(), field_of(v));
+                for (i, x) in a.iter().enumerate() {
+                    flatten(x, &format!("{}[{}]", path, i), objects, out);
+                }
+            }
+            _ => {
+                out.insert(path.to_string(), field_of(v));
+            }
+        }
+    }
+
+    fn remove_under(f: &mut Fields, path: &str) {
+        f.retain(|p, _| !(p == path || p.starts_with(&format!("{}.", path)) || p.starts_with(&format!("{}[", path))));
+    }
+
+    /// A JSON merge patch (RFC 7386) on the fields: null removes a path.
+    fn merge(f: &mut Fields, patch: &json::Value, path: &str) {
+        match patch {
+            json::Value::Object(m) => {
+                for (k, x) in m {
+                    for p in member_paths(path, k) {
+                        match x {
+                            json::Value::Null => remove_under(f, &p),
+                            json::Value::Object(_) => {
+                                f.remove(&p);
+                                merge(f, x, &p)
+                            }
+                            _ => {
+                                remove_under(f, &p);
+                                flatten(x, &p, false, f)
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn text_field(f: &Fields, path: &str) -> String {
+        f.get(path).map(|(_, v)| String::from_utf8_lossy(v).into_owned()).unwrap_or_default()
+    }
+
+    /// The default answer to a write: applied to the fake cache, as the
+    /// apiserver would to the cluster. A create of an existing object is
+    /// ERR_EXISTS; a patch, a must-exist apply or a delete of a missing
+    /// one ERR_ABSENT; a precondition the object does not meet
+    /// ERR_CONFLICT. The body's fields are merged into the object (an
+    /// apply as a merge patch, without field ownership; a JSON patch
+    /// changes only the resourceVersion), each change sets a new
+    /// `metadata.resourceVersion`, a created object gets a `metadata.uid`,
+    /// and a subresource write changes the object itself. The answer is
+    /// the object's fields, read through the write's handle.
+    pub fn apply_write(r: &WriteRequest) -> (i32, String) {
+        let body = if r.body.is_empty() { json::Value::Null } else {
+            match json::parse(r.body.as_bytes()) {
+                Ok(v) => v,
+                Err(e) => return (-5, format!("the body is not JSON: {}", e)),
+            }
+        };
+        let res = cache_resource(&r.resource).to_string();
+        let name = if r.name.is_empty() { key_of(&body, "").rsplit('/').next().unwrap_or("").to_string() } else { r.name.clone() };
+        let key = if r.namespace.is_empty() { name.clone() } else { format!("{}/{}", r.namespace, name) };
+        let not_found = format!("{} {:?} not found", res, name);
+        with(|h| {
+            let cur = h.cache.get(&(res.clone(), key.clone())).cloned();
+            if let Some(f) = &cur {
+                let (uid, rv) = (text_field(f, "metadata.uid"), text_field(f, "metadata.resourceVersion"));
+                if !r.uid.is_empty() && uid != r.uid {
+                    return (-9, format!("Precondition failed: UID in precondition: {}, UID in object meta: {}", r.uid, uid));
+                }
+                if !r.resource_version.is_empty() && rv != r.resource_version {
+                    return (-9, format!("the object has been modified (resourceVersion {}, precondition {})", rv, r.resource_version));
+                }
+            }
+            let mut f = match (r.op, cur) {
+                ("delete", None) | ("merge-patch", None) | ("json-patch", None) => return (-1, not_found),
+                ("apply", None) if r.must_exist => return (-1, not_found),
+                ("apply", None) if !r.uid.is_empty() => return (-9, format!("Precondition failed: UID in precondition: {}, the object does not exist", r.uid)),
+                ("create", Some(_)) => return (-11, format!("{} {:?} already exists", res, name)),
+                ("delete", Some(_)) => {
+                    h.cache.remove(&(res, key));
+                    return (0, String::new());
+                }
+                ("create", None) | ("apply", None) => {
+                    if name.is_empty() {
+                        return (-13, "name or generateName is required".to_string());
+                    }
+                    let mut f = Fields::new();
+                    merge(&mut f, &body, "");
+                    let meta = json::Value::Object(vec![
+                        ("name".to_string(), json::Value::String(name.clone())),
+                        ("namespace".to_string(), json::Value::String(r.namespace.clone())),
+                        ("uid".to_string(), json::Value::String(format!("fake-uid-{}", h.resource_version + 1))),
+                    ]);
+                    if r.namespace.is_empty() {
+                        remove_under(&mut f, "metadata.namespace");
+                    }
+                    merge(&mut f, &json::Value::Object(vec![("metadata".to_string(), meta)]), "");
+                    if r.namespace.is_empty() {
+                        remove_under(&mut f, "metadata.namespace");
+                        remove_under(&mut f, "metadata[\"namespace\"]");
+                    }
+                    f
+                }
+                ("json-patch", Some(f)) => f,
+                (_, Some(mut f)) => {
+                    merge(&mut f, &body, "");
+                    f
+                }
+                (_, None) => return (-5, format!("unknown op {:?}", r.op)),
+            };
+            h.resource_version += 1;
+            let rv = json::Value::String(h.resource_version.to_string());
+            merge(&mut f, &json::Value::Object(vec![("metadata".to_string(), json::Value::Object(vec![("resourceVersion".to_string(), rv)]))]), "");
+            h.cache.insert((res, key), f.clone());
+            h.write_answer = Some(f);
+            (0, String::new())
+        })
     }
 
     /// The next event: type 1 add, 2 update, 3 delete; flags of section 8.
@@ -173,7 +455,7 @@ mod imp {
                 None => -6,
             })
         }
-        fn handle_object(h: &super::Host, which: i32) -> Option<&(String, String)> {
+        fn handle_object(h: &super::Host, which: i32) -> Option<&super::Fields> {
             h.handles.get((which - 2) as usize)
         }
         pub unsafe fn object_read(which: i32, p: *mut u8, n: i32) -> i32 {
@@ -197,7 +479,7 @@ mod imp {
                         None if which == 1 && h.objects[1].is_none() => return -1,
                         None => return -2,
                     },
-                    _ => match handle_object(h, which).and_then(|k| h.cache.get(k)) {
+                    _ => match handle_object(h, which) {
                         Some(fields) => match fields.get(&path) {
                             Some(f) => f.clone(),
                             None => return -2,
@@ -227,12 +509,13 @@ mod imp {
         pub unsafe fn cache_get(res: *const u8, res_len: i32, ns: *const u8, ns_len: i32, name: *const u8, name_len: i32) -> i32 {
             let (res, ns, name) = (text(res, res_len), text(ns, ns_len), text(name, name_len));
             let key = if ns.is_empty() { name } else { format!("{}/{}", ns, name) };
-            with(|h| {
-                if !h.cache.contains_key(&(res.clone(), key.clone())) {
-                    return -1;
+            with(|h| match h.cache.get(&(res, key)) {
+                None => -1,
+                Some(f) => {
+                    let f = f.clone();
+                    h.handles.push(f);
+                    h.handles.len() as i32 + 1
                 }
-                h.handles.push((res, key));
-                h.handles.len() as i32 + 1
             })
         }
         const PAGE: usize = 2;
@@ -378,61 +661,173 @@ mod imp {
                 a.map(|(c, _)| c)
             })
         }
+        /// What the host refuses before any request (section 17.1).
+        fn check_write(op: i32, r: &super::WriteRequest, flags: i32) -> Option<(i32, String)> {
+            let apply = op == crate::writes::APPLY;
+            let e = |m: String| Some((-5, m));
+            if r.op.is_empty() {
+                return e(format!("unknown op {}", op));
+            }
+            if flags & !3 != 0 {
+                return e(format!("unknown flags {:#x}", flags & !3));
+            }
+            if flags != 0 && !apply {
+                return e(format!("force and must-exist are flags of an apply, not of a {}", r.op));
+            }
+            if r.name.is_empty() && op != crate::writes::CREATE {
+                return e(format!("a {} needs the object's name", r.op));
+            }
+            if op == crate::writes::DELETE {
+                return if r.body.is_empty() { None } else { e("a delete takes no body".to_string()) };
+            }
+            if op == crate::writes::CREATE && (!r.uid.is_empty() || !r.resource_version.is_empty()) {
+                return e("a create takes no preconditions".to_string());
+            }
+            let body = match crate::json::parse(r.body.as_bytes()) {
+                Ok(b) => b,
+                Err(_) => return e(format!("the body of the {} is not JSON", r.op)),
+            };
+            if apply {
+                for f in ["apiVersion", "kind"] {
+                    if body.get(f).and_then(|v| v.as_str()).unwrap_or("").is_empty() {
+                        return e(format!("the applied configuration has no {}", f));
+                    }
+                }
+            }
+            None
+        }
         pub unsafe fn k8s_write(op: i32, res: *const u8, res_len: i32, ns: *const u8, ns_len: i32, name: *const u8, name_len: i32, sub: *const u8, sub_len: i32,
             body: *const u8, body_len: i32, uid: *const u8, uid_len: i32, rv: *const u8, rv_len: i32, flags: i32) -> i32 {
-            let (res, ns, name) = (text(res, res_len), text(ns, ns_len), text(name, name_len));
-            let w = format!("{} {} {}/{} sub={} uid={} rv={} flags={} body={}", op, res, ns, name, text(sub, sub_len), text(uid, uid_len),
-                text(rv, rv_len), flags, text(body, body_len));
-            with(|h| h.writes.push(w));
-            if !(1..=5).contains(&op) {
-                with(|h| h.result = format!("unknown k8s_write op {}", op));
-                return -5;
+            let r = super::WriteRequest {
+                op: crate::writes::op_name(op),
+                resource: text(res, res_len),
+                namespace: text(ns, ns_len),
+                name: text(name, name_len),
+                subresource: text(sub, sub_len),
+                body: text(body, body_len),
+                uid: text(uid, uid_len),
+                resource_version: text(rv, rv_len),
+                force: flags & crate::writes::FORCE != 0,
+                must_exist: flags & crate::writes::MUST_EXIST != 0,
+            };
+            with(|h| {
+                h.writes.push(r.clone());
+                h.result.clear();
+                h.write_answer = None;
+            });
+            if let Some((code, m)) = check_write(op, &r, flags) {
+                with(|h| h.result = m);
+                return code;
             }
             if let Some(c) = answered() {
                 return c;
             }
-            if op == 5 {
+            let (code, out) = match with(|h| h.on_write) {
+                Some(f) => f(&r),
+                None => super::apply_write(&r),
+            };
+            if code < 0 {
+                with(|h| h.result = out);
+                return code;
+            }
+            if op == crate::writes::DELETE {
                 return 0;
             }
-            let key = if ns.is_empty() { name } else { format!("{}/{}", ns, name) };
+            let mut fields = with(|h| h.write_answer.take()).unwrap_or_default();
+            if !out.is_empty() {
+                fields.clear();
+                match crate::json::parse(out.as_bytes()) {
+                    Ok(v) => super::flatten(&v, "", true, &mut fields),
+                    Err(e) => panic!("fake::on_write answered an object that is not JSON: {}", e),
+                }
+            }
             with(|h| {
-                h.handles.push((res, key));
+                h.handles.push(fields);
                 h.handles.len() as i32 + 1
             })
         }
+        fn valid_reason(r: &str) -> bool {
+            !r.is_empty() && r.len() <= 128 && r.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
+        }
         pub unsafe fn event_record(which: i32, typ: i32, reason: *const u8, reason_len: i32, msg: *const u8, msg_len: i32) -> i32 {
-            let e = format!("{} {} {} {}", which, typ, text(reason, reason_len), text(msg, msg_len));
-            with(|h| h.events.push(e));
-            answered().unwrap_or(0)
+            let (reason, message) = (text(reason, reason_len), text(msg, msg_len));
+            with(|h| h.result.clear());
+            let fail = |code: i32, m: String| {
+                with(|h| h.result = m);
+                code
+            };
+            let event_type = match typ {
+                0 => "Normal",
+                1 => "Warning",
+                _ => return fail(-5, format!("event type {} is neither 0 (Normal) nor 1 (Warning)", typ)),
+            };
+            let known = with(|h| match which {
+                0 => h.header.is_some(),
+                1 => h.objects[1].is_some() || h.fields.keys().any(|(w, _)| *w == 1),
+                _ => handle_object(h, which).is_some(),
+            });
+            if !known {
+                return fail(if which == 1 { -1 } else { -5 }, format!("event_record: no object for which {}", which));
+            }
+            if !valid_reason(&reason) {
+                return fail(-5, format!("reason {:?} is not 1 to 128 letters, digits and _-.:", reason));
+            }
+            if message.len() > 1024 {
+                return fail(-17, format!("the message is {} bytes, over 1024", message.len()));
+            }
+            if let Some(c) = answered() {
+                return c;
+            }
+            with(|h| h.events.push(super::RecordedEvent { which, event_type, reason, message }));
+            0
         }
         pub unsafe fn http_request(up: *const u8, up_len: i32, method: *const u8, method_len: i32, path: *const u8, path_len: i32,
             headers: *const u8, headers_len: i32, body: *const u8, body_len: i32) -> i32 {
-            let r = format!("{} {} {} {:?} {}", text(up, up_len), text(method, method_len), text(path, path_len), text(headers, headers_len),
-                text(body, body_len));
-            with(|h| h.http.push(r));
+            let header = text(headers, headers_len)
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(|l| match l.split_once(':') {
+                    Some((k, v)) => (k.to_string(), v.trim().to_string()),
+                    None => (l.to_string(), String::new()),
+                })
+                .collect();
+            let r = super::HttpRequest { upstream: text(up, up_len), method: text(method, method_len), path: text(path, path_len), header, body: bytes(body, body_len).to_vec() };
+            with(|h| {
+                h.last_response = None;
+                h.result.clear();
+            });
+            if !(r.path.is_empty() || r.path.starts_with('/') || r.path.starts_with('?'))
+                || r.path.split(|c| c == '/' || c == '?').any(|s| s == "." || s == "..")
+            {
+                with(|h| h.result = format!("path {:?} would leave the upstream's base", r.path));
+                return -5;
+            }
+            // Recorded once the host would send it, as Go's kittest does.
+            with(|h| h.http.push(r.clone()));
             if let Some(c) = answered() {
-                with(|h| h.have_response = false);
                 return c;
             }
-            with(|h| {
-                h.have_response = true;
-                h.response.as_ref().map(|r| r.0).unwrap_or(200)
-            })
+            let resp = match with(|h| h.upstreams.get(&r.upstream).copied()) {
+                Some(f) => f(&r),
+                None => match with(|h| h.response.clone()) {
+                    Some((status, header, body)) => super::HttpResponse { status, header, body, ..Default::default() },
+                    None => super::HttpResponse { status: 200, ..Default::default() },
+                },
+            };
+            if resp.code < 0 {
+                with(|h| h.result = resp.message.clone());
+                return resp.code;
+            }
+            let status = resp.status;
+            with(|h| h.last_response = Some(resp));
+            status
         }
         pub unsafe fn http_response_read(part: i32, p: *mut u8, n: i32) -> i32 {
-            with(|h| {
-                if !h.have_response {
-                    return -1;
-                }
-                let (hdr, body) = match &h.response {
-                    Some((_, hdr, body)) => (hdr.as_bytes(), body.as_slice()),
-                    None => (&b""[..], &b""[..]),
-                };
-                match part {
-                    0 => out(body, p, n),
-                    1 => out(hdr, p, n),
-                    _ => -5,
-                }
+            with(|h| match (&h.last_response, part) {
+                (_, 2..) | (_, i32::MIN..=-1) => -5,
+                (None, _) => -1,
+                (Some(r), 0) => out(&r.body, p, n),
+                (Some(r), _) => out(r.header.as_bytes(), p, n),
             })
         }
     }

@@ -38,6 +38,10 @@ pub struct Header {
 pub const FLAG_INITIAL_LIST: u8 = 0x01;
 pub const FLAG_FINAL_STATE_UNKNOWN: u8 = 0x02;
 pub const FLAG_HAS_OLD_OBJECT: u8 = 0x04;
+/// The object is the result of one of this plugin's own writes (v1.2).
+pub const FLAG_SELF_WRITE: u8 = 0x08;
+/// A delete that says the object moved to another replica (v1.2).
+pub const FLAG_HANDED_OVER: u8 = 0x10;
 
 impl Header {
     /// Checks the header: version 1, at least 9 descriptors, each inside the
@@ -91,6 +95,16 @@ impl Header {
     }
     pub fn has_old_object(&self) -> bool {
         self.flags() & FLAG_HAS_OLD_OBJECT != 0
+    }
+    /// The object is the result of one of this plugin's own writes: a
+    /// controller answering it would be answering itself (section 17.1).
+    pub fn self_write(&self) -> bool {
+        self.flags() & FLAG_SELF_WRITE != 0
+    }
+    /// A delete that says the object moved to another replica of a
+    /// sharding group, not out of the cluster (section 4.3).
+    pub fn handed_over(&self) -> bool {
+        self.flags() & FLAG_HANDED_OVER != 0
     }
     /// String `i` (0..9) of section 8; "" for an unknown index.
     pub fn string(&self, i: usize) -> &str {

@@ -27,7 +27,9 @@
 //! object and field reads with the size protocol (section 7), logging,
 //! the capabilities of section 16 ([`cache`], [`state`], [`metrics`]),
 //! those of section 17 ([`writes`], [`events`], [`http`], each failure a
-//! [`CallError`] with the host's message) and [`result_message`]. Off wasm (`rustc --test`), the imports are an
+//! [`CallError`] naming the call, with the host's message) and
+//! [`result_message`], the self-write flag ([`Event::self_write`]) and
+//! the configuration as JSON ([`config_json`], [`json`]). Off wasm (`rustc --test`), the imports are an
 //! in-memory host ([`fake`]) so a plugin's logic is unit tested natively.
 
 use std::fmt;
@@ -199,6 +201,18 @@ pub fn config() -> Vec<u8> {
     read_sized(|p, n| unsafe { raw::config_read(p, n) } as i64).map(|(_, b)| b).unwrap_or_default()
 }
 
+/// The plugin's configuration parsed as JSON ([`json::Value`]): what
+/// Go plugins get with `kit.DecodeConfig(&v)`. An empty
+/// configuration is `Value::Null`; one that is not JSON an error that
+/// says where, for `ih_init` to refuse it with.
+pub fn config_json() -> std::result::Result<json::Value, String> {
+    let c = config();
+    if c.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(json::Value::Null);
+    }
+    json::parse(&c).map_err(|e| format!("the configuration is not JSON: {}", e))
+}
+
 /// The message of the last capabilities II call of this export call (empty
 /// after a success), section 17.
 pub fn result_message() -> String {
@@ -284,6 +298,21 @@ impl Event {
     /// The object's store key: `namespace/name`, or `name` when cluster-scoped.
     pub fn key(&self) -> String {
         self.header.key()
+    }
+    /// The object is the result of one of this plugin's own writes
+    /// (header flag 0x08): a controller answering it would be answering
+    /// itself. Go's `Event.SelfWrite`.
+    pub fn self_write(&self) -> bool {
+        self.header.self_write()
+    }
+    /// An add of the initial list (or of the replay after a restart).
+    pub fn initial_list(&self) -> bool {
+        self.header.initial_list()
+    }
+    /// A delete that says the object moved to another replica of a
+    /// sharding group, not out of the cluster.
+    pub fn handed_over(&self) -> bool {
+        self.header.handed_over()
     }
     /// A field of the object (section 9 paths: `metadata.labels["app"]`).
     pub fn field(&self, path: &str) -> std::result::Result<Field, Error> {
@@ -714,30 +743,46 @@ pub mod metrics {
     }
 }
 
-/// The failure of a capabilities II call (section 17): its code and the
-/// message the host gave with it ([`result_message`]). `?` in a handler
-/// gives RETRY for a rate limit, a timeout, an unavailable upstream or
-/// apiserver and a canceled call, ERROR otherwise, with this as the
-/// message.
+/// The failure of a capabilities II call (section 17): the host
+/// function, what it was called on, its code and the message the host
+/// gave with it ([`result_message`]), so that the text alone says what
+/// failed and why:
+/// `k8s_write apply configmaps demo/x: ERR_RATE_LIMITED: <message>`.
+/// `?` in a handler gives RETRY for a rate limit, a timeout, an
+/// unavailable upstream or apiserver and a canceled call, ERROR
+/// otherwise, with this as the message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallError {
+    /// "k8s_write", "event_record", "http_request", "http_response_read".
+    pub function: &'static str,
+    /// The arguments that tell the call apart: a write's op, resource and
+    /// namespace/name, an Event's type, reason and object, a request's
+    /// upstream, method and path.
+    pub call: String,
     pub code: Error,
     pub message: String,
 }
 
 impl CallError {
-    fn of(code: i32) -> CallError {
-        CallError { code: Error(code), message: result_message() }
+    fn of(function: &'static str, call: String, code: i32) -> CallError {
+        CallError { function, call, code: Error(code), message: result_message() }
     }
 }
 
 impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        if self.message.is_empty() {
-            f.write_str(self.code.name())
-        } else {
-            write!(f, "{}: {}", self.code.name(), self.message)
+        f.write_str(self.function)?;
+        if !self.call.is_empty() {
+            write!(f, " {}", self.call)?;
         }
+        if !self.function.is_empty() || !self.call.is_empty() {
+            f.write_str(": ")?;
+        }
+        f.write_str(self.code.name())?;
+        if !self.message.is_empty() {
+            write!(f, ": {}", self.message)?;
+        }
+        Ok(())
     }
 }
 
@@ -805,10 +850,50 @@ pub mod writes {
                 p.resource_version.as_ptr(), p.resource_version.len() as i32, flags)
         };
         if r < 0 {
-            Err(CallError::of(r))
+            Err(CallError::of("k8s_write", call(op, t, flags), r))
         } else {
             Ok(r)
         }
+    }
+
+    /// How errors and the fake name an op: "create", "merge-patch",
+    /// "json-patch", "apply", "delete"; "" for another.
+    pub fn op_name(op: i32) -> &'static str {
+        match op {
+            CREATE => "create",
+            MERGE_PATCH => "merge-patch",
+            JSON_PATCH => "json-patch",
+            APPLY => "apply",
+            DELETE => "delete",
+            _ => "",
+        }
+    }
+
+    /// A write as its error names it: "apply --force pods shop/web".
+    fn call(op: i32, t: &Target, flags: i32) -> String {
+        let mut s = match op_name(op) {
+            "" => format!("op {}", op),
+            n => n.to_string(),
+        };
+        if flags & FORCE != 0 {
+            s.push_str(" --force");
+        }
+        if flags & MUST_EXIST != 0 {
+            s.push_str(" --must-exist");
+        }
+        s.push(' ');
+        s.push_str(t.resource);
+        if !t.subresource.is_empty() {
+            s.push('/');
+            s.push_str(t.subresource);
+        }
+        match (t.namespace.is_empty(), t.name.is_empty()) {
+            (false, false) => s.push_str(&format!(" {}/{}", t.namespace, t.name)),
+            (false, true) => s.push_str(&format!(" in {}", t.namespace)),
+            (true, false) => s.push_str(&format!(" {}", t.name)),
+            (true, true) => {}
+        }
+        s
     }
 
     /// Creates the object `body` (JSON) describes; the created object,
@@ -855,11 +940,18 @@ pub mod events {
     /// same on an object.
     pub fn record(which: i32, typ: i32, reason: &str, message: &str) -> std::result::Result<(), CallError> {
         let r = unsafe { raw::event_record(which, typ, reason.as_ptr(), reason.len() as i32, message.as_ptr(), message.len() as i32) };
-        if r < 0 {
-            Err(CallError::of(r))
-        } else {
-            Ok(())
+        if r >= 0 {
+            return Ok(());
         }
+        let message = result_message();
+        let mut call = format!("{} {}", match typ { NORMAL => "Normal".to_string(), WARNING => "Warning".to_string(), t => format!("type {}", t) }, reason);
+        if let Some(name) = get_field(which, "metadata.name") {
+            match get_field(which, "metadata.namespace") {
+                Some(ns) if !ns.is_empty() => call.push_str(&format!(" about {}/{}", ns, name)),
+                _ => call.push_str(&format!(" about {}", name)),
+            }
+        }
+        Err(CallError { function: "event_record", call, code: Error(r), message })
     }
 }
 
@@ -928,10 +1020,18 @@ pub mod http {
             raw::http_request(upstream.as_ptr(), upstream.len() as i32, method.as_ptr(), method.len() as i32,
                 path.as_ptr(), path.len() as i32, h.as_ptr(), h.len() as i32, body.as_ptr(), body.len() as i32)
         };
+        let call = format!("{} {} {}", upstream, method, path);
         if status < 0 {
-            return Err(CallError::of(status));
+            return Err(CallError::of("http_request", call, status));
         }
-        let part = |p| response_read(p).map_err(|e| CallError { code: e, message: String::new() });
+        let part = |p| {
+            response_read(p).map_err(|e| CallError {
+                function: "http_response_read",
+                call: format!("{} of {}", if p == BODY { "body" } else { "header" }, call),
+                code: e,
+                message: String::new(),
+            })
+        };
         let body = part(BODY)?;
         let header = String::from_utf8_lossy(&part(HEADER)?)
             .lines()
@@ -948,6 +1048,8 @@ pub mod http {
         request(upstream, "GET", path, &[], &[])
     }
 }
+
+pub mod json;
 
 #[cfg(test)]
 mod tests;

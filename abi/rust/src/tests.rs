@@ -107,41 +107,168 @@ fn error_names() {
     assert_eq!(f.code, crate::Code::Retry);
 }
 
+fn call_error(function: &'static str, call: &str, code: crate::Error, message: &str) -> crate::CallError {
+    crate::CallError { function, call: call.to_string(), code, message: message.to_string() }
+}
+
+// The default answer applies writes to the fake cache; each write is
+// recorded as made, and a failure names the call and carries the message.
 #[test]
-fn capabilities_ii() {
-    use crate::{events, http, writes, CallError, Error};
+fn writes_apply_to_the_cache() {
+    use crate::{writes, Error};
+    use fake::WriteRequest;
     fake::reset();
-    fake::cached("pods", "shop/web-0", &[("metadata.resourceVersion", 1, "8")]);
-    let t = writes::Target { resource: "pods", namespace: "shop", name: "web-0", ..Default::default() };
-    let pre = writes::Preconditions { uid: "u1", resource_version: "7" };
-    let o = writes::apply(&t, br#"{"kind":"Pod"}"#, true, &pre).unwrap();
-    assert_eq!(o.get("metadata.resourceVersion").as_deref(), Some("8"));
-    fake::answer(-9, "the object has been modified");
-    let e = writes::merge_patch(&t, b"{}", &writes::Preconditions::default()).unwrap_err();
-    assert_eq!(e, CallError { code: Error::CONFLICT, message: "the object has been modified".into() });
-    assert_eq!(e.to_string(), "ERR_CONFLICT: the object has been modified");
-    let f: crate::Fail = e.into();
-    assert_eq!(f.code, crate::Code::Error);
-    writes::delete(&t, &writes::Preconditions { uid: "u1", ..Default::default() }).unwrap();
-    assert_eq!(fake::writes(), vec![
-        r#"4 pods shop/web-0 sub= uid=u1 rv=7 flags=1 body={"kind":"Pod"}"#.to_string(),
-        "2 pods shop/web-0 sub= uid= rv= flags=0 body={}".to_string(),
-        "5 pods shop/web-0 sub= uid=u1 rv= flags=0 body=".to_string(),
-    ]);
-    events::record(0, events::WARNING, "TooLarge", "big").unwrap();
-    fake::answer(-5, "bad reason");
-    assert_eq!(o.record_event(events::NORMAL, "no spaces", "x").unwrap_err().message, "bad reason");
-    assert_eq!(fake::events(), vec!["0 1 TooLarge big".to_string(), format!("{} 0 no spaces x", o.0)]);
-    fake::http_response(201, "Content-Type: text/plain\nX-Reply: yes\n", "créé".as_bytes());
-    let r = http::post("hook", "/x", "application/json", b"{}").unwrap();
+    fake::cached_json("configmaps", r#"{"metadata":{"name":"x","namespace":"demo","uid":"u1","resourceVersion":"5"},"data":{"a":"1"}}"#);
+    let x = writes::Target { resource: "configmaps", namespace: "demo", name: "x", ..Default::default() };
+    let none = writes::Preconditions::default();
+    let o = writes::apply(&x, br#"{"apiVersion":"v1","kind":"ConfigMap","data":{"b":"2"}}"#, false, &writes::Preconditions { uid: "u1", resource_version: "5" }).unwrap();
+    assert_eq!((o.get("data.a"), o.get(r#"data["b"]"#), o.get("metadata.resourceVersion")), (Some("1".into()), Some("2".into()), Some("1".into())));
+    let c = cache::get("configmaps", "demo", "x").unwrap().unwrap();
+    assert_eq!(c.get("data.b").as_deref(), Some("2"), "a later cache read sees the write");
+    // The event's resourceVersion is stale after the write.
+    let e = writes::merge_patch(&x, br#"{"data":{"a":null}}"#, &writes::Preconditions { resource_version: "5", ..none }).unwrap_err();
+    assert_eq!(e.to_string(), "k8s_write merge-patch configmaps demo/x: ERR_CONFLICT: the object has been modified (resourceVersion 1, precondition 5)");
+    let o = writes::merge_patch(&writes::Target { subresource: "status", ..x }, br#"{"data":{"a":null}}"#, &none).unwrap();
+    assert_eq!((o.get("data.a"), o.get("data.b")), (None, Some("2".into())));
+    let y = writes::Target { name: "y", ..x };
+    let e = writes::apply_with(&y, br#"{"apiVersion":"v1","kind":"ConfigMap"}"#, &writes::ApplyOptions { force: true, must_exist: true }, &none).unwrap_err();
+    assert_eq!(e, call_error("k8s_write", "apply --force --must-exist configmaps demo/y", Error::ABSENT, r#"configmaps "y" not found"#));
+    let created = writes::create(&writes::Target { resource: "v1/configmaps", namespace: "demo", ..Default::default() }, br#"{"metadata":{"name":"y"},"data":{"n":"1"}}"#).unwrap();
+    assert_eq!((created.get("metadata.name"), created.get("metadata.namespace")), (Some("y".into()), Some("demo".into())));
+    let e = writes::create(&y, b"{}").unwrap_err();
+    assert_eq!(e.to_string(), r#"k8s_write create configmaps demo/y: ERR_EXISTS: configmaps "y" already exists"#);
+    writes::delete(&y, &none).unwrap();
+    assert_eq!(cache::get("configmaps", "demo", "y").unwrap().map(|o| o.0), None);
+    let e = writes::apply(&x, br#"{"apiVersion":"v1"}"#, false, &none).unwrap_err();
+    assert_eq!(e.to_string(), "k8s_write apply configmaps demo/x: ERR_INVALID: the applied configuration has no kind");
+    let e = writes::write(9, &x, b"{}", &none, 0).unwrap_err();
+    assert_eq!(e.to_string(), "k8s_write op 9 configmaps demo/x: ERR_INVALID: unknown op 9");
+    let w = fake::writes();
+    assert_eq!(w.len(), 9);
+    assert_eq!(w[0], WriteRequest {
+        op: "apply", resource: "configmaps".into(), namespace: "demo".into(), name: "x".into(),
+        body: r#"{"apiVersion":"v1","kind":"ConfigMap","data":{"b":"2"}}"#.into(), uid: "u1".into(), resource_version: "5".into(),
+        ..Default::default()
+    });
+    assert_eq!((w[2].subresource.as_str(), w[3].force, w[3].must_exist, w[6].op), ("status", true, true, "delete"));
+}
+
+// on_write programs the apiserver; answer fails the next call; a
+// rate limit is a RETRY with the whole call in its message.
+#[test]
+fn on_write() {
+    use crate::{writes, Code, Error, Fail};
+    fake::reset();
+    fake::on_write(|r| match r.name.as_str() {
+        "x" => (Error::RATE_LIMITED.0, "would wait 12s for the plugin's API budget".into()),
+        "answered" => (0, r#"{"metadata":{"name":"answered","resourceVersion":"77"}}"#.into()),
+        _ => fake::apply_write(r),
+    });
+    let t = |name| writes::Target { resource: "configmaps", namespace: "demo", name, ..Default::default() };
+    let apply = br#"{"apiVersion":"v1","kind":"ConfigMap"}"#;
+    let none = writes::Preconditions::default();
+    let e = writes::apply(&t("x"), apply, false, &none).unwrap_err();
+    assert_eq!(e.to_string(), "k8s_write apply configmaps demo/x: ERR_RATE_LIMITED: would wait 12s for the plugin's API budget");
+    let f: Fail = e.into();
+    assert_eq!(f.code, Code::Retry);
+    assert_eq!(writes::apply(&t("answered"), apply, false, &none).unwrap().get("metadata.resourceVersion").as_deref(), Some("77"));
+    writes::apply(&t("z"), apply, false, &none).unwrap();
+    assert!(fake::cached_fields("configmaps", "demo/z").is_some(), "the write handed to apply_write is cached");
+    fake::answer(Error::CONFLICT.0, "the object has been modified");
+    let e = writes::delete(&t("z"), &none).unwrap_err();
+    assert_eq!(e, call_error("k8s_write", "delete configmaps demo/z", Error::CONFLICT, "the object has been modified"));
+    assert_eq!(Fail::from(e).code, Code::Error);
+}
+
+#[test]
+fn events() {
+    use crate::{events, Error};
+    fake::reset();
+    fake::event(1, 0, "configmaps", "demo", "x");
+    fake::field(0, "metadata.name", 1, "x");
+    fake::field(0, "metadata.namespace", 1, "demo");
+    fake::cached_json("nodes", r#"{"metadata":{"name":"n1"}}"#);
+    fn handler(ev: &crate::Event) -> crate::Result {
+        ev.record_event(events::WARNING, "ConfigMapTooLarge", "data is 2048 bytes")?;
+        cache::get("nodes", "", "n1")?.unwrap().record_event(events::NORMAL, "Seen", "")?;
+        let e = ev.record_event(events::NORMAL, "two words", "").unwrap_err();
+        assert_eq!(e.to_string(), r#"event_record Normal two words about demo/x: ERR_INVALID: reason "two words" is not 1 to 128 letters, digits and _-.:"#);
+        let e = ev.record_event(events::NORMAL, "Big", &"m".repeat(1025)).unwrap_err();
+        assert_eq!(e.code, Error::TOO_LARGE);
+        fake::answer(Error::DENIED.0, "events not granted");
+        Err(ev.record_event(events::NORMAL, "Seen", "").unwrap_err().into())
+    }
+    assert_eq!(fake::handle(handler), (3, "event_record Normal Seen about demo/x: ERR_DENIED: events not granted".to_string()));
+    let e = fake::events();
+    assert_eq!(e.len(), 2);
+    assert_eq!(e[0], fake::RecordedEvent { which: 0, event_type: "Warning", reason: "ConfigMapTooLarge".into(), message: "data is 2048 bytes".into() });
+    assert_eq!((e[1].which, e[1].event_type, e[1].reason.as_str()), (2, "Normal", "Seen"));
+}
+
+#[test]
+fn http() {
+    use crate::{http, Error};
+    fake::reset();
+    fake::on_http("chat", |r| match r.path.as_str() {
+        "/slow" => fake::HttpResponse { code: Error::TIMEOUT.0, message: r#"upstream "chat" did not answer within its timeout (10s)"#.into(), ..Default::default() },
+        _ => fake::HttpResponse { status: 201, header: "Content-Type: text/plain\nX-Reply: yes\n".into(), body: "créé".into(), ..Default::default() },
+    });
+    fake::http_response(503, "", b"busy");
+    let r = http::post("chat", "/crashloop?x=1", "application/json", b"{}").unwrap();
     assert_eq!((r.status, r.text(), r.header_value("X-Reply")), (201, "créé".to_string(), Some("yes")));
-    fake::answer(-15, "no answer within 5s");
-    let e = http::get("hook", "/slow").unwrap_err();
-    assert_eq!(e.code, Error::TIMEOUT);
+    assert_eq!(http::get("other", "/").unwrap().status, 503, "http_response answers upstreams without on_http");
+    let e = http::get("chat", "/slow").unwrap_err();
+    assert_eq!(e.to_string(), r#"http_request chat GET /slow: ERR_TIMEOUT: upstream "chat" did not answer within its timeout (10s)"#);
     assert_eq!(crate::Fail::from(e).code, crate::Code::Retry);
     assert_eq!(http::response_read(http::BODY), Err(Error::ABSENT));
-    assert_eq!(fake::http_requests(), vec![
-        r#"hook POST /x "Content-Type: application/json\n" {}"#.to_string(),
-        r#"hook GET /slow "" "#.to_string(),
-    ]);
+    let e = http::get("chat", "/a/../secret").unwrap_err();
+    assert_eq!(e.code, Error::INVALID);
+    let r = fake::http_requests();
+    assert_eq!(r[0], fake::HttpRequest {
+        upstream: "chat".into(), method: "POST".into(), path: "/crashloop?x=1".into(),
+        header: vec![("Content-Type".into(), "application/json".into())], body: b"{}".to_vec(),
+    });
+    assert_eq!(r.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(), vec!["/crashloop?x=1", "/", "/slow"]);
+}
+
+#[test]
+fn self_write_and_flags() {
+    fake::reset();
+    fake::event(2, 0x08 | 0x04, "pods", "shop", "web");
+    fn handler(ev: &crate::Event) -> crate::Result {
+        assert!(ev.self_write() && !ev.initial_list() && !ev.handed_over());
+        Ok(())
+    }
+    assert_eq!(fake::handle(handler), (0, String::new()));
+    fake::event(3, 0x10, "pods", "shop", "web");
+    fn deleted(ev: &crate::Event) -> crate::Result {
+        assert!(!ev.self_write() && ev.handed_over());
+        Ok(())
+    }
+    assert_eq!(fake::handle(deleted), (0, String::new()));
+}
+
+#[test]
+fn json_and_config() {
+    use crate::json::{parse, Value};
+    for (text, want) in [
+        ("null", Ok("null")),
+        (r#" {"b":[1,-2.5e3,true],"a":"\u00e9\n\"","c":{}} "#, Ok(r#"{"a":"é\n\"","b":[1,-2.5e3,true],"c":{}}"#)),
+        ("[1,]", Err("unexpected character at byte 3")),
+        ("01", Err("a number with a leading zero at byte 2")),
+        (r#"{"a" 1}"#, Err("expected : at byte 5")),
+        ("1 2", Err("text after the value at byte 2")),
+        (r#""\ud83d\ude00""#, Ok(r#""😀""#)),
+    ] {
+        assert_eq!(parse(text.as_bytes()).map(|v| v.to_string()), want.map(String::from).map_err(String::from), "{}", text);
+    }
+    let v = parse(br#"{"key":"team","n":3,"on":true,"list":["a"]}"#).unwrap();
+    assert_eq!((v.get("key").and_then(Value::as_str), v.get("n").and_then(Value::as_i64), v.get("on").and_then(Value::as_bool)), (Some("team"), Some(3), Some(true)));
+    assert_eq!(v.get("list").and_then(|l| l.at(0)).and_then(Value::as_str), Some("a"));
+    fake::set_config(br#"{"key":"team"}"#);
+    assert_eq!(crate::config_json().unwrap().get("key").and_then(Value::as_str), Some("team"));
+    fake::set_config(b"");
+    assert_eq!(crate::config_json(), Ok(Value::Null));
+    fake::set_config(b"{key: team}");
+    assert_eq!(crate::config_json(), Err("the configuration is not JSON: expected a member name at byte 1".to_string()));
 }

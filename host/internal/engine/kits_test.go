@@ -260,7 +260,11 @@ func TestKitAssemblyScriptFunctions(t *testing.T) {
 	}
 	for _, w := range append([]string{
 		`check config: hello`,
+		`check configJSON: unexpected character at character 0`,
 		`check header: add ns/p1 rv=42 uid=uid-p1`,
+		`check flags: selfWrite=no initialList=no handedOver=no`,
+		`check parseJSON: téam/x -25.0 on 2 true`,
+		`check parseJSON bad: unexpected character at character 3`,
 		`check field: 5 {\"image\":\"nginx:1.27\",\"name\":\"main\",\"ports\":[{\"containerPort\":80}]}`,
 		`check missing: ERR_NOT_FOUND`,
 		`check old: ERR_ABSENT`,
@@ -325,17 +329,17 @@ informer_host_plugin_metric_lat_seconds_count{ns="ns",plugin="as-kit-test.wasm"}
 var kitCapabilitiesIIChecks = []string{
 	`check k8sCreate: nü rv 7`,
 	`check k8sApply: rv 7`,
-	`check k8sApply mustExist: ERR_FIELD_CONFLICT: conflict with kubectl`,
-	`check k8sMergePatch: ERR_CONFLICT: the object has been modified`,
+	`check k8sApply mustExist: k8s_write apply --must-exist pods ns/p1: ERR_FIELD_CONFLICT: conflict with kubectl`,
+	`check k8sMergePatch: k8s_write merge-patch pods ns/p1: ERR_CONFLICT: the object has been modified`,
 	`check k8sJSONPatch: rv 7`,
 	`check k8sDelete: 0`,
-	`check k8sDelete denied: ERR_DENIED: no write grant for resource secrets`,
-	`check k8sWrite op: ERR_INVALID: unknown op 9`,
+	`check k8sDelete denied: k8s_write delete secrets ns/s: ERR_DENIED: no write grant for resource secrets`,
+	`check k8sWrite op: k8s_write op 9 pods ns/p1: ERR_INVALID: unknown op 9`,
 	`check recordEvent: 0`,
-	`check recordEvent bad: ERR_INVALID: bad reason`,
+	`check recordEvent bad: event_record Normal Bad about ns/p1: ERR_INVALID: bad reason`,
 	`check recordEvent cached: 0`,
 	`check httpPost: 201 créé yes`,
-	`check httpGet denied: ERR_DENIED: not granted`,
+	`check httpGet denied: http_request nope GET /: ERR_DENIED: not granted`,
 	`check httpResponseRead: ERR_ABSENT`,
 }
 
@@ -356,7 +360,7 @@ func TestKitRustFunctions(t *testing.T) {
 	writes, events, hc := &kitWriter{}, &fakeEvents{}, newKitHTTP()
 	i := instantiate(t, m, InstanceOptions{Logger: newLogger(logs), Cache: newFakeCache(), Writes: writes, HTTP: hc, Events: events})
 	r, err := i.Handle(context.Background(), addEvent(pod("ns", "p1", "Running")))
-	if err != nil || r.Code != CodeError || r.Message != "ERR_DENIED: not granted" {
+	if err != nil || r.Code != CodeError || r.Message != "http_request nope GET /: ERR_DENIED: not granted" {
 		t.Errorf("handle: %v %+v, want ERROR with the denied GET's CallError", err, r)
 	}
 	for _, w := range kitCapabilitiesIIChecks {
