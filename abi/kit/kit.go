@@ -46,8 +46,11 @@ type plugin struct {
 	valBuf []byte // reused buffer for fields and objects
 
 	// stderr receives the goroutine trace of a panic the kit recovers
-	// (nil: none), as Go writes one for a panic nothing recovers.
+	// (nil: none), as Go writes one for a panic nothing recovers; traced
+	// holds the sites whose trace it has written (an event the host
+	// retries panics again and again, and its message names the site).
 	stderr io.Writer
+	traced map[string]bool
 
 	lastYield time.Duration // clock reading at the last yield
 	// hosts counts the hosts swapped in by UseNative (native tests), so
@@ -80,12 +83,16 @@ var the = plugin{host: defaultHost(), stderr: os.Stderr}
 // host logs each line).
 const maxPanicTrace = 16 << 10
 
+// maxTracedSites bounds the panic sites whose trace was written; past it
+// they are forgotten, and each is written once more.
+const maxTracedSites = 64
+
 // panicked reports a panic the kit recovered, from the deferred function
 // that recovered it: the result message names the value and where it was
 // raised (the first frame below the panic that is not the runtime's),
 // since the panic ends in an ERROR answer and the message is
 // all the host logs of it; and the goroutine's trace goes to stderr,
-// bounded, as Go writes one for a panic nothing recovers.
+// bounded, as Go writes one for a panic nothing recovers, once per site.
 func (p *plugin) panicked(what string, r any) string {
 	msg := fmt.Sprintf("%s: %v", what, r)
 	pcs := make([]uintptr, 64)
@@ -93,21 +100,26 @@ func (p *plugin) panicked(what string, r any) string {
 	// Above runtime.gopanic are this deferred call and the kit's; below
 	// it the runtime's own frames of a runtime error (a nil map's, a
 	// nil pointer's), then the code that panicked.
-	raised := false
+	raised, site := false, ""
 	for {
 		f, more := frames.Next()
 		switch {
 		case f.Function == "runtime.gopanic":
 			raised = true
 		case raised && !strings.HasPrefix(f.Function, "runtime.") && !strings.HasPrefix(f.Function, "internal/"):
-			msg += fmt.Sprintf(" (%s:%d in %s)", f.File, f.Line, f.Function)
+			site = fmt.Sprintf("%s:%d in %s", f.File, f.Line, f.Function)
+			msg += " (" + site + ")"
 			more = false
 		}
 		if !more {
 			break
 		}
 	}
-	if p.stderr != nil {
+	if p.stderr != nil && !p.traced[site] {
+		if p.traced == nil || len(p.traced) >= maxTracedSites {
+			p.traced = map[string]bool{}
+		}
+		p.traced[site] = true
 		trace := debug.Stack()
 		if len(trace) > maxPanicTrace {
 			trace = append(trace[:maxPanicTrace:maxPanicTrace], "\n...\n"...)
@@ -116,7 +128,6 @@ func (p *plugin) panicked(what string, r any) string {
 	}
 	return msg
 }
-
 
 // Handle registers the function called for every event. Call it from an
 // init function.

@@ -254,3 +254,31 @@ func TestSynced(t *testing.T) {
 		t.Errorf("OnSynced got %+v, want [%+v]", got, want)
 	}
 }
+
+// A recovered panic's goroutine trace goes to stderr once per site: the
+// host retries a failed event, and each retry's message names the site.
+func TestPanicTraceOncePerSite(t *testing.T) {
+	var stderr strings.Builder
+	h := &fakeHost{}
+	p := newPlugin(h, func(ev *Event) error {
+		if ev.Name() == "a" {
+			panic("at a")
+		}
+		panic("at b")
+	})
+	p.stderr = &stderr
+	for _, tc := range []struct {
+		name   string
+		traces int // written so far
+	}{
+		{name: "a", traces: 1}, {name: "a", traces: 1}, {name: "b", traces: 2},
+	} {
+		obj := `{"metadata":{"name":"` + tc.name + `"}}`
+		if rc := h.deliver(p, abi.EventAdd, 0, obj, ""); rc != abi.ResultError {
+			t.Fatalf("%s: rc %d", tc.name, rc)
+		}
+		if n := strings.Count(stderr.String(), "[running]:"); n != tc.traces || !strings.Contains(stderr.String(), "kit_test.go:") {
+			t.Errorf("after %s: %d traces, want %d:\n%s", tc.name, n, tc.traces, stderr.String())
+		}
+	}
+}
