@@ -260,21 +260,22 @@ func TestSynced(t *testing.T) {
 func TestPanicTraceOncePerSite(t *testing.T) {
 	var stderr strings.Builder
 	h := &fakeHost{}
+	calls := 0
 	p := newPlugin(h, func(ev *Event) error {
-		if ev.Name() == "a" {
+		calls++
+		if calls <= 2 {
 			panic("at a")
 		}
 		panic("at b")
 	})
 	p.stderr = &stderr
 	for _, tc := range []struct {
-		name   string
-		traces int // written so far
+		name   string // the panic's site
+		traces int    // written so far
 	}{
-		{name: "a", traces: 1}, {name: "a", traces: 1}, {name: "b", traces: 2},
+		{name: "a", traces: 1}, {name: "a again", traces: 1}, {name: "b", traces: 2},
 	} {
-		obj := `{"metadata":{"name":"` + tc.name + `"}}`
-		if rc := h.deliver(p, abi.EventAdd, 0, obj, ""); rc != abi.ResultError {
+		if rc := h.deliver(p, abi.EventAdd, 0, bigPod, ""); rc != abi.ResultError {
 			t.Fatalf("%s: rc %d", tc.name, rc)
 		}
 		if n := strings.Count(stderr.String(), "[running]:"); n != tc.traces || !strings.Contains(stderr.String(), "kit_test.go:") {
