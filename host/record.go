@@ -24,8 +24,12 @@ import (
 // (abi/REPLAY.md) that informer-host replay feeds to the plugin again:
 // every ih_handle call's event with the result the plugin gave, every
 // ih_synced, and the changes of the caches the plugin may read, in the
-// order they happened. A delivery repeated because the plugin said retry
-// is written once (the replay retries it itself).
+// order they happened, each event with the header flags the plugin was
+// given (its own writes' self-write flag included). A delivery repeated
+// because the plugin said retry is written once (the replay retries it
+// itself). What the plugin's writes, Events and HTTP calls were answered
+// is kept too, and WriteStubs writes it as the stub file the replay
+// answers them from.
 //
 // Event lines are written as the plugin's call returns, each after the
 // cache lines that bring the recording's cache to the informer's then
