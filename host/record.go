@@ -222,9 +222,9 @@ func (r *Recorder) Plugins() []string {
 	return out
 }
 
-// Stubs returns how many capabilities II calls (writes, Events, HTTP)
-// plugin made: the stubs WriteStubs writes.
-func (r *Recorder) Stubs(plugin string) int {
+// CapabilityCalls returns how many capabilities II calls (writes,
+// Events, HTTP) plugin made: the stubs WriteStubs writes.
+func (r *Recorder) CapabilityCalls(plugin string) int {
 	r.mu.Lock()
 	c := r.stream(plugin).answers
 	r.mu.Unlock()

@@ -131,7 +131,7 @@ func record(ctx context.Context, cfg *config.Config, log *slog.Logger, rec *host
 			return written, err
 		}
 		written = append(written, file)
-		if rec.Stubs(name) == 0 {
+		if rec.CapabilityCalls(name) == 0 {
 			continue
 		}
 		// What its writes, Events and HTTP calls got, for replay --stubs:
