@@ -63,6 +63,8 @@ type Options struct {
 	// and its outcome, and of every ih_synced call (an event with only a
 	// Resource). Tests use it to see exactly what each plugin got.
 	observe func(plugin string, ev *event.Event, res engine.Result, err error)
+	// recording, when set, records each plugin's calls (NewRecording).
+	recording recordingHooks
 	// logRate overrides the engine's limit on plugin output (tests).
 	logRate engine.LogRate
 }
@@ -76,6 +78,7 @@ type Host struct {
 	pipeline  *informer.Pipeline
 	engine    *engine.Engine
 	observe   func(plugin string, ev *event.Event, res engine.Result, err error)
+	recording recordingHooks
 	logRate   engine.LogRate
 	envelopes *envelopeCache
 	writes    *kubewrite.Client // nil: no writes
@@ -167,7 +170,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		filters: filters, filterErrors: filter.NewErrorLimiter(time.Minute), overflowWarnings: filter.NewErrorLimiter(time.Minute),
 		denials: filter.NewErrorLimiter(time.Minute),
 		log:     log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
-		observe: opts.observe, logRate: opts.logRate,
+		observe: opts.observe, recording: opts.recording, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
 		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{},
 		pluginMetrics: pluginmetrics.New(pluginmetrics.Options{}),

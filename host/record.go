@@ -24,8 +24,12 @@ import (
 // (abi/REPLAY.md) that informer-host replay feeds to the plugin again:
 // every ih_handle call's event with the result the plugin gave, every
 // ih_synced, and the changes of the caches the plugin may read, in the
-// order they happened. A delivery repeated because the plugin said retry
-// is written once (the replay retries it itself).
+// order they happened, each event with the header flags the plugin was
+// given (its own writes' self-write flag included). A delivery repeated
+// because the plugin said retry is written once (the replay retries it
+// itself). What the plugin's writes, Events and HTTP calls were answered
+// is kept too, and WriteStubs writes it as the stub file the replay
+// answers them from.
 //
 // Event lines are written as the plugin's call returns, each after the
 // cache lines that bring the recording's cache to the informer's then
@@ -53,6 +57,9 @@ type recStream struct {
 	head    replay.Head
 	lines   []replay.Line
 	pending map[string]bool // events answered retry, not yet answered otherwise
+	// answers are what the plugin's capabilities II calls got: the
+	// stubs its replay answers them with.
+	answers *replay.Cassette
 	// known holds, per cached resource, the resourceVersion of each
 	// object as the recording's cache lines have it.
 	known map[string]map[string]string
@@ -64,7 +71,8 @@ func (r *Recorder) stream(plugin string) *recStream {
 	}
 	s := r.streams[plugin]
 	if s == nil {
-		s = &recStream{head: replay.Head{Plugin: plugin, Resources: map[string]replay.Resource{}}, pending: map[string]bool{}, known: map[string]map[string]string{}}
+		s = &recStream{head: replay.Head{Plugin: plugin, Resources: map[string]replay.Resource{}}, pending: map[string]bool{}, known: map[string]map[string]string{},
+			answers: &replay.Cassette{}}
 		r.streams[plugin] = s
 	}
 	return s
@@ -76,8 +84,28 @@ func (s *recStream) ref(ref *event.ResourceRef) {
 	}
 }
 
-// observe is the host's observe hook.
-func (r *Recorder) observe(plugin string, ev *event.Event, res engine.Result, err error) {
+// recordingHooks is what a recording host tells its Recorder.
+type recordingHooks interface {
+	// handled is told of every call into a plugin's ih_handle, with the
+	// header flags only that plugin saw (abi.FlagSelfWrite), and its
+	// outcome, and of every ih_synced call (an event with only a
+	// Resource).
+	handled(plugin string, ev *event.Event, pluginFlags uint8, res engine.Result, err error)
+	// capabilities wraps the capabilities of each instance of plugin
+	// before it starts.
+	capabilities(plugin string, o *engine.InstanceOptions)
+}
+
+// capabilities records, as the plugin's stubs, what its capabilities II
+// calls are answered.
+func (r *Recorder) capabilities(plugin string, o *engine.InstanceOptions) {
+	r.mu.Lock()
+	c := r.stream(plugin).answers
+	r.mu.Unlock()
+	c.Wrap(o)
+}
+
+func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, res engine.Result, err error) {
 	if r.Resource != "" && ev.Resource != nil && ev.Resource.Name != r.Resource {
 		return
 	}
@@ -108,7 +136,7 @@ func (r *Recorder) observe(plugin string, ev *event.Event, res engine.Result, er
 	if err == nil && res.Code == engine.CodeRetry {
 		s.pending[k] = true
 	}
-	s.lines = append(s.lines, replay.EventLine(ev, result))
+	s.lines = append(s.lines, replay.EventLine(ev, pluginFlags, result))
 }
 
 // syncCache appends to s the changes of the caches it may read since the
@@ -164,7 +192,7 @@ func splitKey(k string) (ns, name string) {
 // Call Watch(plugin) for each plugin file before LoadDir, so that the
 // caches it may read are recorded from their first object.
 func NewRecording(ctx context.Context, opts Options, r *Recorder) (*Host, error) {
-	opts.observe = r.observe
+	opts.recording = r
 	r.p = opts.Pipeline
 	return New(ctx, opts)
 }
@@ -192,6 +220,47 @@ func (r *Recorder) Plugins() []string {
 		out = append(out, p)
 	}
 	return out
+}
+
+// CapabilityCalls returns how many capabilities II calls (writes,
+// Events, HTTP) plugin made: the stubs WriteStubs writes.
+func (r *Recorder) CapabilityCalls(plugin string) int {
+	r.mu.Lock()
+	c := r.stream(plugin).answers
+	r.mu.Unlock()
+	return len(c.Stubs())
+}
+
+// WriteStubs writes what plugin's capabilities II calls were answered as
+// the stub file (abi/REPLAY.md) its replay reads with --stubs: with it,
+// the replay of the recording gets every answer the live run got, the
+// resourceVersions its writes returned included. The file holds the
+// objects the writes returned, Secrets' values blanked unless
+// KeepSecretData.
+func (r *Recorder) WriteStubs(plugin string, w io.Writer) error {
+	r.mu.Lock()
+	c := r.stream(plugin).answers
+	r.mu.Unlock()
+	stubs := c.Stubs()
+	if !r.KeepSecretData {
+		for i := range stubs {
+			stubs[i].Response = redactResponse(stubs[i].Response)
+		}
+	}
+	return replay.WriteStubs(w, stubs)
+}
+
+// redactResponse blanks the values of a Secret a write returned.
+func redactResponse(raw json.RawMessage) json.RawMessage {
+	var obj map[string]any
+	if json.Unmarshal(raw, &obj) != nil || obj["apiVersion"] != "v1" || obj["kind"] != "Secret" {
+		return raw
+	}
+	b, err := json.Marshal(redactSecret(obj))
+	if err != nil {
+		return raw
+	}
+	return b
 }
 
 // Stop is kept for symmetry with Watch: the recording needs no cleanup.

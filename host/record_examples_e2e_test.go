@@ -3,7 +3,6 @@ package host
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -168,8 +167,8 @@ plugins:
 }
 
 // capIIExamples are the examples that act outside the host (ABI.md §17),
-// each with the one host function its recording's replay must see it call
-// (answered there from testdata/stubs.json).
+// each with the one host function its recording's replay must see it
+// call, answered as it was live.
 var capIIExamples = map[string]replay.Stub{
 	"label-enforcer":     {Function: "k8s_write", Code: 0},
 	"crashloop-notifier": {Function: "http_request", Code: 204},
@@ -179,10 +178,11 @@ var capIIExamples = map[string]replay.Stub{
 
 // TestRecordCapabilitiesIIExamples is TestRecordExamples for the examples
 // that write, post and record Events: each runs live against the control
-// plane (a real write, a loopback webhook, a real Event), its stream is
-// recorded, and the replay of that stream, with the stub its live call got
-// in place of the cluster, gives the same results and makes the same call.
-// With INFORMER_HOST_WRITE_RECORDINGS=1 it writes the recordings and
+// plane (a real write, a loopback webhook, a real Event), its stream and
+// what its calls got are recorded, and the replay of that stream, with
+// the recorded stubs in place of the cluster, gives the same results and
+// makes the same call, answered from the recording. With
+// INFORMER_HOST_WRITE_RECORDINGS=1 it writes the recordings and their
 // stubs.json.
 func TestRecordCapabilitiesIIExamples(t *testing.T) {
 	plugins := map[string][]byte{}
@@ -324,30 +324,41 @@ plugins:
 			continue
 		}
 		cfgJSON, _ := lr.cfg.ConfigJSON(name + ".wasm")
-		rep, err := replay.Run(ctx, replay.Options{Plugin: name + ".wasm", Wasm: plugins[name+".wasm"], Events: rec, Config: cfgJSON,
-			Stubs: replay.NewStubs([]replay.Stub{stub})})
+		var stubFile bytes.Buffer
+		if err := lr.rec.WriteStubs(name+".wasm", &stubFile); err != nil {
+			t.Fatal(err)
+		}
+		stubsPath := filepath.Join(t.TempDir(), "stubs.json")
+		if err := os.WriteFile(stubsPath, stubFile.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stubs, err := replay.ReadStubs(stubsPath)
+		if err != nil {
+			t.Fatalf("%s: the recorded stubs: %v\n%s", name, err, stubFile.Bytes())
+		}
+		rep, err := replay.Run(ctx, replay.Options{Plugin: name + ".wasm", Wasm: plugins[name+".wasm"], Events: rec, Config: cfgJSON, Stubs: stubs})
 		if err != nil {
 			t.Errorf("%s: replay: %v", name, err)
 			continue
 		}
-		if rep.Counts.Mismatches != 0 || rep.Counts.Failures != 0 || rep.Counts.Events < 2 {
-			t.Errorf("%s: replay counts %+v", name, rep.Counts)
+		if rep.Counts.Mismatches != 0 || rep.Counts.Failures != 0 || rep.Counts.Events < 2 || len(rep.MissingStubs) != 0 {
+			t.Errorf("%s: replay counts %+v, stubs missing %+v", name, rep.Counts, rep.MissingStubs)
 		}
 		calls := 0
 		for _, s := range rep.Steps {
 			for _, c := range s.Calls {
-				if c.Function == stub.Function && c.Code == stub.Code {
+				if c.Function == stub.Function && c.Code == stub.Code && c.Stubbed {
 					calls++
 				}
 			}
 		}
 		if calls != 1 {
-			t.Errorf("%s: the replay made %d answered %s calls, want the 1 it made live", name, calls, stub.Function)
+			t.Errorf("%s: the replay made %d %s calls answered %d from the recording, want the 1 it made live\nstubs:\n%s",
+				name, calls, stub.Function, stub.Code, stubFile.Bytes())
 		}
 		if os.Getenv("INFORMER_HOST_WRITE_RECORDINGS") == "1" {
 			writeRecording(t, lr, name, cfgJSON)
-			b, _ := json.MarshalIndent(map[string]any{"informerHostStubs": replay.StubFormatVersion, "stubs": []replay.Stub{stub}}, "", "  ")
-			if err := os.WriteFile(filepath.Join("..", "plugins", "examples", name, "testdata", "stubs.json"), append(b, '\n'), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join("..", "plugins", "examples", name, "testdata", "stubs.json"), stubFile.Bytes(), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -336,7 +336,7 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 // functions, _initialize and ih_init with the plugin's config.
 func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) {
 	h := g.slot.h
-	return g.module.Instantiate(ctx, engine.InstanceOptions{Config: g.config, Logger: g.log, LogRate: h.logRate,
+	o := engine.InstanceOptions{Config: g.config, Logger: g.log, LogRate: h.logRate,
 		Cache:    newCacheReader(h.pipeline, g.settings.Grants),
 		State:    h.stateFor(g.slot.name, g.settings, g.log),
 		Metrics:  g.metricSet(),
@@ -344,7 +344,11 @@ func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) 
 		HTTP:     g.httpClient(),
 		Events:   g.eventRecorder(),
 		OnDenied: h.onDenied(g.slot.name, g.log),
-	})
+	}
+	if h.recording != nil {
+		h.recording.capabilities(g.slot.name, &o)
+	}
+	return g.module.Instantiate(ctx, o)
 }
 
 // register adds one informer listener per binding. Listeners on a running
@@ -567,6 +571,9 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 		if called && g.slot.h.observe != nil {
 			g.slot.h.observe(g.slot.name, &event.Event{Resource: ref}, engine.Result{}, err)
 		}
+		if called && g.slot.h.recording != nil {
+			g.slot.h.recording.handled(g.slot.name, &event.Event{Resource: ref}, 0, engine.Result{}, err)
+		}
 		if err != nil {
 			var f *engine.Failure
 			if errors.As(err, &f) {
@@ -787,6 +794,9 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 	s.lastEvent.Store(time.Now().UnixNano())
 	if s.h.observe != nil {
 		s.h.observe(s.name, env.Event(), res, err)
+	}
+	if s.h.recording != nil {
+		s.h.recording.handled(s.name, env.Event(), flags, res, err)
 	}
 	if err != nil {
 		d.behind = nil // the restart clears the queue, and these with it

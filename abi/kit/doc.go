@@ -38,7 +38,9 @@
 // host deliver it again later, Drop(err) to give up on it, or any other
 // error to report a failure (the host logs it and drops the event). A
 // panic in a handler is recovered and reported as a failure with the panic
-// text; the plugin stays up.
+// text and where it was raised ("(main.go:42 in main.reconcile)"), its
+// goroutine trace written to stderr (the plugin's log) the first time that
+// site panics; the plugin stays up.
 //
 // # Costs
 //

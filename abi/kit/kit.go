@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +45,13 @@ type plugin struct {
 	hdrBuf []byte // reused header buffer
 	valBuf []byte // reused buffer for fields and objects
 
+	// stderr receives the goroutine trace of a panic the kit recovers
+	// (nil: none), as Go writes one for a panic nothing recovers; traced
+	// holds the sites whose trace it has written (an event the host
+	// retries panics again and again, and its message names the site).
+	stderr io.Writer
+	traced map[string]bool
+
 	lastYield time.Duration // clock reading at the last yield
 	// hosts counts the hosts swapped in by UseNative (native tests), so
 	// that metrics are declared again with each.
@@ -67,7 +77,57 @@ func (p *plugin) yield() {
 	}
 }
 
-var the = plugin{host: defaultHost()}
+var the = plugin{host: defaultHost(), stderr: os.Stderr}
+
+// maxPanicTrace bounds the goroutine trace a recovered panic writes (the
+// host logs each line).
+const maxPanicTrace = 16 << 10
+
+// maxTracedSites bounds the panic sites whose trace was written; past it
+// they are forgotten, and each is written once more.
+const maxTracedSites = 64
+
+// panicked reports a panic the kit recovered, from the deferred function
+// that recovered it: the result message names the value and where it was
+// raised (the first frame below the panic that is not the runtime's),
+// since the panic ends in an ERROR answer and the message is
+// all the host logs of it; and the goroutine's trace goes to stderr,
+// bounded, as Go writes one for a panic nothing recovers, once per site.
+func (p *plugin) panicked(what string, r any) string {
+	msg := fmt.Sprintf("%s: %v", what, r)
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	// Above runtime.gopanic are this deferred call and the kit's; below
+	// it the runtime's own frames of a runtime error (a nil map's, a
+	// nil pointer's), then the code that panicked.
+	raised, site := false, ""
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			raised = true
+		case raised && !strings.HasPrefix(f.Function, "runtime.") && !strings.HasPrefix(f.Function, "internal/"):
+			site = fmt.Sprintf("%s:%d in %s", f.File, f.Line, f.Function)
+			msg += " (" + site + ")"
+			more = false
+		}
+		if !more {
+			break
+		}
+	}
+	if p.stderr != nil && !p.traced[site] {
+		if p.traced == nil || len(p.traced) >= maxTracedSites {
+			p.traced = map[string]bool{}
+		}
+		p.traced[site] = true
+		trace := debug.Stack()
+		if len(trace) > maxPanicTrace {
+			trace = append(trace[:maxPanicTrace:maxPanicTrace], "\n...\n"...)
+		}
+		_, _ = fmt.Fprintf(p.stderr, "%s [recovered by the kit]\n\n%s", msg, trace)
+	}
+	return msg
+}
 
 // Handle registers the function called for every event. Call it from an
 // init function.
@@ -371,7 +431,7 @@ func (p *plugin) object(which int32) ([]byte, error) {
 func (p *plugin) init(configLen int32) (rc int32) {
 	defer func() {
 		if r := recover(); r != nil {
-			p.host.setError(fmt.Sprintf("panic in OnInit: %v", r))
+			p.host.setError(p.panicked("panic in OnInit", r))
 			rc = abi.InitRefused
 		}
 		runtime.Gosched()
@@ -397,7 +457,7 @@ func (p *plugin) init(configLen int32) (rc int32) {
 func (p *plugin) handle(headerLen int32) (rc int32) {
 	defer func() {
 		if r := recover(); r != nil {
-			p.host.setError(fmt.Sprintf("panic: %v", r))
+			p.host.setError(p.panicked("panic", r))
 			rc = abi.ResultError
 		}
 		p.yield()
@@ -438,7 +498,7 @@ func (p *plugin) handle(headerLen int32) (rc int32) {
 func (p *plugin) synced(headerLen int32) {
 	defer func() {
 		if r := recover(); r != nil {
-			p.host.log(abi.LogError, fmt.Sprintf("panic in OnSynced: %v", r))
+			p.host.log(abi.LogError, p.panicked("panic in OnSynced", r))
 		}
 		p.yield()
 	}()

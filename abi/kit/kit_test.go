@@ -2,6 +2,8 @@ package kit
 
 import (
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -129,6 +131,14 @@ func TestHandle(t *testing.T) {
 }
 
 func TestResults(t *testing.T) {
+	// The panic's message names its file and line: where the handler
+	// below raises it.
+	var panicSite string
+	raise := func(*Event) error {
+		_, file, line, _ := runtime.Caller(0)
+		panicSite = fmt.Sprintf(" (%s:%d in ", file, line+2) // the panic's line
+		panic("kaboom")
+	}
 	tests := []struct {
 		name string
 		f    func(*Event) error
@@ -139,7 +149,7 @@ func TestResults(t *testing.T) {
 		{"retry", func(*Event) error { return Retry(errors.New("later")) }, abi.ResultRetry, "later"},
 		{"drop", func(*Event) error { return Drop(nil) }, abi.ResultDrop, ""},
 		{"error", func(*Event) error { return errors.New("boom") }, abi.ResultError, "boom"},
-		{"panic", func(*Event) error { panic("kaboom") }, abi.ResultError, "panic: kaboom"},
+		{"panic", raise, abi.ResultError, "panic: kaboom"},
 		{"missing field", func(ev *Event) error {
 			_, err := ev.Field("status.nope")
 			if !errors.Is(err, ErrNotFound) {
@@ -156,8 +166,11 @@ func TestResults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &fakeHost{}
 			p := newPlugin(h, tc.f)
-			if rc := h.deliver(p, abi.EventAdd, 0, bigPod, ""); rc != tc.rc || h.errMsg != tc.msg {
-				t.Fatalf("got %d %q, want %d %q", rc, h.errMsg, tc.rc, tc.msg)
+			panicSite = ""
+			rc := h.deliver(p, abi.EventAdd, 0, bigPod, "")
+			want := tc.msg + panicSite
+			if rc != tc.rc || !strings.HasPrefix(h.errMsg, want) || panicSite == "" && h.errMsg != want {
+				t.Fatalf("got %d %q, want %d %q", rc, h.errMsg, tc.rc, want)
 			}
 		})
 	}
@@ -239,5 +252,34 @@ func TestSynced(t *testing.T) {
 	want := Resource{Name: "web", Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment"}
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("OnSynced got %+v, want [%+v]", got, want)
+	}
+}
+
+// A recovered panic's goroutine trace goes to stderr once per site: the
+// host retries a failed event, and each retry's message names the site.
+func TestPanicTraceOncePerSite(t *testing.T) {
+	var stderr strings.Builder
+	h := &fakeHost{}
+	calls := 0
+	p := newPlugin(h, func(ev *Event) error {
+		calls++
+		if calls <= 2 {
+			panic("at a")
+		}
+		panic("at b")
+	})
+	p.stderr = &stderr
+	for _, tc := range []struct {
+		name   string // the panic's site
+		traces int    // written so far
+	}{
+		{name: "a", traces: 1}, {name: "a again", traces: 1}, {name: "b", traces: 2},
+	} {
+		if rc := h.deliver(p, abi.EventAdd, 0, bigPod, ""); rc != abi.ResultError {
+			t.Fatalf("%s: rc %d", tc.name, rc)
+		}
+		if n := strings.Count(stderr.String(), "[running]:"); n != tc.traces || !strings.Contains(stderr.String(), "kit_test.go:") {
+			t.Errorf("after %s: %d traces, want %d:\n%s", tc.name, n, tc.traces, stderr.String())
+		}
 	}
 }

@@ -24,7 +24,9 @@ import (
 // recordCommand runs the informers and the plugins of a config as run
 // does (the plugins act: what they write is written), for --duration or
 // until SIGINT/SIGTERM, and writes each plugin's event stream as an
-// events file for informer-host replay.
+// events file for informer-host replay, and, for a plugin that wrote,
+// recorded Events or called HTTP, what those calls got as the stub file
+// that replay answers them from.
 func recordCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("record", flag.ContinueOnError)
 	path := fs.String("config", "config.yaml", "config file")
@@ -125,20 +127,44 @@ func record(ctx context.Context, cfg *config.Config, log *slog.Logger, rec *host
 		if len(plugins) > 1 {
 			file = strings.TrimSuffix(out, ".jsonl") + "." + strings.TrimSuffix(name, ".wasm") + ".jsonl"
 		}
-		f, err := createPrivate(file)
-		if err != nil {
+		if err := writePrivate(file, func(w io.Writer) error { return rec.Write(name, w) }); err != nil {
 			return written, err
 		}
-		err = rec.Write(name, f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return written, fmt.Errorf("%s: %w", file, err)
-		}
 		written = append(written, file)
+		if rec.CapabilityCalls(name) == 0 {
+			continue
+		}
+		// What its writes, Events and HTTP calls got, for replay --stubs:
+		// the replay of a plugin that acts needs the answers, exactly.
+		stubs := stubsFile(file)
+		if err := writePrivate(stubs, func(w io.Writer) error { return rec.WriteStubs(name, w) }); err != nil {
+			return written, err
+		}
+		written = append(written, stubs)
 	}
 	return written, nil
+}
+
+// stubsFile is the stub file recorded with the events file events:
+// events.jsonl's is events.stubs.json.
+func stubsFile(events string) string {
+	return strings.TrimSuffix(events, ".jsonl") + ".stubs.json"
+}
+
+// writePrivate writes file (createPrivate) with write.
+func writePrivate(file string, write func(io.Writer) error) error {
+	f, err := createPrivate(file)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
 }
 
 // createPrivate creates or truncates file, readable and writable by its

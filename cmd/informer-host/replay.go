@@ -213,6 +213,14 @@ func printReport(w io.Writer, rep *replay.Report, quiet bool) {
 			}
 		}
 	}
+	if len(rep.MissingStubs) > 0 {
+		// Once, whatever the retries: each distinct request no stub
+		// answered, as a stub file to merge into --stubs.
+		fmt.Fprintln(w, "stubs to add (no stub answered these calls; put them in the --stubs file, with the answer you want):")
+		var b strings.Builder
+		_ = replay.WriteStubs(&b, rep.MissingStubs)
+		fmt.Fprintln(w, "  "+strings.ReplaceAll(strings.TrimRight(b.String(), "\n"), "\n", "\n  "))
+	}
 	c := rep.Counts
 	fmt.Fprintf(w, "%s: %d events: %d ok, %d retries, %d retry-exhausted, %d dropped, %d errors, %d failures\n",
 		rep.Plugin, c.Events, c.OK, c.Retries, c.RetryExhausted, c.Dropped, c.Errors, c.Failures)

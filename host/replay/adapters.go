@@ -18,7 +18,7 @@ type recordedCache struct {
 
 func (r recordedCache) Get(res, ns, name []byte) (map[string]any, int32) {
 	obj, code := r.c.Get(res, ns, name)
-	r.calls.Record("cache_get", map[string]string{"resource": string(res), "namespace": string(ns), "name": string(name)}, nil, code)
+	r.calls.Record("cache_get", map[string]string{"resource": string(res), "namespace": string(ns), "name": string(name)}, nil, r.calls.handle(obj, code))
 	return obj, code
 }
 

@@ -155,6 +155,50 @@ func (s *Stubs) answer(function string, request json.RawMessage) (Stub, bool) {
 type Calls struct {
 	stubs *Stubs
 	cur   []Call
+	// toAdd are the stubs no call found, once per function and request,
+	// in the order first asked for.
+	toAdd []Stub
+	asked map[string]bool
+	// handles counts the cache_get handles of the current export call,
+	// which the engine numbers from abi.FirstHandle.
+	handles int
+}
+
+// missing notes the stub a call found none for and returns the call's
+// result message. The stub itself is printed once, at the end
+// (Report.MissingStubs): a retried event asks for it again and again.
+func (c *Calls) missing(function string, req json.RawMessage) string {
+	k := function + "\x00" + string(req)
+	if !c.asked[k] {
+		if c.asked == nil {
+			c.asked = map[string]bool{}
+		}
+		c.asked[k] = true
+		st := Stub{Function: function, Request: req}
+		if function == abi.ImportHTTPRequest {
+			st.Code = 200
+		}
+		c.toAdd = append(c.toAdd, st)
+	}
+	return fmt.Sprintf("replay: no stub answers this %s call; add the one the replay prints under \"stubs to add\" to the stub file (--stubs)", function)
+}
+
+// handle is what cache_get returns to the plugin for a lookup's outcome,
+// in the engine's order (ABI.md section 16): denied, no handle left,
+// the lookup's code, else the call's next handle.
+func (c *Calls) handle(obj map[string]any, code int32) int32 {
+	switch {
+	case code == abi.ErrDenied:
+		return code
+	case c.handles >= abi.MaxHandles:
+		return abi.ErrInvalid
+	case code != 0:
+		return code
+	case obj == nil:
+		return abi.ErrAbsent
+	}
+	c.handles++
+	return abi.FirstHandle + int32(c.handles-1)
 }
 
 // Record appends a call the replay served itself.
@@ -174,30 +218,26 @@ func (c *Calls) Serve(function string, request any) (response json.RawMessage, c
 		st, ok = c.stubs.answer(function, req)
 	}
 	if !ok {
-		answer, ok := stubAnswers[function]
-		if !ok {
-			answer = `"code": 0, "response": ...`
-		}
-		st = Stub{Function: function, Code: abi.ErrUnavailable,
-			Message: fmt.Sprintf("replay: no stub answers %s %s; add {\"function\": %q, \"request\": %s, %s} to the stub file (--stubs)",
-				function, req, function, req, answer)}
+		st = Stub{Function: function, Code: abi.ErrUnavailable, Message: c.missing(function, req)}
 	}
 	c.cur = append(c.cur, Call{Function: function, Request: req, Response: st.Response, Code: st.Code, Message: st.Message, Stubbed: ok})
 	return st.Response, st.Code, st.Message
 }
 
-// stubAnswers shows, in the message of an unanswered call, the answer a
-// stub of the function gives (REPLAY.md).
+// stubAnswers shows, in the error about a stub a function cannot use,
+// the answer a stub of the function gives (REPLAY.md).
 var stubAnswers = map[string]string{
 	abi.ImportK8sWrite:    `"code": 0, "response": {the object the write returns}`,
 	abi.ImportHTTPRequest: `"code": 200, "response": {"header": {"Content-Type": "..."}, "body": ...}`,
 	abi.ImportEventRecord: `"code": 0`,
 }
 
-// take returns the calls recorded since the last take.
+// take returns the calls recorded since the last take, at the end of an
+// export call (which ends its handles).
 func (c *Calls) take() []Call {
 	out := c.cur
 	c.cur = nil
+	c.handles = 0
 	return out
 }
 

@@ -6,7 +6,9 @@
 // random source fixed (engine.Determinism), cache reads served from the
 // recording's cache lines, state in memory (optionally seeded), metrics
 // kept in a private registry, and every other host capability answered
-// from a stub file (Stubs) and recorded into the output (Call).
+// from a stub file (Stubs) and recorded into the output (Call). Cassette,
+// used by informer-host record in the live host, writes that stub file
+// from the answers the live calls got.
 //
 // Rule of direction: replay is part of the embeddable daemon library. It
 // imports the engine, informer (for the recorded cache), event, abi and the

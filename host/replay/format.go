@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/event"
 )
 
@@ -55,9 +56,12 @@ type Line struct {
 	Object map[string]any `json:"object,omitempty"`
 	// OldObject: an update's previous state.
 	OldObject map[string]any `json:"oldObject,omitempty"`
-	// InitialList and FinalStateUnknown are the header flags.
+	// InitialList, FinalStateUnknown, SelfWrite and HandedOver are the
+	// header flags (abi.Flag*) the plugin was given.
 	InitialList       bool `json:"initialList,omitempty"`
 	FinalStateUnknown bool `json:"finalStateUnknown,omitempty"`
+	SelfWrite         bool `json:"selfWrite,omitempty"`
+	HandedOver        bool `json:"handedOver,omitempty"`
 	// Namespace and Name identify a cache-delete's object.
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name,omitempty"`
@@ -165,7 +169,7 @@ func (rec *Recording) check(l *Line) error {
 // Event returns the informer event of an add, update or delete line.
 func (rec *Recording) Event(l *Line) *event.Event {
 	ev := &event.Event{Resource: rec.refs[l.Resource], IsInInitialList: l.InitialList, FinalStateUnknown: l.FinalStateUnknown,
-		Object: &unstructured.Unstructured{Object: l.Object}}
+		HandedOver: l.HandedOver, Object: &unstructured.Unstructured{Object: l.Object}}
 	switch l.Type {
 	case "add":
 		ev.Type = event.EventAdd
@@ -176,6 +180,15 @@ func (rec *Recording) Event(l *Line) *event.Event {
 		ev.Type = event.EventDelete
 	}
 	return ev
+}
+
+// PluginFlags returns the header flags of an event line that are the
+// plugin's alone (abi.FlagSelfWrite), which the event does not carry.
+func (l *Line) PluginFlags() uint8 {
+	if l.SelfWrite {
+		return abi.FlagSelfWrite
+	}
+	return 0
 }
 
 // Ref returns the resource a line names.
@@ -205,10 +218,13 @@ func (w *Writer) Line(l Line) error {
 	return w.put(l)
 }
 
-// EventLine is the line of ev, with the recorded result.
-func EventLine(ev *event.Event, result string) Line {
+// EventLine is the line of ev given to a plugin with the header flags
+// that are its alone (pluginFlags: abi.FlagSelfWrite), with the
+// recorded result.
+func EventLine(ev *event.Event, pluginFlags uint8, result string) Line {
 	l := Line{Type: ev.Type.String(), Resource: ev.Resource.Name, InitialList: ev.IsInInitialList,
-		FinalStateUnknown: ev.FinalStateUnknown, Result: result}
+		FinalStateUnknown: ev.FinalStateUnknown, SelfWrite: pluginFlags&abi.FlagSelfWrite != 0, HandedOver: ev.HandedOver,
+		Result: result}
 	if ev.Object != nil {
 		l.Object = ev.Object.Object
 	}

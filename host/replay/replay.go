@@ -104,6 +104,9 @@ type Report struct {
 	// format.
 	Metrics string `json:"metrics,omitempty"`
 	Counts  Counts `json:"counts"`
+	// MissingStubs are the stubs to add for the calls no stub answered,
+	// each distinct request once, with a success answer to edit.
+	MissingStubs []Stub `json:"missingStubs,omitempty"`
 }
 
 // Counts sum up the steps.
@@ -128,6 +131,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r := &runner{o: o, name: name, rep: &Report{Plugin: name, State: map[string]string{}}, calls: &Calls{stubs: o.Stubs}}
 	r.logger = slog.New(&captureHandler{r: r})
+	defer func() { r.rep.MissingStubs = r.calls.toAdd }()
 	eng, err := engine.New(ctx, engine.Options{Logger: slog.New(slog.DiscardHandler), CacheDir: o.CacheDir})
 	if err != nil {
 		return nil, err
@@ -280,7 +284,7 @@ func (r *runner) line(ctx context.Context, l *Line) {
 		if attempt == 1 {
 			step.Recorded = l.Result
 		}
-		res, err := r.inst.Handle(ctx, env)
+		res, err := r.inst.HandleWith(ctx, env, l.PluginFlags())
 		if err != nil {
 			r.fail(&step, err)
 			r.finish(step)

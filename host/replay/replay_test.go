@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/informer-host/informer-host/abi"
 )
 
 // fixtures are the conformance fixtures (host/testdata/fixtures) and this
@@ -200,11 +202,92 @@ func TestStubs(t *testing.T) {
 		t.Errorf("function-wide stub: %d %q", code, msg)
 	}
 	_, code, msg := c.Serve("k8s_delete", map[string]any{"name": "n"})
-	if code != -16 || !strings.Contains(msg, `add {"function": "k8s_delete", "request": {"name":"n"}`) {
+	if code != -16 || !strings.Contains(msg, "no stub answers this k8s_delete call") {
 		t.Errorf("unanswered call: %d %q", code, msg)
 	}
+	c.Serve("k8s_delete", map[string]any{"name": "n"})
+	if len(c.toAdd) != 1 || string(c.toAdd[0].Request) != `{"name":"n"}` {
+		t.Errorf("stubs to add, once per request: %+v", c.toAdd)
+	}
 	calls := c.take()
-	if len(calls) != 4 || !calls[0].Stubbed || calls[3].Stubbed {
+	if len(calls) != 5 || !calls[0].Stubbed || calls[3].Stubbed {
 		t.Errorf("recorded calls: %+v", calls)
+	}
+}
+
+// cache_get is recorded as the ABI returns it: the handle, numbered from
+// abi.FirstHandle within one export call and again from it in the next,
+// or the code.
+func TestCacheGetRecordedHandles(t *testing.T) {
+	mc := newMemCache([]string{"pods"})
+	mc.apply(&Line{Type: LineCache, Resource: "pods", Object: map[string]any{"metadata": map[string]any{"name": "x", "namespace": "n"}}})
+	type get struct{ res, name string }
+	found, absent, denied := get{"pods", "x"}, get{"pods", "y"}, get{"secrets", "x"}
+	for _, tc := range []struct {
+		name string
+		gets []get
+		want []int32
+	}{
+		{name: "found twice", gets: []get{found, found}, want: []int32{abi.FirstHandle, abi.FirstHandle + 1}},
+		{name: "absent between", gets: []get{found, absent, found}, want: []int32{abi.FirstHandle, abi.ErrAbsent, abi.FirstHandle + 1}},
+		{name: "denied", gets: []get{denied, found}, want: []int32{abi.ErrDenied, abi.FirstHandle}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Calls{}
+			cache := recordedCache{c: mc, calls: c}
+			for range 2 { // two export calls: the second numbers its handles afresh
+				for _, g := range tc.gets {
+					cache.Get([]byte(g.res), []byte("n"), []byte(g.name))
+				}
+				var got []int32
+				for _, call := range c.take() {
+					got = append(got, call.Code)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+					t.Errorf("cache_get codes %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+	c := &Calls{handles: abi.MaxHandles}
+	if got := c.handle(map[string]any{}, 0); got != abi.ErrInvalid {
+		t.Errorf("past MaxHandles: %d, want ERR_INVALID", got)
+	}
+}
+
+// A real plugin's replay: team-labeler reads a ReplicaSet and its
+// Deployment in one call, handles 2 and 3.
+func TestCacheGetHandlesReplayed(t *testing.T) {
+	wasm, err := os.ReadFile("../../build/plugins/team-labeler.wasm")
+	if err != nil {
+		t.Fatalf("example not built: run `make plugins` (make test does): %v", err)
+	}
+	dir := "../../plugins/examples/team-labeler/testdata"
+	rec, err := ReadFile(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	rep, err := Run(context.Background(), Options{Plugin: "team-labeler.wasm", Wasm: wasm, Events: rec, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range rep.Steps {
+		var codes []int32
+		for _, c := range s.Calls {
+			if c.Function == "cache_get" {
+				codes = append(codes, c.Code)
+			}
+		}
+		if len(codes) == 2 {
+			found = true
+			if codes[0] != abi.FirstHandle || codes[1] != abi.FirstHandle+1 {
+				t.Errorf("step %d: cache_get recorded %v, want the handles %d and %d", s.Seq, codes, abi.FirstHandle, abi.FirstHandle+1)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no step read the ReplicaSet and the Deployment: %+v", rep.Steps)
 	}
 }

@@ -64,12 +64,18 @@ func requestOf(r *engine.WriteRequest) writeRequest {
 	return req
 }
 
+// checkArgs is the part of the host's check of a write that needs no
+// grant: the replay refuses these writes itself, without a stub.
+func checkArgs(r *engine.WriteRequest) (int32, string) {
+	return kubewrite.CheckArgs(&kubewrite.Request{Op: r.Op, Name: string(r.Name), UID: string(r.UID),
+		ResourceVersion: string(r.ResourceVersion), Force: r.Force, MustExist: r.MustExist, Body: r.Body})
+}
+
 // Check refuses, as the host does, the arguments that cannot work (a
 // missing name, a create with preconditions, ...): the replay has no
 // grants to check.
 func (s stubWrites) Check(r *engine.WriteRequest) (int32, string) {
-	code, msg := kubewrite.CheckArgs(&kubewrite.Request{Op: r.Op, Name: string(r.Name), UID: string(r.UID),
-		ResourceVersion: string(r.ResourceVersion), Force: r.Force, MustExist: r.MustExist, Body: r.Body})
+	code, msg := checkArgs(r)
 	if code != 0 {
 		s.calls.refuse(abi.ImportK8sWrite, requestOf(r), code, msg)
 	}
@@ -155,18 +161,29 @@ type httpResponse struct {
 
 type stubHTTP struct{ calls *Calls }
 
-func (s stubHTTP) Do(_ context.Context, r *engine.HTTPRequest, resp *engine.HTTPResponse) (int32, string) {
-	req := httpRequest{Upstream: r.Upstream, Method: r.Method, Path: r.Path, httpBody: bodyOf(r.Body)}
-	for line := range strings.SplitSeq(string(r.Header), "\n") {
+// httpRequestOf is r as the output records it.
+func httpRequestOf(r *engine.HTTPRequest) httpRequest {
+	return httpRequest{Upstream: r.Upstream, Method: r.Method, Path: r.Path, Header: headerMap(r.Header), httpBody: bodyOf(r.Body)}
+}
+
+// headerMap parses the host's "Name: value\n" header lines into canonical
+// name -> values, nil for none.
+func headerMap(lines []byte) map[string][]string {
+	var h map[string][]string
+	for line := range strings.SplitSeq(string(lines), "\n") {
 		if k, v, ok := strings.Cut(strings.TrimSuffix(line, "\r"), ":"); ok {
-			if req.Header == nil {
-				req.Header = map[string][]string{}
+			if h == nil {
+				h = map[string][]string{}
 			}
 			k = textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(k))
-			req.Header[k] = append(req.Header[k], strings.TrimSpace(v))
+			h[k] = append(h[k], strings.TrimSpace(v))
 		}
 	}
-	raw, code, msg := s.calls.Serve(abi.ImportHTTPRequest, req)
+	return h
+}
+
+func (s stubHTTP) Do(_ context.Context, r *engine.HTTPRequest, resp *engine.HTTPResponse) (int32, string) {
+	raw, code, msg := s.calls.Serve(abi.ImportHTTPRequest, httpRequestOf(r))
 	switch {
 	case code < 0:
 		return code, msg
@@ -239,11 +256,15 @@ type objectRef struct {
 
 type stubEvents struct{ calls *Calls }
 
-func (s stubEvents) Record(obj map[string]any, eventType, reason, message string) (int32, string) {
+// eventRequestOf is an event_record call as the output records it.
+func eventRequestOf(obj map[string]any, eventType, reason, message string) eventRequest {
 	str := func(m map[string]any, k string) string { v, _ := m[k].(string); return v }
 	meta, _ := obj["metadata"].(map[string]any)
-	req := eventRequest{Type: eventType, Reason: reason, Message: message,
+	return eventRequest{Type: eventType, Reason: reason, Message: message,
 		Object: objectRef{APIVersion: str(obj, "apiVersion"), Kind: str(obj, "kind"), Namespace: str(meta, "namespace"), Name: str(meta, "name")}}
-	_, code, msg := s.calls.Serve(abi.ImportEventRecord, req)
+}
+
+func (s stubEvents) Record(obj map[string]any, eventType, reason, message string) (int32, string) {
+	_, code, msg := s.calls.Serve(abi.ImportEventRecord, eventRequestOf(obj, eventType, reason, message))
 	return code, msg
 }

@@ -394,3 +394,55 @@ func TestMemoryLimitBelowModuleMinimum(t *testing.T) {
 	}
 	checkHealthy(t, e)
 }
+
+// A Failure's output keeps a Go panic's report from its headline on, so
+// the first frames (where it was raised) survive a deep stack, within
+// maxTraceLines; without a panic it is the tail.
+func TestOutputPanicReport(t *testing.T) {
+	frames := func(n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("main.f%d()", i), fmt.Sprintf("\t/src/main.go:%d +0x1", i+10))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  []string // in the output, in order
+		not   []string
+	}{
+		{name: "no panic: the tail", lines: append([]string{"first"}, frames(10)...),
+			want: []string{"main.f2()", "main.f9()"}, not: []string{"first", "main.f1()"}},
+		{name: "deep stack: the whole report", lines: append([]string{"before", "panic: boom", "", "goroutine 1 [running]:"}, frames(40)...),
+			want: []string{"panic: boom\n", "main.f0()\n\t/src/main.go:10", "main.f39()"}, not: []string{"before", "more lines"}},
+		{name: "report past its bound: cut", lines: append([]string{"panic: boom"}, frames(maxTraceLines)...),
+			want: []string{"panic: boom\nmain.f0()", fmt.Sprintf("... (%d more lines)\n", 2*maxTraceLines+1-maxTraceLines)}},
+		{name: "lines before a short report", lines: []string{"before", "panic: boom", "main.f()"},
+			want: []string{"before\npanic: boom\nmain.f()\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOutput(newLogger(&logBuffer{}), LogRate{PerSecond: -1})
+			for _, l := range tc.lines {
+				o.emit(0, "stderr", []byte(l))
+			}
+			got := o.takeTail()
+			rest := got
+			for _, w := range tc.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("output lacks %q (in order):\n%s", w, got)
+				}
+				rest = rest[i+len(w):]
+			}
+			for _, n := range tc.not {
+				if strings.Contains(got, n) {
+					t.Errorf("output holds %q:\n%s", n, got)
+				}
+			}
+			if again := o.takeTail(); again != "" {
+				t.Errorf("taken twice: %q", again)
+			}
+		})
+	}
+}

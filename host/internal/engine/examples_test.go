@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -227,6 +228,9 @@ func TestGoFailures(t *testing.T) {
 	}{
 		{mode: "args", limits: Limits{CallTimeout: time.Minute}, want: `msg="args=gofail.wasm prog=gofail.wasm"`},
 		{mode: "panic", limits: Limits{CallTimeout: time.Minute}, want: "panic: handler panic for web-0"},
+		// The kit recovers a runtime error too; its message and the
+		// trace it writes to stderr name the line (goPanicSites).
+		{mode: "nilmap", limits: Limits{CallTimeout: time.Minute}, want: "panic: assignment to entry in nil map ("},
 		// Go's runtime aborts a wasmexport call with unreachable after printing the panic.
 		{mode: "goexit", limits: Limits{CallTimeout: time.Minute}, kind: KindTrap, want: "trap: unreachable"},
 		{mode: "exit", limits: Limits{CallTimeout: time.Minute}, kind: KindTrap, want: "exited with code 7"},
@@ -261,11 +265,75 @@ func TestGoFailures(t *testing.T) {
 			if !errors.As(err, &f) || f.Kind != tc.kind || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v (%+v), want %v containing %q", err, f, tc.kind, tc.want)
 			}
-			if tc.mode == "oom" && !strings.HasPrefix(f.Output, "fatal error: out of memory\n...\n") {
+			if tc.mode == "oom" && !strings.HasPrefix(f.Output, "fatal error: out of memory\n") {
 				t.Errorf("the fatal error is not the failure's headline: %q", f.Output)
 			}
 			if tc.mode == "goexit" && !strings.Contains(f.Output, "goroutine panic") {
 				t.Errorf("the panic message is not in the failure's output: %q", f.Output)
+			}
+		})
+	}
+}
+
+// TestGoPanicSites: a Go plugin's panic is reported with the file and
+// line that raised it, whether the kit recovers it (the handler's
+// goroutine: an ERROR answer whose message names the line, and the
+// goroutine trace in the plugin's log) or Go's runtime ends the call (a
+// goroutine's: the failure carries the runtime's whole report and the
+// wasm stack with Go's function names).
+func TestGoPanicSites(t *testing.T) {
+	wasm := examples.get(t, "gofail")
+	src, err := os.ReadFile("../../testdata/fixtures/gofail/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// lineOf is the line of gofail's source that holds marker.
+	lineOf := func(marker string) string {
+		for i, l := range strings.Split(string(src), "\n") {
+			if strings.Contains(l, marker) && !strings.HasPrefix(strings.TrimSpace(l), "//") {
+				return "main.go:" + strconv.Itoa(i+1)
+			}
+		}
+		t.Fatalf("no line %q in gofail's source", marker)
+		return ""
+	}
+	e := newEngine(t, Options{})
+	m, err := e.Load(context.Background(), "gofail.wasm", wasm, Limits{CallTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	for _, tc := range []struct {
+		mode, site string
+		recovered  bool
+		stackFunc  string // in the wasm stack (a failure)
+	}{
+		{mode: "nilmap", site: lineOf("// nilMapSite"), recovered: true},
+		{mode: "goexit", site: lineOf(`panic("goroutine panic")`), stackFunc: "main.init.0.func2.1"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			logs := &logBuffer{}
+			i, err := m.Instantiate(context.Background(), InstanceOptions{Config: []byte(tc.mode), Logger: newLogger(logs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer i.Close(context.Background())
+			r, err := i.Handle(context.Background(), addEvent(pod("shop", "web-0", "Running")))
+			if tc.recovered {
+				if err != nil || r.Code != CodeError || !strings.Contains(r.Message, tc.site+" in main.assignNil)") {
+					t.Errorf("result %+v, %v: want an error naming %s", r, err, tc.site)
+				}
+				if !strings.Contains(logs.String(), "goroutine ") || !strings.Contains(logs.String(), tc.site) {
+					t.Errorf("the goroutine trace naming %s is not in the log:\n%s", tc.site, logs)
+				}
+				return
+			}
+			var f *Failure
+			if !errors.As(err, &f) {
+				t.Fatalf("got %v, want a failure", err)
+			}
+			if !strings.Contains(f.Output, tc.site) || !strings.Contains(f.Stack, tc.stackFunc) {
+				t.Errorf("failure without %s in its output or %s in its stack:\noutput:\n%s\nstack:\n%s", tc.site, tc.stackFunc, f.Output, f.Stack)
 			}
 		})
 	}

@@ -31,6 +31,13 @@ const (
 // a Failure (a Go plugin's panic and goroutine dump go to stderr).
 const tailLines = 16
 
+// maxTraceLines and maxTraceBytes bound the panic report a Failure
+// carries (output.trace): a goroutine's frames are two lines each.
+const (
+	maxTraceLines = 200
+	maxTraceBytes = 32 << 10
+)
+
 // output routes an instance's text output to its logger. It is used only
 // on the goroutine that is calling into the instance (guest writes happen
 // inside those calls), so it needs no locking.
@@ -46,10 +53,14 @@ type output struct {
 	tailNext int
 	tailLen  int
 
-	// headline is the first line of the current call that starts a Go
-	// panic or fatal error; kept apart because the goroutine dump that
-	// follows it scrolls it out of the tail.
-	headline []byte
+	// trace is the current call's Go panic or fatal error report, from
+	// its headline (the first line that starts one) on, up to
+	// maxTraceLines and maxTraceBytes (traceCut counts the lines past
+	// them): kept apart because the goroutine dump scrolls out of the
+	// tail the frames that matter, the first ones, where it was raised.
+	trace      [][]byte
+	traceBytes int
+	traceCut   int
 
 	// oom is set when the guest printed an out-of-memory message; it helps
 	// tell a memory failure from another trap.
@@ -110,8 +121,13 @@ func (o *output) remember(line []byte) {
 	if !o.oom && bytes.Contains(line, []byte("out of memory")) {
 		o.oom = true
 	}
-	if len(o.headline) == 0 && (bytes.HasPrefix(line, []byte("panic: ")) || bytes.HasPrefix(line, []byte("fatal error: "))) {
-		o.headline = append(o.headline, line...)
+	switch {
+	case len(o.trace) == 0 && !bytes.HasPrefix(line, []byte("panic: ")) && !bytes.HasPrefix(line, []byte("fatal error: ")):
+	case len(o.trace) < maxTraceLines && o.traceBytes+len(line) <= maxTraceBytes:
+		o.trace = append(o.trace, append([]byte(nil), line...))
+		o.traceBytes += len(line) + 1
+	default:
+		o.traceCut++
 	}
 	o.tail[o.tailNext] = append(o.tail[o.tailNext][:0], line...)
 	o.tailNext = (o.tailNext + 1) % tailLines
@@ -121,29 +137,50 @@ func (o *output) remember(line []byte) {
 }
 
 // takeTail returns the remembered lines, oldest first, and forgets them.
-// A panic's headline that scrolled out comes first, followed by "...".
+// After a Go panic or fatal error it returns its report whole (bounded)
+// instead: the lines of the tail before its headline, then the report.
 func (o *output) takeTail() string {
 	var b bytes.Buffer
 	start := (o.tailNext - o.tailLen + tailLines) % tailLines
-	if len(o.headline) > 0 && (o.tailLen == 0 || !bytes.Equal(o.tail[start], o.headline)) {
-		b.Write(o.headline)
-		b.WriteString("\n...\n")
+	tail := o.tailLen
+	if len(o.trace) > 0 {
+		// The report's lines are the tail's last ones; any before them
+		// were printed before the headline.
+		n := len(o.trace) + o.traceCut
+		if n < tail {
+			tail -= n
+		} else {
+			tail = 0
+		}
 	}
-	for i := 0; i < o.tailLen; i++ {
+	for i := 0; i < tail; i++ {
 		b.Write(o.tail[(start+i)%tailLines])
 		b.WriteByte('\n')
 	}
+	for _, l := range o.trace {
+		b.Write(l)
+		b.WriteByte('\n')
+	}
+	if o.traceCut > 0 {
+		b.WriteString("... (" + strconv.Itoa(o.traceCut) + " more lines)\n")
+	}
 	o.tailLen = 0
-	o.headline = o.headline[:0]
+	o.forgetTrace()
 	return b.String()
 }
 
-// resetCall forgets per-call memory of output (the tail and the OOM hint),
-// so a Failure reports what the failing call printed.
+func (o *output) forgetTrace() {
+	clear(o.trace)
+	o.trace, o.traceBytes, o.traceCut = o.trace[:0], 0, 0
+}
+
+// resetCall forgets per-call memory of output (the tail, the panic
+// report and the OOM hint), so a Failure reports what the failing call
+// printed.
 func (o *output) resetCall() {
 	o.tailLen = 0
 	o.oom = false
-	o.headline = o.headline[:0]
+	o.forgetTrace()
 }
 
 // truncateUTF8 cuts b to at most n bytes, at a rune boundary.

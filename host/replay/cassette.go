@@ -1,0 +1,148 @@
+package replay
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/informer-host/informer-host/abi"
+	"github.com/informer-host/informer-host/host/internal/engine"
+)
+
+// Cassette keeps what a live plugin's capabilities II calls (writes,
+// Events, HTTP) were answered, as the stubs a replay of its recording
+// answers them with: each call one stub, its request exactly as the
+// replay records the same call, in the order the calls were made. The
+// replay takes the first unused stub whose request equals a call's, so a
+// call repeated (a write retried after a conflict) gets each recorded
+// answer in turn. It is safe for concurrent use: a reload's old and new
+// versions may call at once.
+type Cassette struct {
+	mu    sync.Mutex
+	stubs []Stub
+}
+
+// Wrap makes o's capabilities II record into c what they answer. A
+// capability o denies (nil) stays denied: its calls never reach a stub
+// in the replay either (they are ERR_DENIED live, and the replay grants
+// them, so a recording of a plugin denied a capability needs that
+// plugin's own stubs).
+func (c *Cassette) Wrap(o *engine.InstanceOptions) {
+	if o.Writes != nil {
+		o.Writes = cassetteWrites{next: o.Writes, c: c}
+	}
+	if o.HTTP != nil {
+		o.HTTP = cassetteHTTP{next: o.HTTP, c: c}
+	}
+	if o.Events != nil {
+		o.Events = cassetteEvents{next: o.Events, c: c}
+	}
+}
+
+func (c *Cassette) add(function string, request any, response any, code int32, msg string) {
+	st := Stub{Function: function, Request: canonical(marshal(request)), Response: marshal(response), Code: code, Message: msg}
+	c.mu.Lock()
+	c.stubs = append(c.stubs, st)
+	c.mu.Unlock()
+}
+
+// Stubs returns the stubs recorded so far, in call order.
+func (c *Cassette) Stubs() []Stub {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Stub(nil), c.stubs...)
+}
+
+// WriteStubs writes stubs as a stub file (abi/REPLAY.md), indented, one
+// stub's fields together, so that a person can read and edit it.
+func WriteStubs(w io.Writer, stubs []Stub) error {
+	if stubs == nil {
+		stubs = []Stub{}
+	}
+	b, err := json.MarshalIndent(stubFile{Version: StubFormatVersion, Stubs: stubs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+type cassetteWrites struct {
+	next engine.ClusterWriter
+	c    *Cassette
+}
+
+// Check records a refusal the replay cannot make itself (a grant's:
+// ERR_DENIED), as the stub that answers the same write with it there.
+func (w cassetteWrites) Check(r *engine.WriteRequest) (int32, string) {
+	code, msg := w.next.Check(r)
+	if code != 0 {
+		if own, _ := checkArgs(r); own == 0 {
+			w.c.add(abi.ImportK8sWrite, requestOf(r), nil, code, msg)
+		}
+	}
+	return code, msg
+}
+
+func (w cassetteWrites) Do(ctx context.Context, r *engine.WriteRequest) (map[string]any, int32, string) {
+	obj, code, msg := w.next.Do(ctx, r)
+	var resp any
+	if code == 0 && obj != nil && r.Op != abi.WriteDelete {
+		resp = obj
+	}
+	w.c.add(abi.ImportK8sWrite, requestOf(r), resp, code, msg)
+	return obj, code, msg
+}
+
+type cassetteHTTP struct {
+	next engine.HTTPClient
+	c    *Cassette
+}
+
+func (h cassetteHTTP) Do(ctx context.Context, r *engine.HTTPRequest, resp *engine.HTTPResponse) (int32, string) {
+	// The request first: the client may reuse r's buffers for resp.
+	req := httpRequestOf(r)
+	code, msg := h.next.Do(ctx, r, resp)
+	var answer any
+	if code >= 100 {
+		hr := httpResponse{httpBody: exactBody(resp.Body)}
+		for k, vs := range headerMap(resp.Header) {
+			if hr.Header == nil {
+				hr.Header = map[string]json.RawMessage{}
+			}
+			hr.Header[k] = marshal(vs)
+		}
+		if hr.Header != nil || len(resp.Body) > 0 {
+			answer = hr
+		}
+	}
+	h.c.add(abi.ImportHTTPRequest, req, answer, code, msg)
+	return code, msg
+}
+
+// exactBody is b as a stub's response gives it back byte for byte: UTF-8
+// as "bodyText", the rest as "bodyBase64". Never "body": the stub file is
+// indented, and a JSON body in it would come back indented too.
+func exactBody(b []byte) httpBody {
+	switch {
+	case len(b) == 0:
+		return httpBody{}
+	case utf8.Valid(b):
+		return httpBody{BodyText: string(b)}
+	}
+	return httpBody{BodyBase64: base64.StdEncoding.EncodeToString(b)}
+}
+
+type cassetteEvents struct {
+	next engine.EventRecorder
+	c    *Cassette
+}
+
+func (e cassetteEvents) Record(obj map[string]any, eventType, reason, message string) (int32, string) {
+	code, msg := e.next.Record(obj, eventType, reason, message)
+	e.c.add(abi.ImportEventRecord, eventRequestOf(obj, eventType, reason, message), nil, code, msg)
+	return code, msg
+}
