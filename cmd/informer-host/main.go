@@ -42,7 +42,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
-		return runCommand(ctx, args[1:], stdout, stderr, runOptions{stopping: stop, reload: hup})
+		return runCommand(ctx, args[1:], stderr, stop, hup)
 	case "validate":
 		return validateCommand(ctx, args[1:], stdout, stderr)
 	case "rbac":
