@@ -17,21 +17,6 @@ import (
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
-// signalsConfig is the daemon's config for the binary: the configmaps of
-// namespace NS, and every plugin bound to them.
-const signalsConfig = `apiVersion: informer-host/v1
-kubeconfig: kubeconfig
-resources:
-  - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
-plugins:
-  directory: plugins
-  default:
-    bindings: [{resource: cms}]
-    limits: {restartBackoff: 10ms}
-server:
-  address: 127.0.0.1:0
-`
-
 // The real binary: SIGTERM drains and exits 0; SIGHUP reloads the config;
 // a second signal during a drain that cannot finish exits at once.
 func TestSignals(t *testing.T) {
@@ -44,7 +29,7 @@ func TestSignals(t *testing.T) {
 	start := func(t *testing.T, plugins map[string][]byte, moduleYAML string, serve ...bool) (*exec.Cmd, *testenv.LogBuffer, string) {
 		ns := env.Namespace(t)
 		dir := env.DaemonDir(t, plugins)
-		cfg := strings.ReplaceAll(signalsConfig, "NS", ns)
+		cfg := testenv.DaemonConfig(ns, "", "{resource: cms}")
 		cfg = strings.Replace(cfg, "server:", moduleYAML+"server:", 1) // moduleYAML continues plugins:
 		if len(serve) == 0 || !serve[0] {
 			cfg = strings.Replace(cfg, "address: 127.0.0.1:0", "address: \"off\"", 1)

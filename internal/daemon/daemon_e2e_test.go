@@ -32,7 +32,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 	cmsSelector := ""
 	writeConfig := func(extraResources, bindings string) {
 		t.Helper()
-		text := strings.ReplaceAll(fmt.Sprintf(daemonConfig, extraResources, bindings), "NS", ns)
+		text := testenv.DaemonConfig(ns, extraResources, bindings)
 		if cmsSelector != "" {
 			text = strings.Replace(text, "namespaces: ["+ns+"]}", "namespaces: ["+ns+"], labelSelector: "+cmsSelector+"}", 1)
 		}
@@ -119,7 +119,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 
 	// Add secrets and bind the counter to them: the reloaded plugin counts
 	// both kinds.
-	writeConfig("  - {name: secrets, version: v1, resource: secrets, namespaces: [NS]}", "{resource: cms}, {resource: secrets}")
+	writeConfig("  - {name: secrets, version: v1, resource: secrets, namespaces: ["+ns+"]}", "{resource: cms}, {resource: secrets}")
 	testenv.Eventually(t, "counter to count configmaps and secrets", func() bool { return lastCount() == 4 })
 	if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s-1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,20 +19,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
-
-const daemonConfig = `apiVersion: informer-host/v1
-kubeconfig: kubeconfig
-resources:
-  - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
-%s
-plugins:
-  directory: plugins
-  default:
-    bindings: [%s]
-    limits: {restartBackoff: 10ms}
-server:
-  address: 127.0.0.1:0
-`
 
 var countRE = regexp.MustCompile(`msg="count=(\d+)"`)
 
@@ -152,12 +137,12 @@ func shardConfig(t *testing.T, ns string) *config.Config {
 `)
 }
 
-// writeDaemonConfig writes daemonConfig on namespace ns with plugin (a
+// writeDaemonConfig writes testenv.DaemonConfig on namespace ns with plugin (a
 // file name) built from the WAT file src, and tail appended.
 func writeDaemonConfig(t *testing.T, ns, plugin, src, tail string) *config.Config {
 	t.Helper()
 	dir := env.DaemonDir(t, map[string][]byte{plugin: testenv.WAT(t, src)})
-	text := strings.ReplaceAll(fmt.Sprintf(daemonConfig, "", "{resource: cms}"), "NS", ns) + tail
+	text := testenv.DaemonConfig(ns, "", "{resource: cms}") + tail
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -39,4 +40,26 @@ func Get(t testing.TB, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// DaemonConfig is the config file the daemon's end-to-end tests start
+// from: the configmaps of namespace ns as resource "cms", the resources
+// of extraResources (lines of the resources list) after them, every
+// plugin of the directory "plugins" bound to bindings (a YAML flow list's
+// items) with a short restart backoff, and the HTTP endpoint on a free
+// port of the loopback.
+func DaemonConfig(ns, extraResources, bindings string) string {
+	return fmt.Sprintf(`apiVersion: informer-host/v1
+kubeconfig: kubeconfig
+resources:
+  - {name: cms, version: v1, resource: configmaps, namespaces: [%s]}
+%s
+plugins:
+  directory: plugins
+  default:
+    bindings: [%s]
+    limits: {restartBackoff: 10ms}
+server:
+  address: 127.0.0.1:0
+`, ns, extraResources, bindings)
 }
