@@ -25,6 +25,7 @@ import (
 // flags, and the hooks of the process around the daemon.
 type Options struct {
 	// Config is the configuration to start with; reloads replace it.
+	// Config and Logger are required.
 	Config *config.Config
 	Logger *slog.Logger
 	// Version is logged at start.
@@ -100,6 +101,9 @@ func (d *Daemon) Server() *server.Server { return d.server }
 // gracefully (doc.go gives the order of both). It returns
 // ErrLostLeadership when this replica led and lost its lease.
 func Run(ctx context.Context, o Options) error {
+	if o.Config == nil || o.Logger == nil {
+		return errors.New("daemon: Options.Config and Options.Logger are required")
+	}
 	cfg, log := o.Config, o.Logger
 	restCfg, source, err := RESTConfig(cfg)
 	if err != nil {
@@ -123,6 +127,8 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	// A copy: the daemon's own limit (Options.APIClient) is for the
+	// pipeline and the plugins; the Leases and the reviews keep restCfg's.
 	return run(ctx, o, rest.CopyConfig(restCfg), source, srv, el)
 }
 
