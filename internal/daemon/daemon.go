@@ -201,8 +201,11 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 
 	bg, cancelBG := context.WithCancel(ctx)
 	var watches sync.WaitGroup
-	d.startWatches(bg, &watches, o.Reload)
+	configWatched := d.startWatches(bg, &watches, o.Reload)
 	if o.Started != nil {
+		// A change written once Started returns must be reloaded: the
+		// config watch takes the file's content as it finds it.
+		<-configWatched
 		o.Started(d)
 	}
 	lost, err := el.wait(ctx, h)
@@ -244,8 +247,9 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 
 // startWatches starts the plugin directory watch, the config file watch
 // and the reload loop, which reloads on a changed file and on every value
-// of sighup, until ctx ends.
-func (d *Daemon) startWatches(ctx context.Context, wg *sync.WaitGroup, sighup <-chan os.Signal) {
+// of sighup, until ctx ends. The channel it returns is closed once the
+// config file watch is in place, or has failed.
+func (d *Daemon) startWatches(ctx context.Context, wg *sync.WaitGroup, sighup <-chan os.Signal) <-chan struct{} {
 	wg.Go(func() {
 		if err := d.host.Watch(ctx, host.WatchOptions{}); err != nil {
 			d.log.Error("plugin directory not watched; reloads need a restart", "err", err)
@@ -253,8 +257,12 @@ func (d *Daemon) startWatches(ctx context.Context, wg *sync.WaitGroup, sighup <-
 	})
 	changed := make(chan struct{}, 1)
 	file := d.cfg.File
+	watched := make(chan struct{})
+	var watchedOnce sync.Once
 	wg.Go(func() {
+		defer watchedOnce.Do(func() { close(watched) })
 		err := filewatch.Watch(ctx, file, filewatch.Options{Debounce: 200 * time.Millisecond, Rescan: 30 * time.Second,
+			Started: func() { watchedOnce.Do(func() { close(watched) }) },
 			OnChange: func() {
 				select {
 				case changed <- struct{}{}:
@@ -277,6 +285,7 @@ func (d *Daemon) startWatches(ctx context.Context, wg *sync.WaitGroup, sighup <-
 			}
 		}
 	})
+	return watched
 }
 
 // APILimit is a client-side rate limit towards the apiserver.
