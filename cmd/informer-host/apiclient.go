@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"k8s.io/client-go/rest"
+	"github.com/informer-host/informer-host/internal/daemon"
 )
 
 // Defaults of the daemon's own client-side limit. client-go's (5/s,
@@ -18,34 +18,22 @@ const (
 )
 
 // apiClientOptions are the daemon's client-side limit towards the
-// apiserver: its informers' lists and watches, its leases and reviews.
+// apiserver, for its informers' lists and watches (daemon.Options.APIClient).
 type apiClientOptions struct {
-	qps   float64
-	burst int
+	limit daemon.APILimit
 }
 
 func (o *apiClientOptions) register(fs *flag.FlagSet) {
-	fs.Float64Var(&o.qps, "kube-api-qps", defaultAPIQPS, "the daemon's own requests a second to the apiserver (informers, leases); each plugin's writes and Events have their grant's rate instead")
-	fs.IntVar(&o.burst, "kube-api-burst", defaultAPIBurst, "the burst of --kube-api-qps")
+	fs.Float64Var(&o.limit.QPS, "kube-api-qps", defaultAPIQPS, "the daemon's own requests a second to the apiserver (informers, leases); each plugin's writes and Events have their grant's rate instead")
+	fs.IntVar(&o.limit.Burst, "kube-api-burst", defaultAPIBurst, "the burst of --kube-api-qps")
 }
 
 func (o apiClientOptions) check() error {
 	switch {
-	case o.qps < 0:
-		return fmt.Errorf("--kube-api-qps: %g is negative", o.qps)
-	case o.burst < 0:
-		return fmt.Errorf("--kube-api-burst: %d is negative", o.burst)
+	case o.limit.QPS < 0:
+		return fmt.Errorf("--kube-api-qps: %g is negative", o.limit.QPS)
+	case o.limit.Burst < 0:
+		return fmt.Errorf("--kube-api-burst: %d is negative", o.limit.Burst)
 	}
 	return nil
-}
-
-// apply sets the limit on c; a zero leaves c's own (the kubeconfig's, or
-// client-go's default).
-func (o apiClientOptions) apply(c *rest.Config) {
-	if o.qps > 0 {
-		c.QPS = float32(o.qps)
-	}
-	if o.burst > 0 {
-		c.Burst = o.burst
-	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // The daemon's client limit: the flags' defaults replace client-go's
-// 5/s; a value given wins; zero (tests' runOptions) keeps the
+// 5/s; a value given wins; zero (tests' daemon.Options) keeps the
 // kubeconfig's; a negative one is refused.
 func TestAPIClientFlags(t *testing.T) {
 	for _, tc := range []struct {
@@ -42,7 +42,7 @@ func TestAPIClientFlags(t *testing.T) {
 		if c == nil {
 			c = &rest.Config{}
 		}
-		o.apply(c)
+		o.limit.Apply(c)
 		if c.QPS != tc.qps || c.Burst != tc.burst {
 			t.Errorf("%q: QPS %g burst %d, want %g %d", tc.args, c.QPS, c.Burst, tc.qps, tc.burst)
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/daemon"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // misnamedConfig names resources the apiserver does not serve as
@@ -40,7 +42,7 @@ const watchedAsThat = " It is watched as that; write it so, since the RBAC rules
 // the test's control plane; it returns the config file's path.
 func misnamed(t *testing.T) string {
 	t.Helper()
-	dir := daemonDir(t, "good.wasm", wat(t, "../../host/testdata/fixtures/healthy.wat"))
+	dir := env.DaemonDir(t, map[string][]byte{"good.wasm": testenv.WAT(t, "../../host/testdata/fixtures/healthy.wat")})
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(misnamedConfig), 0o644); err != nil {
 		t.Fatal(err)
@@ -94,7 +96,7 @@ func TestValidateWarnsAboutMisnamedEntries(t *testing.T) {
 	// Without --kubeconfig no cluster is asked; --plugin-dir checks the
 	// entries against another directory.
 	other := t.TempDir()
-	if err := os.WriteFile(filepath.Join(other, "god.wasm"), wat(t, "../../host/testdata/fixtures/healthy.wat"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(other, "god.wasm"), testenv.WAT(t, "../../host/testdata/fixtures/healthy.wat"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	stdout.Reset()
@@ -123,7 +125,7 @@ func TestRunWarnsAboutMisnamedEntries(t *testing.T) {
 	// In the log, each problem is a quoted attribute: file:line and
 	// message, without validate's "warning: ".
 	logged := func(want string) int {
-		return len(logs.lines(`problem="` + strings.ReplaceAll(cfgPath+":"+strings.Replace(want, "warning: ", "", 1), `"`, `\"`) + `"`))
+		return len(logs.Lines(`problem="` + strings.ReplaceAll(cfgPath+":"+strings.Replace(want, "warning: ", "", 1), `"`, `\"`) + `"`))
 	}
 	for _, want := range misnamedWarnings(cfgPath) {
 		if n := logged(want); n != 1 {
@@ -134,19 +136,19 @@ func TestRunWarnsAboutMisnamedEntries(t *testing.T) {
 	// A new file near the entry: it still matches nothing, and is said
 	// again, with the new nearest name.
 	plugins := filepath.Join(filepath.Dir(cfgPath), "plugins")
-	if err := os.WriteFile(filepath.Join(plugins, "gold.wasm"), wat(t, "../../host/testdata/fixtures/healthy.wat"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(plugins, "gold.wasm"), testenv.WAT(t, "../../host/testdata/fixtures/healthy.wat"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	again := `13: warning: plugins.modules[1].file: no file "god.wasm" in the plugin directory ` + plugins +
 		`; nearest there: gold.wasm, good.wasm (gold.wasm has no entry of its own, so it runs with plugins.default). Fix the name here or put the module there: until then these settings apply to no plugin`
-	eventually(t, "the entry that still matches nothing to be warned about again", func() bool { return logged(again) == 1 })
+	testenv.Eventually(t, "the entry that still matches nothing to be warned about again", func() bool { return logged(again) == 1 })
 
 	// The file the entry names: nothing is left to say.
-	if err := os.WriteFile(filepath.Join(plugins, "god.wasm"), wat(t, "../../host/testdata/fixtures/healthy.wat"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(plugins, "god.wasm"), testenv.WAT(t, "../../host/testdata/fixtures/healthy.wat"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "god.wasm to load", func() bool { return len(logs.lines("plugin loaded", "plugin=god.wasm")) == 1 })
-	if n := len(logs.lines("plugins.modules entry matches no file")); n != 2 {
+	testenv.Eventually(t, "god.wasm to load", func() bool { return len(logs.Lines("plugin loaded", "plugin=god.wasm")) == 1 })
+	if n := len(logs.Lines("plugins.modules entry matches no file")); n != 2 {
 		t.Errorf("%d warnings about modules entries, want 2 (at start, and after gold.wasm)", n)
 	}
 
@@ -159,7 +161,7 @@ func TestRunWarnsAboutMisnamedEntries(t *testing.T) {
 	if err := os.Rename(cfgPath+".tmp", cfgPath); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the config to reload", func() bool { return len(logs.lines("config reloaded")) == 1 })
+	testenv.Eventually(t, "the config to reload", func() bool { return len(logs.Lines("config reloaded")) == 1 })
 	reloaded := `14: warning: plugins.modules[2].file: no file "goldd.wasm" in the plugin directory ` + plugins +
 		`; nearest there: gold.wasm, god.wasm, good.wasm (gold.wasm has no entry of its own, so it runs with plugins.default). Fix the name here or put the module there: until then these settings apply to no plugin`
 	if n := logged(reloaded); n != 1 {
@@ -172,17 +174,18 @@ func TestRunWarnsAboutMisnamedEntries(t *testing.T) {
 	}
 }
 
-// runDaemon runs serve on cfg until the test ends, and returns its log
-// once everything runs. The daemon stopping with an error fails the test.
-func runDaemon(t *testing.T, cfg *config.Config) *syncBuffer {
+// runDaemon runs the daemon on cfg until the test ends, and returns its
+// log once everything runs. The daemon stopping with an error fails the
+// test.
+func runDaemon(t *testing.T, cfg *config.Config) *testenv.LogBuffer {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
-	daemons := make(chan *daemon, 1)
+	started := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), runOptions{drainTimeout: 10 * time.Second,
-			started: func(d *daemon) { daemons <- d }})
+		done <- daemon.Run(ctx, daemon.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+			DrainTimeout: 10 * time.Second, Started: func(*daemon.Daemon) { close(started) }})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -190,11 +193,11 @@ func runDaemon(t *testing.T, cfg *config.Config) *syncBuffer {
 			t.Errorf("run: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("daemon log:\n%s", strings.Join(logs.lines(), "\n"))
+			t.Logf("daemon log:\n%s", strings.Join(logs.Lines(), "\n"))
 		}
 	})
 	select {
-	case <-daemons:
+	case <-started:
 	case err := <-done:
 		t.Fatalf("run returned early: %v", err)
 	}

@@ -6,6 +6,11 @@
 //	informer-host validate --config config.yaml   check the file; exit 1 on problems
 //	informer-host rbac     --config config.yaml   print the least-privilege RBAC for the config
 //	informer-host version
+//
+// The package holds flags, output and exit codes only: `run` builds
+// daemon.Options from its flags and hands the lifecycle to
+// internal/daemon; the other commands call the packages they name.
+// Nothing imports it.
 package main
 
 import (
@@ -42,7 +47,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
-		return runCommand(ctx, args[1:], stdout, stderr, runOptions{stopping: stop, reload: hup})
+		return runCommand(ctx, args[1:], stderr, stop, hup)
 	case "validate":
 		return validateCommand(ctx, args[1:], stdout, stderr)
 	case "rbac":

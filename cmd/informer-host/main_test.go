@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // validate checks every module of the plugin directory too, one line
@@ -19,8 +21,8 @@ func TestValidateModules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, b := range map[string][]byte{
-		"good.wasm":      wat(t, "../../host/testdata/fixtures/healthy.wat"),
-		"startloop.wasm": wat(t, "../../host/testdata/fixtures/startloop.wat"),
+		"good.wasm":      testenv.WAT(t, "../../host/testdata/fixtures/healthy.wat"),
+		"startloop.wasm": testenv.WAT(t, "../../host/testdata/fixtures/startloop.wat"),
 		"garbage.wasm":   []byte("garbage"),
 	} {
 		if err := os.WriteFile(filepath.Join(plugins, name), b, 0o644); err != nil {
@@ -97,8 +99,8 @@ func TestValidateCapabilities(t *testing.T) {
 	if err := os.Mkdir(plugins, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	reader := wat(t, "../../host/testdata/plugins/cacheread.wat")
-	for name, b := range map[string][]byte{"granted.wasm": reader, "ungranted.wasm": reader, "plain.wasm": wat(t, "../../host/testdata/fixtures/healthy.wat")} {
+	reader := testenv.WAT(t, "../../host/testdata/plugins/cacheread.wat")
+	for name, b := range map[string][]byte{"granted.wasm": reader, "ungranted.wasm": reader, "plain.wasm": testenv.WAT(t, "../../host/testdata/fixtures/healthy.wat")} {
 		if err := os.WriteFile(filepath.Join(plugins, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // For each language, from the real binary alone: `new` writes a project,
@@ -103,8 +105,8 @@ server:
 		t.Fatal(err)
 	}
 	for _, lang := range langs {
-		eventually(t, fmt.Sprintf("hello-%s to log the configmap", lang), func() bool {
-			return len(logs.lines("plugin=hello-"+lang+".wasm", "add ", "scaffolded")) > 0
+		testenv.Eventually(t, fmt.Sprintf("hello-%s to log the configmap", lang), func() bool {
+			return len(logs.Lines("plugin=hello-"+lang+".wasm", "add ", "scaffolded")) > 0
 		})
 	}
 }

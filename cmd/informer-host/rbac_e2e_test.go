@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/daemon"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -87,7 +88,7 @@ func TestDaemonRunsWithItsGeneratedRBAC(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "plugins"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "plugins", "counter.wasm"), wat(t, "../../host/testdata/plugins/counter.wat"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "plugins", "counter.wasm"), testenv.WAT(t, "../../host/testdata/plugins/counter.wat"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfgPath := filepath.Join(dir, "config.yaml")
@@ -110,7 +111,7 @@ func TestDaemonRunsWithItsGeneratedRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	saClient := kubernetes.NewForConfigOrDie(sa)
-	eventually(t, "the generated RBAC to take effect", func() bool {
+	testenv.Eventually(t, "the generated RBAC to take effect", func() bool {
 		r, err := saClient.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
 			Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{Verb: "watch", Resource: "pods"}}}, metav1.CreateOptions{})
 		return err == nil && r.Status.Allowed
@@ -126,36 +127,36 @@ func TestDaemonRunsWithItsGeneratedRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	daemons := make(chan *daemon, 1)
+	daemons := make(chan *daemon.Daemon, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(runCtx, cfg, slog.New(slog.NewTextHandler(logs, nil)), runOptions{drainTimeout: 10 * time.Second,
-			serverAuth: "kubernetes", started: func(d *daemon) { daemons <- d }})
+		done <- daemon.Run(runCtx, daemon.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, nil)), DrainTimeout: 10 * time.Second,
+			ServerAuthKubernetes: true, Started: func(d *daemon.Daemon) { daemons <- d }})
 	}()
 	defer func() {
 		if t.Failed() {
-			t.Logf("daemon log:\n%s", strings.Join(logs.lines(), "\n"))
+			t.Logf("daemon log:\n%s", strings.Join(logs.Lines(), "\n"))
 		}
 	}()
-	var d *daemon
+	var d *daemon.Daemon
 	select {
 	case d = <-daemons:
 	case err := <-done:
-		t.Fatalf("serve returned early: %v", err)
+		t.Fatalf("Run returned early: %v", err)
 	}
-	base := "http://" + d.server.Addr().String()
+	base := "http://" + d.Server().Addr().String()
 
-	eventually(t, "/readyz 200: every resource synced", func() bool {
-		code, _ := get(t, base+"/readyz")
+	testenv.Eventually(t, "/readyz 200: every resource synced", func() bool {
+		code, _ := testenv.Get(t, base+"/readyz")
 		return code == http.StatusOK
 	})
-	eventually(t, "the plugin to count the 3 configmaps of its namespace", func() bool {
-		return len(logs.lines("plugin=counter.wasm", `msg="count=3"`)) > 0
+	testenv.Eventually(t, "the plugin to count the 3 configmaps of its namespace", func() bool {
+		return len(logs.Lines("plugin=counter.wasm", `msg="count=3"`)) > 0
 	})
-	eventually(t, "this replica to hold the lease", func() bool {
+	testenv.Eventually(t, "this replica to hold the lease", func() bool {
 		l, err := env.Client.CoordinationV1().Leases(ns).Get(ctx, "rbac-e2e", metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && strings.Contains(*l.Spec.HolderIdentity, "_")
 	})
@@ -174,7 +175,7 @@ metadata: {name: scrape-%[1]s}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: scrape-%[1]s}
 subjects: [{kind: ServiceAccount, name: scraper, namespace: %[1]s}]
 `, ns)))
-	eventually(t, "/metrics to let the scraper in", func() bool {
+	testenv.Eventually(t, "/metrics to let the scraper in", func() bool {
 		req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
 		req.Header.Set("Authorization", "Bearer "+scraper.BearerToken)
 		resp, err := http.DefaultClient.Do(req)
@@ -185,16 +186,16 @@ subjects: [{kind: ServiceAccount, name: scraper, namespace: %[1]s}]
 		return resp.StatusCode == http.StatusOK
 	})
 
-	if refused := logs.lines("refused"); len(refused) > 0 {
+	if refused := logs.Lines("refused"); len(refused) > 0 {
 		t.Errorf("the apiserver refused the daemon something:\n%s", strings.Join(refused, "\n"))
 	}
 	cancel()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Errorf("serve: %v", err)
+			t.Errorf("Run: %v", err)
 		}
 	case <-time.After(time.Minute):
-		t.Fatal("serve did not return after its context ended")
+		t.Fatal("Run did not return after its context ended")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/informer-host/informer-host/host"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/daemon"
 )
 
 // recordCommand runs the informers and the plugins of a config as run
@@ -72,7 +73,7 @@ func recordCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 // record runs the pipeline and the plugins until ctx ends and writes the
 // recordings; it returns the files written.
 func record(ctx context.Context, cfg *config.Config, log *slog.Logger, rec *host.Recorder, only, out string) ([]string, error) {
-	restCfg, _, err := restConfig(cfg)
+	restCfg, _, err := daemon.RESTConfig(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // informer-host record writes its events file 0600, also over an older
@@ -39,7 +41,7 @@ func TestRecordSecrets(t *testing.T) {
 			if err := os.Mkdir(filepath.Join(dir, "plugins"), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, "plugins", "counter.wasm"), wat(t, "../../host/testdata/plugins/counter.wat"), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, "plugins", "counter.wasm"), testenv.WAT(t, "../../host/testdata/plugins/counter.wat"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			testConfig(t, dir, ns, `
@@ -68,7 +70,7 @@ plugins:
 				t.Fatal(err)
 			}
 
-			logs := &syncBuffer{}
+			logs := &testenv.LogBuffer{}
 			runCtx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			var stdout bytes.Buffer
@@ -76,13 +78,13 @@ plugins:
 			go func() {
 				done <- Main(runCtx, append([]string{"record", "--config", filepath.Join(dir, "config.yaml"), "--out", out}, tc.flags...), &stdout, logs)
 			}()
-			eventually(t, "the counter to count the listed secret", func() bool {
+			testenv.Eventually(t, "the counter to count the listed secret", func() bool {
 				select {
 				case code := <-done:
-					t.Fatalf("record ended early: exit %d\n%s", code, strings.Join(logs.lines(), "\n"))
+					t.Fatalf("record ended early: exit %d\n%s", code, strings.Join(logs.Lines(), "\n"))
 				default:
 				}
-				return len(logs.lines("plugin=counter.wasm", "count=1")) > 0
+				return len(logs.Lines("plugin=counter.wasm", "count=1")) > 0
 			})
 			s, err := secrets.Get(ctx, "listed", metav1.GetOptions{})
 			if err != nil {
@@ -97,10 +99,10 @@ plugins:
 				Data: map[string][]byte{"password": []byte(password)}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the counter to count the created secret", func() bool { return len(logs.lines("plugin=counter.wasm", "count=2")) > 0 })
+			testenv.Eventually(t, "the counter to count the created secret", func() bool { return len(logs.Lines("plugin=counter.wasm", "count=2")) > 0 })
 			cancel()
 			if code := <-done; code != 0 {
-				t.Fatalf("record: exit %d\n%s", code, strings.Join(logs.lines(), "\n"))
+				t.Fatalf("record: exit %d\n%s", code, strings.Join(logs.Lines(), "\n"))
 			}
 
 			fi, err := os.Stat(out)

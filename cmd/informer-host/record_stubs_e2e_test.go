@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // informer-host record of a plugin that writes keeps what its writes got
@@ -63,7 +65,7 @@ plugins:
 				}
 			}
 			pod(tc.listed)
-			logs := &syncBuffer{}
+			logs := &testenv.LogBuffer{}
 			runCtx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			out := filepath.Join(dir, "events.jsonl")
@@ -78,18 +80,18 @@ plugins:
 				return func() bool {
 					select {
 					case code := <-done:
-						t.Fatalf("record ended early: exit %d\n%s", code, strings.Join(logs.lines(), "\n"))
+						t.Fatalf("record ended early: exit %d\n%s", code, strings.Join(logs.Lines(), "\n"))
 					default:
 					}
-					return len(logs.lines("plugin=label-enforcer.wasm", "own write "+ns+"/"+name)) > 0
+					return len(logs.Lines("plugin=label-enforcer.wasm", "own write "+ns+"/"+name)) > 0
 				}
 			}
-			eventually(t, "label-enforcer to see its write of the listed pod", ownWrite(tc.listed))
+			testenv.Eventually(t, "label-enforcer to see its write of the listed pod", ownWrite(tc.listed))
 			pod(tc.live)
-			eventually(t, "label-enforcer to see its write of the live pod", ownWrite(tc.live))
+			testenv.Eventually(t, "label-enforcer to see its write of the live pod", ownWrite(tc.live))
 			cancel()
 			if code := <-done; code != 0 {
-				t.Fatalf("record: exit %d\n%s", code, strings.Join(logs.lines(), "\n"))
+				t.Fatalf("record: exit %d\n%s", code, strings.Join(logs.Lines(), "\n"))
 			}
 			stubs := filepath.Join(dir, "events.stubs.json")
 			if !strings.Contains(stdout.String(), "recorded "+stubs) {

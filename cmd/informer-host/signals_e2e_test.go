@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/informer-host/informer-host/internal/state"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // The real binary: SIGTERM drains and exits 0; SIGHUP reloads the config;
@@ -27,21 +27,10 @@ func TestSignals(t *testing.T) {
 	}
 	// start runs the binary; serve keeps its HTTP server (on a free port,
 	// see serverURL).
-	start := func(t *testing.T, plugins map[string][]byte, moduleYAML string, serve ...bool) (*exec.Cmd, *syncBuffer, string) {
+	start := func(t *testing.T, plugins map[string][]byte, moduleYAML string, serve ...bool) (*exec.Cmd, *testenv.LogBuffer, string) {
 		ns := env.Namespace(t)
-		dir := t.TempDir()
-		if err := env.WriteKubeconfig(filepath.Join(dir, "kubeconfig")); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Mkdir(filepath.Join(dir, "plugins"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for name, b := range plugins {
-			if err := os.WriteFile(filepath.Join(dir, "plugins", name), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		cfg := strings.ReplaceAll(fmt.Sprintf(daemonConfig, "", "{resource: cms}"), "NS", ns)
+		dir := env.DaemonDir(t, plugins)
+		cfg := testenv.DaemonConfig(ns, "", "{resource: cms}")
 		cfg = strings.Replace(cfg, "server:", moduleYAML+"server:", 1) // moduleYAML continues plugins:
 		if len(serve) == 0 || !serve[0] {
 			cfg = strings.Replace(cfg, "address: 127.0.0.1:0", "address: \"off\"", 1)
@@ -49,7 +38,7 @@ func TestSignals(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		logs := &syncBuffer{}
+		logs := &testenv.LogBuffer{}
 		cmd := exec.Command(bin, "run", "--config", filepath.Join(dir, "config.yaml"), "--drain-timeout", "2m")
 		cmd.Stderr = logs
 		if err := cmd.Start(); err != nil {
@@ -61,10 +50,10 @@ func TestSignals(t *testing.T) {
 				_ = cmd.Wait()
 			}
 			if t.Failed() {
-				t.Logf("informer-host log:\n%s", strings.Join(logs.lines(), "\n"))
+				t.Logf("informer-host log:\n%s", strings.Join(logs.Lines(), "\n"))
 			}
 		})
-		eventually(t, "the plugins to load", func() bool { return len(logs.lines("plugin loaded")) == len(plugins) })
+		testenv.Eventually(t, "the plugins to load", func() bool { return len(logs.Lines("plugin loaded")) == len(plugins) })
 		return cmd, logs, ns
 	}
 	createCM := func(t *testing.T, ns, name string) {
@@ -75,9 +64,9 @@ func TestSignals(t *testing.T) {
 	}
 
 	t.Run("SIGTERM drains and exits 0", func(t *testing.T) {
-		cmd, logs, ns := start(t, map[string][]byte{"counter.wasm": wat(t, "../../host/testdata/plugins/counter.wat")}, "")
+		cmd, logs, ns := start(t, map[string][]byte{"counter.wasm": testenv.WAT(t, "../../host/testdata/plugins/counter.wat")}, "")
 		createCM(t, ns, "a")
-		eventually(t, "the event to be handled", func() bool { return len(logs.lines(`msg="count=1"`)) == 1 })
+		testenv.Eventually(t, "the event to be handled", func() bool { return len(logs.Lines(`msg="count=1"`)) == 1 })
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +74,7 @@ func TestSignals(t *testing.T) {
 			t.Fatalf("exit after SIGTERM: %v", err)
 		}
 		for _, want := range []string{"informer-host stopping", `msg="shutdown events=1"`, "informer-host stopped"} {
-			if len(logs.lines(want)) != 1 {
+			if len(logs.Lines(want)) != 1 {
 				t.Errorf("log lacks %s", want)
 			}
 		}
@@ -94,10 +83,10 @@ func TestSignals(t *testing.T) {
 	t.Run("SIGTERM keeps plugin state", func(t *testing.T) {
 		// A flush interval longer than the test: only the shutdown writes the file.
 		path := filepath.Join(t.TempDir(), "state.db")
-		cmd, logs, ns := start(t, map[string][]byte{"state.wasm": wat(t, "../../host/testdata/fixtures/state.wat")},
+		cmd, logs, ns := start(t, map[string][]byte{"state.wasm": testenv.WAT(t, "../../host/testdata/fixtures/state.wat")},
 			"  state: {path: "+path+", flushInterval: 1m}\n  modules:\n    - file: state.wasm\n      grants: {state: {}}\n")
 		createCM(t, ns, "a")
-		eventually(t, "a stored", func() bool { return len(logs.lines("msg=obj/a")) == 1 })
+		testenv.Eventually(t, "a stored", func() bool { return len(logs.Lines("msg=obj/a")) == 1 })
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -119,11 +108,11 @@ func TestSignals(t *testing.T) {
 	})
 
 	t.Run("SIGHUP reloads the config", func(t *testing.T) {
-		cmd, logs, _ := start(t, map[string][]byte{"counter.wasm": wat(t, "../../host/testdata/plugins/counter.wat")}, "")
+		cmd, logs, _ := start(t, map[string][]byte{"counter.wasm": testenv.WAT(t, "../../host/testdata/plugins/counter.wat")}, "")
 		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "a reload for SIGHUP", func() bool { return len(logs.lines("config reloaded", "reason=SIGHUP")) == 1 })
+		testenv.Eventually(t, "a reload for SIGHUP", func() bool { return len(logs.Lines("config reloaded", "reason=SIGHUP")) == 1 })
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +122,7 @@ func TestSignals(t *testing.T) {
 	})
 
 	t.Run("a FIFO or a link to /dev/zero added at run time is refused and SIGTERM still exits", func(t *testing.T) {
-		cmd, logs, _ := start(t, map[string][]byte{"counter.wasm": wat(t, "../../host/testdata/plugins/counter.wat")}, "")
+		cmd, logs, _ := start(t, map[string][]byte{"counter.wasm": testenv.WAT(t, "../../host/testdata/plugins/counter.wat")}, "")
 		dir := filepath.Join(filepath.Dir(cmd.Args[3]), "plugins")
 		if err := syscall.Mkfifo(filepath.Join(dir, "fifo.wasm"), 0o644); err != nil {
 			t.Fatal(err)
@@ -142,7 +131,7 @@ func TestSignals(t *testing.T) {
 			t.Fatal(err)
 		}
 		for file, why := range map[string]string{"fifo.wasm": "a named pipe (FIFO), not a regular file", "zero.wasm": "a character device, not a regular file"} {
-			eventually(t, file+" to be refused", func() bool { return len(logs.lines("plugin="+file, "plugin not loaded", why)) == 1 })
+			testenv.Eventually(t, file+" to be refused", func() bool { return len(logs.Lines("plugin="+file, "plugin not loaded", why)) == 1 })
 		}
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -155,21 +144,21 @@ func TestSignals(t *testing.T) {
 	t.Run("a second signal exits at once", func(t *testing.T) {
 		// loop.wasm spins in every call; with a 10 minute deadline the
 		// drain cannot finish.
-		cmd, logs, ns := start(t, map[string][]byte{"loop.wasm": wat(t, "../../host/testdata/fixtures/loop.wat")},
+		cmd, logs, ns := start(t, map[string][]byte{"loop.wasm": testenv.WAT(t, "../../host/testdata/fixtures/loop.wat")},
 			"  modules:\n    - {file: loop.wasm, limits: {callTimeout: 10m}}\n", true)
 		createCM(t, ns, "a")
 		createCM(t, ns, "b")
 		// The drain must find the plugin inside its first call: the queue
 		// wait is observed as the worker enters it.
 		metrics := serverURL(t, logs) + "/metrics"
-		eventually(t, "loop.wasm's first call to begin", func() bool {
-			_, body := get(t, metrics)
+		testenv.Eventually(t, "loop.wasm's first call to begin", func() bool {
+			_, body := testenv.Get(t, metrics)
 			return strings.Contains(body, `informer_host_plugin_queue_wait_seconds_count{plugin="loop.wasm"} 1`)
 		})
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the drain to begin", func() bool { return len(logs.lines("informer-host stopping")) == 1 })
+		testenv.Eventually(t, "the drain to begin", func() bool { return len(logs.Lines("informer-host stopping")) == 1 })
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -184,11 +173,11 @@ func TestSignals(t *testing.T) {
 var servingRE = regexp.MustCompile(`msg="serving [^"]*" address=(\S+)`)
 
 // serverURL is the base URL of the daemon whose log is logs.
-func serverURL(t *testing.T, logs *syncBuffer) string {
+func serverURL(t *testing.T, logs *testenv.LogBuffer) string {
 	t.Helper()
 	var addr string
-	eventually(t, "the server to listen", func() bool {
-		for _, l := range logs.lines("msg=\"serving ") {
+	testenv.Eventually(t, "the server to listen", func() bool {
+		for _, l := range logs.Lines("msg=\"serving ") {
 			if m := servingRE.FindStringSubmatch(l); m != nil {
 				addr = m[1]
 				return true

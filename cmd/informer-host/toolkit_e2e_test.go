@@ -14,6 +14,7 @@ import (
 
 	"github.com/informer-host/informer-host/host"
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 const toolkitEvents = `{"informerHostEvents":1,"resources":{"cms":{"version":"v1","resource":"configmaps","kind":"ConfigMap"}}}
@@ -30,7 +31,7 @@ func TestReplayExitCodes(t *testing.T) {
 	}
 	plugin := func(name string) string {
 		p := filepath.Join(dir, name+".wasm")
-		if err := os.WriteFile(p, wat(t, "../../host/testdata/fixtures/"+name+".wat"), 0o644); err != nil {
+		if err := os.WriteFile(p, testenv.WAT(t, "../../host/testdata/fixtures/"+name+".wat"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return p
@@ -68,7 +69,7 @@ func TestRecordCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	counter := filepath.Join(dir, "plugins", "counter.wasm")
-	if err := os.WriteFile(counter, wat(t, "../../host/testdata/plugins/counter.wat"), 0o644); err != nil {
+	if err := os.WriteFile(counter, testenv.WAT(t, "../../host/testdata/plugins/counter.wat"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig(t, dir, ns, `
@@ -83,7 +84,7 @@ plugins:
 	if _, err := cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := filepath.Join(dir, "events.jsonl")
 	done := make(chan error, 1)
@@ -91,11 +92,11 @@ plugins:
 		_, err := record(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), &host.Recorder{}, "", out)
 		done <- err
 	}()
-	eventually(t, "the counter to count the listed configmap", func() bool { return len(logs.lines("plugin=counter.wasm", "count=1")) > 0 })
+	testenv.Eventually(t, "the counter to count the listed configmap", func() bool { return len(logs.Lines("plugin=counter.wasm", "count=1")) > 0 })
 	if _, err := cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the counter to count the created configmap", func() bool { return len(logs.lines("plugin=counter.wasm", "count=2")) > 0 })
+	testenv.Eventually(t, "the counter to count the created configmap", func() bool { return len(logs.Lines("plugin=counter.wasm", "count=2")) > 0 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -1,10 +1,9 @@
-package main
+package daemon
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,11 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // A leader that loses its lease stops delivering at once:
 // it does not drain its plugins' backlog (the new leader delivers the same
-// events), and it has stopped its plugins when serve returns.
+// events), and it has stopped its plugins when Run returns.
 func TestLostLeaseStopsDeliveryAtOnce(t *testing.T) {
 	env.Require(t)
 	const objects = 100
@@ -30,23 +31,18 @@ func TestLostLeaseStopsDeliveryAtOnce(t *testing.T) {
 		}
 	}
 
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), runOptions{drainTimeout: time.Minute})
-	}()
+	r := startReplica(t, cfg, Options{DrainTimeout: time.Minute})
+	logs := r.logs
 	handled := func() int {
 		n := 0
-		for _, l := range logs.lines("plugin=slow.wasm", "stream=log") {
+		for _, l := range logs.Lines("plugin=slow.wasm", "stream=log") {
 			if !strings.Contains(l, "msg=bye") {
 				n++
 			}
 		}
 		return n
 	}
-	eventually(t, "the leader's plugin to handle an event", func() bool { return handled() > 0 })
+	testenv.Eventually(t, "the leader's plugin to handle an event", func() bool { return handled() > 0 })
 
 	// Another replica takes the lease over: this one fails to renew it.
 	leases := env.Client.CoordinationV1().Leases(ns)
@@ -63,18 +59,13 @@ func TestLostLeaseStopsDeliveryAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, errLostLeadership) {
-			t.Errorf("serve: %v, want %v", err, errLostLeadership)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("serve did not return after the lease was lost")
+	if err := r.wait(); !errors.Is(err, ErrLostLeadership) {
+		t.Errorf("Run: %v, want %v", err, ErrLostLeadership)
 	}
 
-	// serve has returned: the plugin was stopped (its shutdown ran), and
+	// Run has returned: the plugin was stopped (its shutdown ran), and
 	// after the stop began it finished at most the call it was in.
-	lines := logs.lines()
+	lines := logs.Lines()
 	stopping := -1
 	for i, l := range lines {
 		if strings.Contains(l, "informer-host stopping") {
@@ -94,8 +85,8 @@ func TestLostLeaseStopsDeliveryAtOnce(t *testing.T) {
 	if after > 1 {
 		t.Errorf("%d events delivered after the lease was lost, want at most the one in progress", after)
 	}
-	if len(logs.lines("plugin=slow.wasm", "msg=bye")) != 1 {
-		t.Errorf("the plugin was not stopped when serve returned")
+	if len(logs.Lines("plugin=slow.wasm", "msg=bye")) != 1 {
+		t.Errorf("the plugin was not stopped when Run returned")
 	}
 	if n := handled(); n >= objects {
 		t.Errorf("the plugin handled %d events: its backlog was drained", n)

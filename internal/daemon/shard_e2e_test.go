@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -34,37 +34,28 @@ func TestShardedDaemons(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a := startReplica(t, cfg, runOptions{})
-	b := startReplica(t, cfg, runOptions{})
-	defer a.cancel()
-	defer b.cancel()
+	a := startReplica(t, cfg, Options{})
+	b := startReplica(t, cfg, Options{})
 
 	status := func(r *replica) *host.ShardStatus {
 		t.Helper()
 		var dbg struct{ Shard *host.ShardStatus }
-		_, body := get(t, r.url+"/debug/plugins")
+		_, body := testenv.Get(t, r.url+"/debug/plugins")
 		if err := json.Unmarshal([]byte(body), &dbg); err != nil {
 			t.Fatalf("/debug/plugins: %v: %s", err, body)
 		}
 		return dbg.Shard
 	}
-	last := func(r *replica) int {
-		c := r.counts()
-		if len(c) == 0 {
-			return 0
-		}
-		return c[len(c)-1]
-	}
-	eventually(t, "both members to count two members and share the objects", func() bool {
+	testenv.Eventually(t, "both members to count two members and share the objects", func() bool {
 		sa, sb := status(a), status(b)
 		return sa != nil && sb != nil && sa.Active && sb.Active && len(sa.Members) == 2 && len(sb.Members) == 2 &&
-			sa.Owned["cms"]+sb.Owned["cms"] == 40 && last(a)+last(b) == 40 && last(a) == sa.Owned["cms"]
+			sa.Owned["cms"]+sb.Owned["cms"] == 40 && a.last()+b.last() == 40 && a.last() == sa.Owned["cms"]
 	})
 	sa := status(a)
 	if sa.Member == "" || sa.Owned["cms"] == 0 || sa.Owned["cms"] == 40 || sa.Key != config.ShardKeyObject {
 		t.Errorf("member a's status: %+v: want a member id, key namespace/name and a share of the 40 objects", sa)
 	}
-	_, metrics := get(t, a.url+"/metrics")
+	_, metrics := testenv.Get(t, a.url+"/metrics")
 	for _, want := range []string{
 		fmt.Sprintf(`informer_host_shard_member_info{active="1",member=%q} 1`, sa.Member),
 		fmt.Sprintf(`informer_host_shard_owned_objects{resource="cms"} %d`, sa.Owned["cms"]),
@@ -80,13 +71,12 @@ func TestShardedDaemons(t *testing.T) {
 	}
 
 	// SIGTERM's path: a drains, deletes its Lease; b owns everything.
-	a.cancel()
-	if err := <-a.done; err != nil && !errors.Is(err, context.Canceled) {
-		t.Errorf("a's serve: %v", err)
+	if err := a.stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("a's Run: %v", err)
 	}
-	eventually(t, "b alone to own every object", func() bool {
+	testenv.Eventually(t, "b alone to own every object", func() bool {
 		sb := status(b)
-		return sb.Active && len(sb.Members) == 1 && sb.Owned["cms"] == 40 && last(b) == 40
+		return sb.Active && len(sb.Members) == 1 && sb.Owned["cms"] == 40 && b.last() == 40
 	})
 	leases, err = env.Client.CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{LabelSelector: shard.LabelGroup + "=hooks"})
 	if err != nil || len(leases.Items) != 1 {
@@ -118,13 +108,12 @@ func TestShardedDaemonThatCannotListItsGroupIsNotReady(t *testing.T) {
 	if err := testenv.WriteConfigKubeconfig(env.ServiceAccount(t, ns, "member"), filepath.Join(cfg.Dir(), "kubeconfig")); err != nil {
 		t.Fatal(err)
 	}
-	r := startReplica(t, cfg, runOptions{})
-	defer r.cancel()
-	eventually(t, "/readyz to say the member cannot list its group", func() bool {
-		code, body := get(t, r.url+"/readyz")
+	r := startReplica(t, cfg, Options{})
+	testenv.Eventually(t, "/readyz to say the member cannot list its group", func() bool {
+		code, body := testenv.Get(t, r.url+"/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "cannot list the sharding group's Leases")
 	})
-	if _, metrics := get(t, r.url+"/metrics"); !strings.Contains(metrics, "informer_host_shard_member_blocked 1") {
+	if _, metrics := testenv.Get(t, r.url+"/metrics"); !strings.Contains(metrics, "informer_host_shard_member_blocked 1") {
 		t.Error("/metrics lacks informer_host_shard_member_blocked 1")
 	}
 
@@ -132,24 +121,11 @@ func TestShardedDaemonThatCannotListItsGroupIsNotReady(t *testing.T) {
 	if _, err := rbac.Roles(ns).Update(ctx, role, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "/readyz ok once the member may list", func() bool {
-		code, _ := get(t, r.url+"/readyz")
+	testenv.Eventually(t, "/readyz ok once the member may list", func() bool {
+		code, _ := testenv.Get(t, r.url+"/readyz")
 		return code == http.StatusOK
 	})
-	if _, metrics := get(t, r.url+"/metrics"); !strings.Contains(metrics, "informer_host_shard_member_blocked 0") {
+	if _, metrics := testenv.Get(t, r.url+"/metrics"); !strings.Contains(metrics, "informer_host_shard_member_blocked 0") {
 		t.Error("/metrics lacks informer_host_shard_member_blocked 0")
 	}
-}
-
-// shardConfig writes a daemon config with sharding on short timings and
-// the counter plugin.
-func shardConfig(t *testing.T, ns string) *config.Config {
-	return writeDaemonConfig(t, ns, "counter.wasm", "../../host/testdata/plugins/counter.wat", `sharding:
-  enabled: true
-  namespace: `+ns+`
-  leasePrefix: hooks
-  leaseDuration: 2s
-  renewDeadline: 1s
-  retryPeriod: 200ms
-`)
 }

@@ -1,14 +1,11 @@
-package main
+package daemon
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,77 +18,21 @@ import (
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
-var env *testenv.Env
-
-func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
-
-// syncBuffer collects the daemon's log.
-type syncBuffer struct{ testenv.LogBuffer }
-
-func (s *syncBuffer) lines(substr ...string) []string { return s.Lines(substr...) }
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testenv.Eventually(t, what, cond)
-}
-
-func wat(t *testing.T, src string) []byte {
-	t.Helper()
-	return testenv.WAT(t, src)
-}
-
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-const daemonConfig = `apiVersion: informer-host/v1
-kubeconfig: kubeconfig
-resources:
-  - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
-%s
-plugins:
-  directory: plugins
-  default:
-    bindings: [%s]
-    limits: {restartBackoff: 10ms}
-server:
-  address: 127.0.0.1:0
-`
-
-var countRE = regexp.MustCompile(`msg="count=(\d+)"`)
-
 // The daemon end to end: plugins load and deliver; /readyz, /metrics and
 // /debug/plugins say so; config reloads add and remove resources and
 // refuse an invalid file with its line; SIGTERM's path drains the plugins
 // and returns cleanly.
 func TestDaemonEndToEnd(t *testing.T) {
 	ns := env.Namespace(t)
-	dir := t.TempDir()
-	if err := env.WriteKubeconfig(filepath.Join(dir, "kubeconfig")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "plugins"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	counter := wat(t, "../../host/testdata/plugins/counter.wat")
-	if err := os.WriteFile(filepath.Join(dir, "plugins", "counter.wasm"), counter, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "plugins", "broken.wasm"), []byte("not wasm"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := env.DaemonDir(t, map[string][]byte{
+		"counter.wasm": testenv.WAT(t, "../../host/testdata/plugins/counter.wat"),
+		"broken.wasm":  []byte("not wasm"),
+	})
 	cfgPath := filepath.Join(dir, "config.yaml")
 	cmsSelector := ""
 	writeConfig := func(extraResources, bindings string) {
 		t.Helper()
-		text := strings.ReplaceAll(fmt.Sprintf(daemonConfig, extraResources, bindings), "NS", ns)
+		text := testenv.DaemonConfig(ns, extraResources, bindings)
 		if cmsSelector != "" {
 			text = strings.Replace(text, "namespaces: ["+ns+"]}", "namespaces: ["+ns+"], labelSelector: "+cmsSelector+"}", 1)
 		}
@@ -109,45 +50,27 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	daemons := make(chan *daemon, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, cfg, log, runOptions{drainTimeout: 30 * time.Second, started: func(d *daemon) { daemons <- d }})
-	}()
-	var d *daemon
-	select {
-	case d = <-daemons:
-	case err := <-done:
-		t.Fatalf("run returned early: %v\n%s", err, strings.Join(logs.lines(), "\n"))
-	}
-	base := "http://" + d.server.Addr().String()
-	defer func() {
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", strings.Join(logs.lines(), "\n"))
-		}
-	}()
+	r := startReplica(t, cfg, Options{DrainTimeout: 30 * time.Second})
+	d, logs, base, ctx := r.d, r.logs, r.url, context.Background()
 
-	if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
+	if code, _ := testenv.Get(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d", code)
 	}
 	// broken.wasm keeps the process from being ready, and /readyz says why.
-	eventually(t, "/readyz to name broken.wasm", func() bool {
-		code, body := get(t, base+"/readyz")
+	testenv.Eventually(t, "/readyz to name broken.wasm", func() bool {
+		code, body := testenv.Get(t, base+"/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "plugin broken.wasm: failed") &&
 			!strings.Contains(body, "counter.wasm")
 	})
-	if _, m := get(t, base+"/metrics"); !strings.Contains(m, `informer_host_plugin_state{plugin="broken.wasm",state="failed"} 1`) ||
+	if _, m := testenv.Get(t, base+"/metrics"); !strings.Contains(m, `informer_host_plugin_state{plugin="broken.wasm",state="failed"} 1`) ||
 		!strings.Contains(m, `informer_host_plugin_reloads_total{outcome="refused",plugin="broken.wasm"} 1`) {
 		t.Error("/metrics does not report broken.wasm as failed and refused")
 	}
 	if err := os.Remove(filepath.Join(dir, "plugins", "broken.wasm")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "/readyz 200 once broken.wasm is gone", func() bool {
-		code, _ := get(t, base+"/readyz")
+	testenv.Eventually(t, "/readyz 200 once broken.wasm is gone", func() bool {
+		code, _ := testenv.Get(t, base+"/readyz")
 		return code == http.StatusOK
 	})
 
@@ -162,22 +85,22 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	lastCount := func() int {
-		lines := logs.lines("plugin=counter.wasm", `msg="count=`)
+		lines := logs.Lines("plugin=counter.wasm", `msg="count=`)
 		if len(lines) == 0 {
 			return -1
 		}
 		n, _ := strconv.Atoi(countRE.FindStringSubmatch(lines[len(lines)-1])[1])
 		return n
 	}
-	eventually(t, "counter to count 3 configmaps", func() bool { return lastCount() == 3 })
+	testenv.Eventually(t, "counter to count 3 configmaps", func() bool { return lastCount() == 3 })
 
-	_, body := get(t, base+"/debug/plugins")
+	_, body := testenv.Get(t, base+"/debug/plugins")
 	for _, want := range []string{`"file": "counter.wasm"`, `"state": "running"`, `"sha256": "`, `"abiVersion": 1`, `"bindings": [`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/debug/plugins lacks %s:\n%s", want, body)
 		}
 	}
-	_, metrics := get(t, base+"/metrics")
+	_, metrics := testenv.Get(t, base+"/metrics")
 	for _, want := range []string{
 		`informer_host_plugin_events_total{plugin="counter.wasm",result="ok"} 3`,
 		`informer_host_plugin_state{plugin="counter.wasm",state="running"} 1`,
@@ -196,28 +119,28 @@ func TestDaemonEndToEnd(t *testing.T) {
 
 	// Add secrets and bind the counter to them: the reloaded plugin counts
 	// both kinds.
-	writeConfig("  - {name: secrets, version: v1, resource: secrets, namespaces: [NS]}", "{resource: cms}, {resource: secrets}")
-	eventually(t, "counter to count configmaps and secrets", func() bool { return lastCount() == 4 })
+	writeConfig("  - {name: secrets, version: v1, resource: secrets, namespaces: ["+ns+"]}", "{resource: cms}, {resource: secrets}")
+	testenv.Eventually(t, "counter to count configmaps and secrets", func() bool { return lastCount() == 4 })
 	if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s-1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a new secret to be counted", func() bool { return lastCount() == 5 })
+	testenv.Eventually(t, "a new secret to be counted", func() bool { return lastCount() == 5 })
 
 	// An invalid file is refused with its line; the running config stays.
 	if err := os.WriteFile(cfgPath, []byte("apiVersion: informer-host/v1\nresources:\n  - name: cms\n    colour: blue\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the invalid config to be refused", func() bool {
-		return len(logs.lines("config not reloaded", `config.yaml:4: unknown field \"colour\"`)) > 0
+	testenv.Eventually(t, "the invalid config to be refused", func() bool {
+		return len(logs.Lines("config not reloaded", `config.yaml:4: unknown field \"colour\"`)) > 0
 	})
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-after-invalid"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the running config to keep delivering", func() bool { return lastCount() == 6 })
+	testenv.Eventually(t, "the running config to keep delivering", func() bool { return lastCount() == 6 })
 
 	// Remove secrets again: its informer stops, the plugin counts configmaps only.
 	writeConfig("", "{resource: cms}")
-	eventually(t, "counter back to configmaps only", func() bool { return lastCount() == 4 })
+	testenv.Eventually(t, "counter back to configmaps only", func() bool { return lastCount() == 4 })
 	for _, r := range d.pipeline.Status() {
 		if r.Name == "secrets" {
 			t.Errorf("secrets still configured after its removal: %+v", r)
@@ -229,7 +152,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-last"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the last configmap to be counted", func() bool { return lastCount() == 5 })
+	testenv.Eventually(t, "the last configmap to be counted", func() bool { return lastCount() == 5 })
 
 	// Narrow the configmaps' watch with a selector: the plugins bound to
 	// it start again from what the new watch holds.
@@ -243,21 +166,15 @@ func TestDaemonEndToEnd(t *testing.T) {
 	}
 	cmsSelector = "keep=yes"
 	writeConfig("", "{resource: cms}")
-	eventually(t, "counter to hold only the selected configmap", func() bool { return lastCount() == 1 })
+	testenv.Eventually(t, "counter to hold only the selected configmap", func() bool { return lastCount() == 1 })
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run: %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("run did not return after its context ended")
+	if err := r.stop(); err != nil {
+		t.Errorf("Run: %v", err)
 	}
-	if len(logs.lines("plugin=counter.wasm", "shutdown events=")) == 0 {
+	if len(logs.Lines("plugin=counter.wasm", "shutdown events=")) == 0 {
 		t.Error("the plugin's shutdown export did not run")
 	}
-	if len(logs.lines("informer-host stopped")) != 1 {
+	if len(logs.Lines("informer-host stopped")) != 1 {
 		t.Error("no clean stop logged")
 	}
 }

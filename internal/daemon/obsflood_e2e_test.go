@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"net"
@@ -44,19 +44,18 @@ func TestScrapeFloodStaysWithinBudget(t *testing.T) {
 	if cfg, err = config.Load(cfgPath); err != nil {
 		t.Fatal(err)
 	}
-	r := startReplica(t, cfg, runOptions{})
+	r := startReplica(t, cfg, Options{})
 	defer func() {
-		r.cancel()
-		if err := <-r.done; err != nil {
-			t.Errorf("serve: %v", err)
+		if err := r.stop(); err != nil {
+			t.Errorf("Run: %v", err)
 		}
 	}()
-	eventually(t, "ready", func() bool { code, _ := get(t, r.url+"/readyz"); return code == http.StatusOK })
+	testenv.Eventually(t, "ready", func() bool { code, _ := testenv.Get(t, r.url+"/readyz"); return code == http.StatusOK })
 	addr := strings.TrimPrefix(r.url, "http://")
 
 	// The plugin has filled what it may before it is ready; one scrape
 	// shows it and leaves the heap as a scrape leaves it.
-	code, body := get(t, r.url+"/metrics")
+	code, body := testenv.Get(t, r.url+"/metrics")
 	if code != http.StatusOK || !strings.Contains(body, `informer_host_plugin_metrics_series{plugin="flood.wasm"}`) {
 		t.Fatalf("scrape before the flood: %d, %d bytes", code, len(body))
 	}
@@ -95,14 +94,14 @@ func TestScrapeFloodStaysWithinBudget(t *testing.T) {
 	}
 	conns = conns[:0]
 	attempts := 0
-	eventually(t, "a normal scrape once the flood has gone", func() bool {
+	testenv.Eventually(t, "a normal scrape once the flood has gone", func() bool {
 		if attempts++; attempts > 1000 {
 			t.Fatal("no normal scrape in 1000 attempts")
 		}
-		code, body := get(t, r.url+"/metrics")
+		code, body := testenv.Get(t, r.url+"/metrics")
 		return code == http.StatusOK && strings.Contains(body, `informer_host_plugin_metrics_series{plugin="flood.wasm"}`)
 	})
-	if code, _ := get(t, r.url+"/debug/plugins"); code != http.StatusOK {
+	if code, _ := testenv.Get(t, r.url+"/debug/plugins"); code != http.StatusOK {
 		t.Errorf("/debug/plugins after the flood: %d", code)
 	}
 }
