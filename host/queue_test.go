@@ -368,9 +368,9 @@ func TestPrepareNeverGoesBackwards(t *testing.T) {
 			if tc.seen != "" {
 				g.seen[k] = &seenObject{res: testRes, obj: obj("a", "u-a", tc.seen), rv: tc.seen}
 			}
-			ev, _, _, ok := g.prepare(&delivery{ev: *tc.ev, key: k})
+			ev, _, _, v := g.eventFor(&delivery{ev: *tc.ev, key: k})
 			got := ""
-			if ok {
+			if v == hand {
 				got = describe(&delivery{ev: *ev})
 			}
 			if got != tc.want {
@@ -381,7 +381,7 @@ func TestPrepareNeverGoesBackwards(t *testing.T) {
 	// A delete of an older incarnation than the one the plugin has.
 	g := &generation{seen: map[objectKey]*seenObject{k: {res: testRes, obj: recreated.Object, rv: "9"}}}
 	g.byResource = map[string]*bindingListener{"cms": {g: g, binding: "cms", add: true, delete: true}}
-	if _, _, _, ok := g.prepare(&delivery{ev: *del("a", "5"), key: k}); ok {
+	if _, _, _, v := g.eventFor(&delivery{ev: *del("a", "5"), key: k}); v == hand {
 		t.Error("a delete of the object's previous incarnation was delivered")
 	}
 }

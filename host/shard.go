@@ -222,44 +222,6 @@ func (g *generation) applyAssignment() {
 	g.queue.AddReplay(keys, true)
 }
 
-// owns reports whether this member owns k now, under the Assignment the
-// worker applied (applying a newer one first).
-func (g *generation) owns(k objectKey) bool {
-	g.applyAssignment()
-	a := g.applied
-	return a == nil || a.Owns(k.namespace, k.name, time.Now())
-}
-
-// foreign reports whether a live event must not reach the plugin because
-// this member does not own its object now. A delete of an object the
-// plugin has still does: the object is gone either way, and the replay
-// that would tell the plugin so was taken out of the cursor by this very
-// delete. It records the verdict for deliver's counters.
-func (g *generation) foreign(ev *event.Event, k objectKey, have bool) bool {
-	g.notOwned = !g.owns(k) && (ev.Type != event.EventDelete || !have)
-	return g.notOwned
-}
-
-// handedOver turns a replay's view of the store into what this member's
-// plugin may see: an object it does not own is absent. It reports whether
-// the object was taken out for that reason.
-func (g *generation) handedOver(k objectKey, found bool) (stillFound, handed bool) {
-	if found && !g.owns(k) {
-		return false, true
-	}
-	return found, false
-}
-
-// delivering tells the test hook of an event about to be handed over.
-func (g *generation) delivering(ev *event.Event) {
-	if g.shard == nil {
-		return
-	}
-	if f := g.shard.onDeliver; f != nil {
-		f(g.slot.name, ev, g.applied, time.Now())
-	}
-}
-
 // ShardStatus is this member's view of its sharding group
 // (/debug/plugins).
 type ShardStatus struct {
