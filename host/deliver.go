@@ -10,6 +10,7 @@ import (
 
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/event"
+	"github.com/informer-host/informer-host/host/internal/delivery"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/kubewrite"
@@ -75,15 +76,15 @@ type handing struct {
 // instance to use next (nil when quarantined or replaced) and whether d
 // goes back to the queue as done (false when the queue was cleared or d
 // waits out a retry).
-func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instance, bool) {
+func (g *generation) deliver(inst *engine.Instance, d *delivery.Entry) (*engine.Instance, bool) {
 	h, v := g.prepare(d)
 	switch v {
 	case passOver, notOwned:
 		g.passedOver(d, v)
 		return inst, true
 	case droppedSelfNoop:
-		g.byResource[d.key.resource].counts.unchanged.Add(1)
-		g.record(d.key, h.ev, h.seen)
+		g.byResource[d.Key.Resource].counts.unchanged.Add(1)
+		g.record(d.Key, h.ev, h.seen)
 		return inst, true
 	}
 	res, cut, err := g.call(inst, d, &h)
@@ -98,32 +99,32 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instan
 // --- prepare
 
 // prepare decides what d hands the plugin, and readies the call.
-func (g *generation) prepare(d *delivery) (handing, verdict) {
+func (g *generation) prepare(d *delivery.Entry) (handing, verdict) {
 	ev, seen, built, v := g.eventFor(d)
 	h := handing{ev: ev, seen: seen, built: built}
 	if v != hand {
 		return h, v
 	}
 	g.delivering(ev)
-	h.env = d.env
+	h.env = d.Env
 	if built || h.env == nil {
 		// Plugins replaying one store at once share its envelopes.
 		h.env = g.slot.h.envelopes.get(ev)
 	}
 	h.start = time.Now()
-	if d.attempts == 0 {
-		g.slot.obs.wait.Observe(h.start.Sub(d.enqueued).Seconds())
+	if d.Attempts == 0 {
+		g.slot.obs.wait.Observe(h.start.Sub(d.Enqueued).Seconds())
 	}
 	// Only a live change can be the plugin's own write: an event built
 	// from the store (an initial list, a replay, a repair, a handover)
 	// is the state, whoever wrote it last.
-	flags, drop := g.selfFlags(ev, !built && !d.replay && !d.fromStore)
+	flags, drop := g.selfFlags(ev, !built && !d.Replay && !d.FromStore)
 	if drop {
 		return h, droppedSelfNoop
 	}
 	h.flags = flags
-	h.rv = resourceVersion(ev.Object)
-	g.conv.handing(d.key, h.rv)
+	h.rv = delivery.ResourceVersion(ev.Object)
+	g.conv.handing(d.Key, h.rv)
 	return h, hand
 }
 
@@ -136,26 +137,26 @@ func (g *generation) prepare(d *delivery) (handing, verdict) {
 // an update of an object it has not seen arrives as an add, and a delete
 // of one it does not have is not delivered (for bindings that take adds:
 // the others keep no view to check against).
-func (g *generation) eventFor(d *delivery) (ev *event.Event, seen *seenObject, built bool, v verdict) {
-	l := g.byResource[d.key.resource]
+func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen *seenObject, built bool, v verdict) {
+	l := g.byResource[d.Key.Resource]
 	if l == nil {
 		return nil, nil, false, passOver
 	}
-	seen = g.seen[d.key]
+	seen = g.seen[d.Key]
 	have := seen != nil
-	if d.replay {
+	if d.Replay {
 		reg := l.registration()
 		if reg == nil {
 			return nil, seen, false, passOver
 		}
-		ref, obj, found := reg.Get(d.key.storeKey())
-		found, handed := g.handedOver(d.key, found)
+		ref, obj, found := reg.Get(d.Key.StoreKey())
+		found, handed := g.handedOver(d.Key, found)
 		var e event.Event
 		switch {
 		case found && !have:
-			e = event.Event{Type: event.EventAdd, Resource: ref, Object: obj, IsInInitialList: d.initial}
+			e = event.Event{Type: event.EventAdd, Resource: ref, Object: obj, IsInInitialList: d.Initial}
 		case found:
-			if resourceVersion(obj) == seen.rv {
+			if delivery.ResourceVersion(obj) == seen.rv {
 				return nil, seen, false, passOver
 			}
 			e = event.Event{Type: event.EventUpdate, Resource: ref, Object: obj, OldObject: seen.obj}
@@ -173,8 +174,8 @@ func (g *generation) eventFor(d *delivery) (ev *event.Event, seen *seenObject, b
 		}
 		return out, seen, true, hand
 	}
-	ev = &d.ev
-	if g.foreign(ev, d.key, have) {
+	ev = &d.Event
+	if g.foreign(ev, d.Key, have) {
 		return nil, seen, false, notOwned
 	}
 	switch ev.Type {
@@ -184,7 +185,7 @@ func (g *generation) eventFor(d *delivery) (ev *event.Event, seen *seenObject, b
 		}
 	case event.EventUpdate:
 		switch {
-		case ev.OldObject != nil && resourceVersion(ev.OldObject) == resourceVersion(ev.Object):
+		case ev.OldObject != nil && delivery.ResourceVersion(ev.OldObject) == delivery.ResourceVersion(ev.Object):
 			// A resync the binding asked for: same version on purpose.
 		case !have && l.add:
 			// Sharded, the object entered this member's view from the
@@ -212,7 +213,7 @@ func older(a *unstructured.Unstructured, b *seenObject) bool {
 	if a == b.obj {
 		return false
 	}
-	rv := resourceVersion(a)
+	rv := delivery.ResourceVersion(a)
 	if rv == b.rv {
 		return false
 	}
@@ -222,10 +223,10 @@ func older(a *unstructured.Unstructured, b *seenObject) bool {
 
 // owns reports whether this member owns k now, under the Assignment the
 // worker applied (applying a newer one first).
-func (g *generation) owns(k objectKey) bool {
+func (g *generation) owns(k delivery.Key) bool {
 	g.applyAssignment()
 	a := g.applied
-	return a == nil || a.Owns(k.namespace, k.name, time.Now())
+	return a == nil || a.Owns(k.Namespace, k.Name, time.Now())
 }
 
 // foreign reports whether a live event must not reach the plugin because
@@ -233,14 +234,14 @@ func (g *generation) owns(k objectKey) bool {
 // plugin has still does: the object is gone either way, and the replay
 // that would tell the plugin so was taken out of the cursor by this very
 // delete.
-func (g *generation) foreign(ev *event.Event, k objectKey, have bool) bool {
+func (g *generation) foreign(ev *event.Event, k delivery.Key, have bool) bool {
 	return !g.owns(k) && (ev.Type != event.EventDelete || !have)
 }
 
 // handedOver turns a replay's view of the store into what this member's
 // plugin may see: an object it does not own is absent. It reports whether
 // the object was taken out for that reason.
-func (g *generation) handedOver(k objectKey, found bool) (stillFound, handed bool) {
+func (g *generation) handedOver(k delivery.Key, found bool) (stillFound, handed bool) {
 	if found && !g.owns(k) {
 		return false, true
 	}
@@ -308,8 +309,8 @@ func selfNoop(old, cur *unstructured.Unstructured) bool {
 // call hands h to the plugin. cut reports a call the generation's stop,
 // or the member's loss of the object, cut short before the plugin could
 // act: not the plugin's failure, and nothing to settle.
-func (g *generation) call(inst *engine.Instance, d *delivery, h *handing) (res engine.Result, cut bool, err error) {
-	ctx := g.callContext(&d.key)
+func (g *generation) call(inst *engine.Instance, d *delivery.Entry, h *handing) (res engine.Result, cut bool, err error) {
+	ctx := g.callContext(&d.Key)
 	res, err = inst.HandleWith(ctx, h.env, h.flags)
 	g.callEnded()
 	if err != nil && (g.stopping() || ctx.Err() != nil) && !errors.As(err, new(*engine.Failure)) {
@@ -342,26 +343,26 @@ func (g *generation) stopping() bool {
 // listed for good (a binding without deletes never sees it go). A live
 // event passed over (older than what the plugin has) says nothing of the
 // object's state.
-func (g *generation) passedOver(d *delivery, v verdict) {
-	if d.replay || d.fromStore {
-		g.conv.forget(d.key)
+func (g *generation) passedOver(d *delivery.Entry, v verdict) {
+	if d.Replay || d.FromStore {
+		g.conv.forget(d.Key)
 	}
-	if d.initial {
-		g.queue.InitialDone(d.key.resource)
+	if d.Initial {
+		g.queue.InitialDone(d.Key.Resource)
 		g.syncDue = true
 	}
-	if !d.replay && v != notOwned {
+	if !d.Replay && v != notOwned {
 		g.slot.c.superseded.Add(1)
 	}
 }
 
 // settle acts on the plugin's answer to h, or on its failed call (err).
-func (g *generation) settle(inst *engine.Instance, d *delivery, h *handing, res engine.Result, err error) (*engine.Instance, bool) {
+func (g *generation) settle(inst *engine.Instance, d *delivery.Entry, h *handing, res engine.Result, err error) (*engine.Instance, bool) {
 	s := g.slot
 	ev := h.ev
 	if err != nil {
-		d.behind = nil // the restart clears the queue, and these with it
-		g.objectFailed(d.key, ev, h.rv, err.Error())
+		d.DropBehind() // the restart clears the queue, and these with it
+		g.objectFailed(d.Key, ev, h.rv, err.Error())
 		return g.failed(inst, eventString(ev), err), false
 	}
 	s.c.delivered.Add(1)
@@ -377,7 +378,7 @@ func (g *generation) settle(inst *engine.Instance, d *delivery, h *handing, res 
 			g.log.Warn("plugin failed to handle an event; skipped (onError: skip)", "event", eventString(ev), "message", res.Message)
 			break
 		}
-		parked, n := g.objectFailed(d.key, ev, h.rv, "ERROR: "+res.Message)
+		parked, n := g.objectFailed(d.Key, ev, h.rv, "ERROR: "+res.Message)
 		if n == 1 {
 			g.log.Warn("plugin failed to handle an event; retrying it with backoff", "event", eventString(ev), "message", res.Message)
 		} else {
@@ -391,8 +392,8 @@ func (g *generation) settle(inst *engine.Instance, d *delivery, h *handing, res 
 	case engine.CodeRetry:
 		return g.retry(inst, d, h, "RETRY", res.Message)
 	}
-	g.conv.forget(d.key)
-	g.record(d.key, ev, h.seen)
+	g.conv.forget(d.Key)
+	g.record(d.Key, ev, h.seen)
 	g.initialDone(d)
 	return inst, true
 }
@@ -400,25 +401,25 @@ func (g *generation) settle(inst *engine.Instance, d *delivery, h *handing, res 
 // retry hands d back to the queue to wait out its object's backoff, or
 // gives up on the object when delivery.maxRetries says so: counted,
 // listed in the status and logged.
-func (g *generation) retry(inst *engine.Instance, d *delivery, h *handing, answer, msg string) (*engine.Instance, bool) {
+func (g *generation) retry(inst *engine.Instance, d *delivery.Entry, h *handing, answer, msg string) (*engine.Instance, bool) {
 	s := g.slot
-	delay, giveUp := g.conv.retryAfter(d.key)
+	delay, giveUp := g.conv.retryAfter(d.Key)
 	if giveUp {
 		s.c.retryExhausted.Add(1)
-		g.conv.giveUp(d.key, answer+": "+msg, time.Now())
+		g.conv.giveUp(d.Key, answer+": "+msg, time.Now())
 		g.log.Warn("plugin's handling of an object failed delivery.maxRetries times; gave up on it until it changes",
 			"event", eventString(h.ev), "answer", answer, "maxRetries", g.settings.Delivery.MaxRetries, "message", msg)
-		g.record(d.key, h.ev, h.seen)
+		g.record(d.Key, h.ev, h.seen)
 		g.initialDone(d)
 		return inst, true
 	}
 	s.c.retries.Add(1)
-	d.attempts++
-	if h.built || d.replay {
+	d.Attempts++
+	if h.built || d.Replay {
 		// What waits is the event the plugin was given.
-		d.ev, d.replay, d.fromStore = *h.ev, false, true
+		d.Event, d.Replay, d.FromStore = *h.ev, false, true
 	}
-	d.env = h.env
+	d.Env = h.env
 	// The plugin has been handed the initial list's object: its binding's
 	// sync waits for no retry, which may take long.
 	g.initialDone(d)
@@ -430,7 +431,7 @@ func (g *generation) retry(inst *engine.Instance, d *delivery, h *handing, answe
 // whether it parked the object, and its count of failures. Parking is
 // logged once, with the failure; the queue holds the object back until
 // it changes or its backoff ends.
-func (g *generation) objectFailed(k objectKey, ev *event.Event, rv, msg string) (parked bool, n int) {
+func (g *generation) objectFailed(k delivery.Key, ev *event.Event, rv, msg string) (parked bool, n int) {
 	parked, until, n := g.conv.failed(k, rv, msg, time.Now())
 	if !parked {
 		return false, n
@@ -442,17 +443,17 @@ func (g *generation) objectFailed(k objectKey, ev *event.Event, rv, msg string) 
 }
 
 // initialDone records that d, if part of an initial list, was handed.
-func (g *generation) initialDone(d *delivery) {
-	if d.initial {
-		g.queue.InitialDone(d.key.resource)
-		d.initial = false
+func (g *generation) initialDone(d *delivery.Entry) {
+	if d.Initial {
+		g.queue.InitialDone(d.Key.Resource)
+		d.Initial = false
 		g.syncDue = true
 	}
 }
 
 // record notes ev as the plugin's view of its object; seen is the
 // object's entry, nil if it has none.
-func (g *generation) record(k objectKey, ev *event.Event, seen *seenObject) {
+func (g *generation) record(k delivery.Key, ev *event.Event, seen *seenObject) {
 	switch {
 	case ev.Type == event.EventDelete:
 		if seen != nil {
@@ -460,9 +461,9 @@ func (g *generation) record(k objectKey, ev *event.Event, seen *seenObject) {
 		}
 	case seen != nil:
 		if seen.obj != ev.Object {
-			seen.res, seen.obj, seen.rv = ev.Resource, ev.Object, resourceVersion(ev.Object)
+			seen.res, seen.obj, seen.rv = ev.Resource, ev.Object, delivery.ResourceVersion(ev.Object)
 		}
 	default:
-		g.seen[k] = &seenObject{res: ev.Resource, obj: ev.Object, rv: resourceVersion(ev.Object)}
+		g.seen[k] = &seenObject{res: ev.Resource, obj: ev.Object, rv: delivery.ResourceVersion(ev.Object)}
 	}
 }

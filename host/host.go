@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/informer-host/informer-host/event"
+	"github.com/informer-host/informer-host/host/internal/delivery"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
@@ -693,6 +694,9 @@ type PluginStatus struct {
 // of PluginStatus (the Go names stay as they are).
 func (c Counters) MarshalJSON() ([]byte, error) { return camelJSON(c) }
 
+// QueueStats is a snapshot of a plugin's delivery queue.
+type QueueStats delivery.Stats
+
 // MarshalJSON writes the queue's counters with lowerCamelCase keys.
 func (q QueueStats) MarshalJSON() ([]byte, error) { return camelJSON(q) }
 
@@ -793,7 +797,7 @@ func (h *Host) Status() []PluginStatus {
 		if g != nil {
 			st.ABIVersion = g.module.ABIVersion()
 			st.Bindings = bindingNames(g.settings)
-			st.Queue = g.queue.Stats()
+			st.Queue = QueueStats(g.queue.Stats())
 			st.Synced = st.State == StateRunning && g.synced.Load()
 			st.Degraded = st.Queue.Degraded
 			st.Repairs = g.repairs.Load()

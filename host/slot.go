@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/informer-host/informer-host/event"
+	"github.com/informer-host/informer-host/host/internal/delivery"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
@@ -145,7 +146,7 @@ type generation struct {
 	module   *engine.Module
 	settings config.PluginSettings
 	config   []byte
-	queue    *DeliveryQueue
+	queue    *delivery.Queue
 	// conv is the per-object retry and failure state (converge.go).
 	conv *convergence
 
@@ -170,7 +171,7 @@ type generation struct {
 	// and a live event older than what the plugin has (an event still in
 	// flight when the store was replayed) is not delivered. Bounded by the
 	// number of objects the plugin's bindings match.
-	seen map[objectKey]*seenObject
+	seen map[delivery.Key]*seenObject
 	// reported holds the bindings whose ih_synced the current instance
 	// has had since its initial list (or the last repair) began.
 	reported map[string]bool
@@ -235,7 +236,7 @@ type bindingCounts struct {
 // buffer is.
 func (l *bindingListener) OnAdd(res *event.ResourceRef, obj *unstructured.Unstructured, isInInitialList bool) {
 	if isInInitialList {
-		l.g.queue.push(&event.Event{Type: event.EventAdd, Resource: res, Object: obj, IsInInitialList: true}, nil, time.Now())
+		l.g.queue.PushAt(&event.Event{Type: event.EventAdd, Resource: res, Object: obj, IsInInitialList: true}, nil, time.Now())
 		return
 	}
 	l.offer(&event.Event{Type: event.EventAdd, Resource: res, Object: obj})
@@ -300,24 +301,25 @@ func (l *bindingListener) decide(ev *event.Event) (*event.Event, bool) {
 }
 
 func (g *generation) push(ev *event.Event, now time.Time) {
-	g.queue.push(ev, g.slot.h.envelopes.get(ev), now)
+	g.queue.PushAt(ev, g.slot.h.envelopes.get(ev), now)
 }
 
 func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginSettings, configJSON []byte) *generation {
-	mode := DeliverEvery
+	mode := delivery.Every
 	if settings.Delivery.Mode == config.DeliveryLatest {
-		mode = DeliverLatest
+		mode = delivery.Latest
+	}
+	var released func()
+	if slot.h != nil {
+		released = slot.h.memRelease.soon // the process gives the replay's memory back
 	}
 	g := &generation{
 		slot: slot, log: slot.log.With("version", mod.SHA256()[:12]), module: mod, settings: settings, config: configJSON,
-		queue:      NewDeliveryQueue(mode, settings.Delivery.BufferSize),
+		queue:      delivery.New(mode, settings.Delivery.BufferSize, released),
 		conv:       newConvergence(settings.Delivery, settings.Limits),
-		byResource: map[string]*bindingListener{}, seen: map[objectKey]*seenObject{}, reported: map[string]bool{},
+		byResource: map[string]*bindingListener{}, seen: map[delivery.Key]*seenObject{}, reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
 		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(),
-	}
-	if slot.h != nil {
-		g.queue.onReleased = slot.h.memRelease.soon // the process gives the replay's memory back
 	}
 	for _, b := range settings.Bindings {
 		l := &bindingListener{g: g, binding: b.Resource, counts: slot.bindingCounts(b.Resource),
@@ -437,14 +439,14 @@ func (g *generation) run(inst *engine.Instance) {
 	draining := false
 	poll := syncPoll
 	g.syncDue = true
-	var prev *delivery // handled; goes back to the queue with the next take
+	var prev *delivery.Entry // handled; goes back to the queue with the next take
 	for {
 		if !draining {
 			if inst = g.housekeeping(inst); inst == nil {
 				return
 			}
 		}
-		d, wait, ok := g.queue.next(prev)
+		d, wait, ok := g.queue.Next(prev)
 		prev = nil
 		if !ok {
 			if draining {
@@ -473,7 +475,7 @@ func (g *generation) run(inst *engine.Instance) {
 			return
 		default:
 		}
-		if draining && d.replay {
+		if draining && d.Replay {
 			// Draining delivers what is queued; the listeners are gone,
 			// and the replay owes the plugin no change.
 			prev = d
@@ -505,7 +507,7 @@ func (g *generation) idle(wait time.Duration, draining *bool) bool {
 		drain = nil // closed: it would wake the worker at once, every time
 	}
 	select {
-	case <-g.queue.ready:
+	case <-g.queue.Ready():
 	case <-timer:
 	case <-drain:
 		*draining = true
@@ -528,7 +530,7 @@ const (
 func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	q := g.queue
 	g.applyAssignment()
-	start, end := q.repairStep()
+	start, end := q.RepairStep()
 	if start {
 		g.repair()
 	}
@@ -574,7 +576,7 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	}
 	if all {
 		g.synced.Store(true)
-		if len(g.seen) > replayKeep && g.slot.h != nil {
+		if len(g.seen) > delivery.ReplayKeep && g.slot.h != nil {
 			g.slot.h.memRelease.soon() // a large initial list is over: give its garbage back
 		}
 	}
@@ -587,10 +589,10 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 func (g *generation) repair() {
 	s := g.slot
 	g.repairs.Add(1)
-	var keys []objectKey
+	var keys []delivery.Key
 	for _, l := range g.bindings {
 		if reg := l.registration(); reg != nil {
-			keys = append(keys, keysOf(l.binding, reg.Keys())...)
+			keys = append(keys, delivery.KeysOf(l.binding, reg.Keys())...)
 		}
 	}
 	for k := range g.seen {
@@ -731,7 +733,7 @@ func (g *generation) replayAll() {
 	g.syncDue = true
 	for _, l := range g.bindings {
 		if reg := l.registration(); reg != nil {
-			g.queue.AddReplay(keysOf(l.binding, reg.Keys()), true)
+			g.queue.AddReplay(delivery.KeysOf(l.binding, reg.Keys()), true)
 		}
 	}
 }
