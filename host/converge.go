@@ -55,18 +55,18 @@ type objectFailure struct {
 
 // ObjectFailure reports an object that failed (/debug/plugins).
 type ObjectFailure struct {
-	Resource  string `json:"resource"`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
+	Resource  string
+	Namespace string
+	Name      string
 	// Failures counts the calls handling the object that failed (traps,
 	// deadline kills, memory failures, ERROR answers) since it last
 	// succeeded or changed.
-	Failures  int    `json:"failures"`
-	LastError string `json:"lastError,omitempty"`
+	Failures  int
+	LastError string
 	// Until is when a parked object is handed to the plugin again unless
 	// it changes first; At when an object was given up on.
-	Until time.Time `json:"until,omitzero"`
-	At    time.Time `json:"at,omitzero"`
+	Until time.Time
+	At    time.Time
 }
 
 // maxGaveUp bounds the list of given-up objects Status reports; the

@@ -220,16 +220,16 @@ func (g *generation) applyAssignment() {
 // ShardStatus is this member's view of its sharding group
 // (/debug/plugins).
 type ShardStatus struct {
-	Member  string   `json:"member"`
-	Active  bool     `json:"active"`
-	Members []string `json:"members"`
-	Key     string   `json:"key"`
+	Member  string
+	Active  bool
+	Members []string
+	Key     string
 	// Owned counts, per resource, the cached objects this member owns.
-	Owned      map[string]int `json:"owned"`
-	ValidUntil time.Time      `json:"validUntil,omitzero"`
+	Owned      map[string]int
+	ValidUntil time.Time
 	// Problem says why the member cannot take part (it cannot list its
 	// group's Leases or renew its own); /readyz reports it.
-	Problem string `json:"problem,omitempty"`
+	Problem string
 }
 
 // ShardNotReady says why this member is not ready, "" when it is (or
