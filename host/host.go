@@ -102,6 +102,9 @@ type Host struct {
 	// (memrelease.go).
 	memRelease memReleaser
 
+	// mu guards cfg, slots, loadMu, retiring, standby and held. It comes
+	// after a file's load lock and unmatchedMu, before any generation's
+	// regsMu and any PluginSlot.mu (the lock order is in doc.go).
 	mu    sync.Mutex
 	cfg   *config.Config
 	slots map[string]*PluginSlot

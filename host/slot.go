@@ -75,15 +75,12 @@ func (c *counters) snapshot() Counters {
 // stay while instances are restarted and versions are swapped.
 //
 // Each loaded version runs as a generation: the compiled module, one
-// instance, one DeliveryQueue, one informer listener per binding and one
+// instance, one delivery.Queue, one informer listener per binding and one
 // worker goroutine. At most one generation is current; during a reload the
 // new one is registered before the old one is stopped, so every change
 // reaches one of them.
 //
-// Lock order: Host.mu, then a generation's regsMu, then PluginSlot.mu,
-// then a DeliveryQueue's mu. PluginSlot.mu is never held while taking
-// regsMu or calling into the pipeline (Status copies what it needs and
-// reads the generation after unlocking).
+// Lock order: see the package's doc (doc.go).
 type PluginSlot struct {
 	name string // file base name, e.g. "pod-logger.wasm"
 	h    *Host
@@ -94,10 +91,12 @@ type PluginSlot struct {
 	// for Status. Written by the worker, read by Status.
 	lastEvent atomic.Int64
 
-	// mu guards the fields below. Only the current generation changes
-	// state, lastErr and failures: a generation's worker checks, under
-	// mu, that it is still current before it does, so a version being
-	// retired cannot overwrite what its replacement reported.
+	// mu guards the fields below; it comes after Host.mu and a
+	// generation's regsMu, before the queue's lock. Only the current
+	// generation changes state, lastErr and failures: a generation's
+	// worker checks, under mu, that it is still current before it does,
+	// so a version being retired cannot overwrite what its replacement
+	// reported.
 	mu      sync.Mutex
 	state   PluginState
 	current *generation
@@ -156,9 +155,11 @@ type generation struct {
 	bindings   []*bindingListener
 	byResource map[string]*bindingListener
 
-	// regsMu guards each binding's reg and closed. register sets them,
-	// Stop or a reload removes them, the worker and Status read them; once
-	// closed is set, register adds nothing.
+	// regsMu guards each binding's reg and closed; it comes after
+	// Host.mu, before PluginSlot.mu, and is held while register calls
+	// into the pipeline (whose listener callbacks take the queue's lock).
+	// register sets them, Stop or a reload removes them, the worker and
+	// Status read them; once closed is set, register adds nothing.
 	regsMu sync.Mutex
 	closed bool
 

@@ -193,6 +193,9 @@ type Queue struct {
 	// token sleeps until the next push.
 	ready chan struct{}
 
+	// mu guards the fields below. It is the last of the host's locks: a
+	// caller may hold its own, the queue takes none under mu but what
+	// onReleased takes.
 	mu sync.Mutex
 	// ring holds waiting entries in arrival order from head; dead entries
 	// (latest mode only) stay until popped or compacted away. live counts
