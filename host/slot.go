@@ -157,8 +157,7 @@ type generation struct {
 
 	// regsMu guards each binding's reg and closed; it comes after
 	// Host.mu, before PluginSlot.mu, and is held while register calls
-	// into the pipeline (whose listener callbacks take the queue's lock).
-	// register sets them, Stop or a reload removes them, the worker and
+	// into the pipeline. register sets them, Stop or a reload removes them, the worker and
 	// Status read them; once closed is set, register adds nothing.
 	regsMu sync.Mutex
 	closed bool
