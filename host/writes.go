@@ -14,8 +14,8 @@ import (
 )
 
 // Kubernetes writes (ABI.md §17.1): the engine's ClusterWriter, served
-// by the plugin's kubewrite.Writer, and the marking of the events the
-// plugin's own writes cause.
+// by the plugin's kubewrite.Writer, and the record of the plugin's own
+// writes, by which prepare (deliver.go) marks the events they cause.
 
 // clusterWriter adapts a kubewrite.Writer to the engine's interface.
 type clusterWriter struct {
