@@ -8,6 +8,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/informer-host/informer-host/host/internal/delivery"
 	"github.com/informer-host/informer-host/internal/config"
 )
 
@@ -27,17 +28,17 @@ type convergence struct {
 	// burst 100), client-go's DefaultControllerRateLimiter with the
 	// plugin's bounds. It is safe for concurrent use; only the worker
 	// calls it.
-	limiter workqueue.TypedRateLimiter[objectKey]
+	limiter workqueue.TypedRateLimiter[delivery.Key]
 	// known holds the keys limiter or objects may have state for, so
 	// that an object that never failed costs a success no locks. The
 	// worker's own.
-	known map[objectKey]struct{}
+	known map[delivery.Key]struct{}
 
 	// mu guards objects and gaveUp: the worker writes, Status reads.
 	mu sync.Mutex
 	// objects holds the failures of each object that failed and has not
 	// succeeded, changed or been given up since.
-	objects map[objectKey]*objectFailure
+	objects map[delivery.Key]*objectFailure
 	// gaveUp holds the objects given up on last (maxRetries exhausted),
 	// at most maxGaveUp, oldest first.
 	gaveUp []ObjectFailure
@@ -54,18 +55,18 @@ type objectFailure struct {
 
 // ObjectFailure reports an object that failed (/debug/plugins).
 type ObjectFailure struct {
-	Resource  string `json:"resource"`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
+	Resource  string
+	Namespace string
+	Name      string
 	// Failures counts the calls handling the object that failed (traps,
 	// deadline kills, memory failures, ERROR answers) since it last
 	// succeeded or changed.
-	Failures  int    `json:"failures"`
-	LastError string `json:"lastError,omitempty"`
+	Failures  int
+	LastError string
 	// Until is when a parked object is handed to the plugin again unless
 	// it changes first; At when an object was given up on.
-	Until time.Time `json:"until,omitzero"`
-	At    time.Time `json:"at,omitzero"`
+	Until time.Time
+	At    time.Time
 }
 
 // maxGaveUp bounds the list of given-up objects Status reports; the
@@ -76,11 +77,11 @@ func newConvergence(d config.Delivery, l config.Limits) *convergence {
 	return &convergence{
 		maxRetries: d.MaxRetries, parkAfter: l.ParkAfter, stable: l.StablePeriod.Duration,
 		limiter: workqueue.NewTypedMaxOfRateLimiter(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[objectKey](d.RetryBackoff.Duration, d.MaxRetryBackoff.Duration),
-			&workqueue.TypedBucketRateLimiter[objectKey]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+			workqueue.NewTypedItemExponentialFailureRateLimiter[delivery.Key](d.RetryBackoff.Duration, d.MaxRetryBackoff.Duration),
+			&workqueue.TypedBucketRateLimiter[delivery.Key]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
 		),
-		known:   map[objectKey]struct{}{},
-		objects: map[objectKey]*objectFailure{},
+		known:   map[delivery.Key]struct{}{},
+		objects: map[delivery.Key]*objectFailure{},
 	}
 }
 
@@ -88,7 +89,7 @@ func newConvergence(d config.Delivery, l config.Limits) *convergence {
 // giveUp when maxRetries is set and k has been retried that often: its
 // state is then forgotten, as a controller calls Forget on an object it
 // drops.
-func (c *convergence) retryAfter(k objectKey) (delay time.Duration, giveUp bool) {
+func (c *convergence) retryAfter(k delivery.Key) (delay time.Duration, giveUp bool) {
 	c.known[k] = struct{}{}
 	if c.maxRetries != config.UnlimitedRetries && c.limiter.NumRequeues(k) >= c.maxRetries {
 		return 0, true
@@ -99,7 +100,7 @@ func (c *convergence) retryAfter(k objectKey) (delay time.Duration, giveUp bool)
 // handing is called before k, at resourceVersion rv, is handed to the
 // plugin. A parked object is parked no more (it changed, or its backoff
 // ended); one that changed since it failed starts a fresh count.
-func (c *convergence) handing(k objectKey, rv string) {
+func (c *convergence) handing(k delivery.Key, rv string) {
 	if _, ok := c.known[k]; !ok {
 		return
 	}
@@ -120,7 +121,7 @@ func (c *convergence) handing(k objectKey, rv string) {
 // out its per-object backoff, but at least the stable period: when it is
 // handed again and fails again, the plugin's failure streak has ended in
 // between, so one poison object never adds up to a quarantine.
-func (c *convergence) failed(k objectKey, rv, msg string, now time.Time) (parked bool, until time.Time, n int) {
+func (c *convergence) failed(k delivery.Key, rv, msg string, now time.Time) (parked bool, until time.Time, n int) {
 	c.known[k] = struct{}{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -140,7 +141,7 @@ func (c *convergence) failed(k objectKey, rv, msg string, now time.Time) (parked
 }
 
 // forget ends k's retries: it succeeded, or the plugin gave up on it.
-func (c *convergence) forget(k objectKey) {
+func (c *convergence) forget(k delivery.Key) {
 	if _, ok := c.known[k]; !ok {
 		return
 	}
@@ -152,7 +153,7 @@ func (c *convergence) forget(k objectKey) {
 }
 
 // giveUp forgets k and lists it as given up on.
-func (c *convergence) giveUp(k objectKey, msg string, now time.Time) {
+func (c *convergence) giveUp(k delivery.Key, msg string, now time.Time) {
 	c.mu.Lock()
 	n := c.limiter.NumRequeues(k)
 	if f := c.objects[k]; f != nil {
@@ -161,7 +162,7 @@ func (c *convergence) giveUp(k objectKey, msg string, now time.Time) {
 	if len(c.gaveUp) == maxGaveUp {
 		c.gaveUp = append(c.gaveUp[:0], c.gaveUp[1:]...)
 	}
-	c.gaveUp = append(c.gaveUp, ObjectFailure{Resource: k.resource, Namespace: k.namespace, Name: k.name,
+	c.gaveUp = append(c.gaveUp, ObjectFailure{Resource: k.Resource, Namespace: k.Namespace, Name: k.Name,
 		Failures: n, LastError: msg, At: now})
 	c.mu.Unlock()
 	c.forget(k)
@@ -173,7 +174,7 @@ func (c *convergence) report() (parked, gaveUp []ObjectFailure) {
 	defer c.mu.Unlock()
 	for k, f := range c.objects {
 		if f.parked {
-			parked = append(parked, ObjectFailure{Resource: k.resource, Namespace: k.namespace, Name: k.name,
+			parked = append(parked, ObjectFailure{Resource: k.Resource, Namespace: k.Namespace, Name: k.Name,
 				Failures: f.count, LastError: f.lastErr, Until: f.until})
 		}
 	}

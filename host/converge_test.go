@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/informer-host/informer-host/host/internal/delivery"
 	"github.com/informer-host/informer-host/internal/config"
 )
 
@@ -18,7 +19,7 @@ func convergenceFor(maxRetries, parkAfter int) *convergence {
 // An object's retries back off exponentially (client-go's per-item
 // limiter) and are never given up on unless maxRetries says so.
 func TestConvergenceRetryBackoff(t *testing.T) {
-	k := objectKey{resource: "cms", namespace: "ns", name: "a"}
+	k := delivery.Key{Resource: "cms", Namespace: "ns", Name: "a"}
 	for _, tc := range []struct {
 		name       string
 		maxRetries int
@@ -72,7 +73,7 @@ func TestConvergenceRetryBackoff(t *testing.T) {
 // period; handed again with the same state, one more failure parks it
 // again; a change starts a fresh count; a success forgets it.
 func TestConvergenceParksPoisonObjects(t *testing.T) {
-	k := objectKey{resource: "cms", namespace: "ns", name: "poison"}
+	k := delivery.Key{Resource: "cms", Namespace: "ns", Name: "poison"}
 	c := convergenceFor(config.UnlimitedRetries, 3)
 	now := time.Unix(1000, 0)
 	for i := 1; i <= 3; i++ {

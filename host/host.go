@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,15 +12,14 @@ import (
 	"reflect"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/informer-host/informer-host/event"
+	"github.com/informer-host/informer-host/host/internal/delivery"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
@@ -107,6 +105,9 @@ type Host struct {
 	// (memrelease.go).
 	memRelease memReleaser
 
+	// mu guards cfg, slots, loadMu, retiring, standby and held. It comes
+	// after a file's load lock and unmatchedMu, before any generation's
+	// regsMu and any PluginSlot.mu (the lock order is in doc.go).
 	mu    sync.Mutex
 	cfg   *config.Config
 	slots map[string]*PluginSlot
@@ -647,119 +648,61 @@ func (s *PluginSlot) loadFailed(err error, sha string) error {
 	return err
 }
 
-// PluginStatus reports one plugin. Its JSON (/debug/plugins) spells every
-// key in lowerCamelCase, those of Queue and Counters included.
+// QueueStats is a snapshot of a plugin's delivery queue's counters.
+type QueueStats = delivery.Stats
+
+// PluginStatus reports one plugin: the facts, which the daemon's server
+// presents (/debug/plugins, readiness) and the metrics count.
 type PluginStatus struct {
-	File       string      `json:"file"`
-	SHA256     string      `json:"sha256,omitempty"`
-	ABIVersion int         `json:"abiVersion,omitempty"`
-	State      PluginState `json:"state"`
-	Bindings   []string    `json:"bindings,omitempty"`
+	File       string
+	SHA256     string
+	ABIVersion int
+	State      PluginState
+	Bindings   []string
 	// Synced: the plugin has handled the initial list of every binding
 	// (the last one returned from its call), since its instance started
 	// or its last overflow repair.
-	Synced bool `json:"synced"`
+	Synced bool
 	// Degraded: the plugin's buffer overflowed, so its view of the cache
 	// may be wrong, until the repair from the cache that follows is done.
-	Degraded bool `json:"degraded"`
+	Degraded bool
 	// Repairs counts the overflow repairs of the current version.
-	Repairs  uint64     `json:"repairs"`
-	Queue    QueueStats `json:"queue"`
-	Counters Counters   `json:"counters"`
+	Repairs  uint64
+	Queue    QueueStats
+	Counters Counters
 	// Filtered counts, per binding (resource name), the events its filter
 	// kept from the plugin.
-	Filtered map[string]FilterCounts `json:"filtered,omitempty"`
+	Filtered map[string]FilterCounts
 	// Requested are the capabilities the running version imports
 	// functions of (ABI.md §16); Granted those config.yaml grants it. A
 	// requested capability that is not granted is refused call by call
 	// with ERR_DENIED.
-	Requested []string `json:"requested,omitempty"`
-	Granted   []string `json:"granted,omitempty"`
-	LastError string   `json:"lastError,omitempty"`
+	Requested []string
+	Granted   []string
+	LastError string
 	// Failures counts the running version's failures since it was last
 	// stable (limits.stablePeriod without one); maxConsecutiveFailures
 	// of them quarantine it.
-	Failures int `json:"failures"`
+	Failures int
 	// Parked lists the objects not handed to the plugin until they
 	// change or their backoff ends (limits.parkAfter failures each);
 	// GaveUp the objects given up on last (delivery.maxRetries
 	// exhausted), at most 32. Both are the running version's.
-	Parked []ObjectFailure `json:"parked,omitempty"`
-	GaveUp []ObjectFailure `json:"gaveUp,omitempty"`
+	Parked []ObjectFailure
+	GaveUp []ObjectFailure
 	// LoadedAt is when the running version was loaded; LastEventAt when it
 	// (or a version before it) last returned from ih_handle.
-	LoadedAt    time.Time `json:"loadedAt,omitzero"`
-	LastEventAt time.Time `json:"lastEventAt,omitzero"`
-}
-
-// MarshalJSON writes the counters with lowerCamelCase keys, like the rest
-// of PluginStatus (the Go names stay as they are).
-func (c Counters) MarshalJSON() ([]byte, error) { return camelJSON(c) }
-
-// MarshalJSON writes the queue's counters with lowerCamelCase keys.
-func (q QueueStats) MarshalJSON() ([]byte, error) { return camelJSON(q) }
-
-// camelJSON encodes a struct of plain fields as an object keyed by each
-// field's json tag or, without one, its name in lowerCamelCase: "OK" ->
-// "ok", "ABIFailures" -> "abiFailures", "RetryExhausted" ->
-// "retryExhausted". Reflection rather than tags, so a field added to the
-// struct cannot come out in another style.
-func camelJSON(v any) ([]byte, error) {
-	rv := reflect.ValueOf(v)
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i := range rv.NumField() {
-		f := rv.Type().Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		key := lowerCamel(f.Name)
-		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == "-" {
-			continue
-		} else if tag != "" {
-			key = tag
-		}
-		val, err := json.Marshal(rv.Field(i).Interface())
-		if err != nil {
-			return nil, err
-		}
-		if b.Len() > 1 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(key)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(val)
-	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
-}
-
-// lowerCamel lowers a Go name's leading capital, or its leading
-// initialism: the run of capitals, but for the last one when a lower-case
-// letter follows it (ABIFailures -> abiFailures).
-func lowerCamel(name string) string {
-	r := []rune(name)
-	n := 0
-	for n < len(r) && unicode.IsUpper(r[n]) {
-		n++
-	}
-	if n > 1 && n < len(r) {
-		n-- // the last capital starts the next word
-	}
-	for i := range n {
-		r[i] = unicode.ToLower(r[i])
-	}
-	return string(r)
+	LoadedAt    time.Time
+	LastEventAt time.Time
 }
 
 // FilterCounts are the events one binding's filter kept from its plugin.
 type FilterCounts struct {
-	Filtered   uint64 `json:"filtered"`   // the expression was false
-	Unchanged  uint64 `json:"unchanged"`  // an update changed none of the changed fields
-	Resync     uint64 `json:"resync"`     // an update that changed nothing
-	Error      uint64 `json:"error"`      // evaluation failed and onFilterError is closed
-	EvalErrors uint64 `json:"evalErrors"` // evaluations that failed, delivered or not
+	Filtered   uint64 // the expression was false
+	Unchanged  uint64 // an update changed none of the changed fields
+	Resync     uint64 // an update that changed nothing
+	Error      uint64 // evaluation failed and onFilterError is closed
+	EvalErrors uint64 // evaluations that failed, delivered or not
 }
 
 // Status reports every plugin, sorted by file name.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informer-host/informer-host/event"
+	"github.com/informer-host/informer-host/host/internal/delivery"
 	"github.com/informer-host/informer-host/internal/shard"
 )
 
@@ -49,7 +50,7 @@ type shardCall struct {
 	// busy: a call is under way, about key (whole: about no one object,
 	// ih_synced; fenced only when the member owns nothing).
 	busy  bool
-	key   objectKey
+	key   delivery.Key
 	whole bool
 }
 
@@ -58,7 +59,7 @@ func (c *shardCall) fenced(a *shard.Assignment, now time.Time) bool {
 	if c.whole {
 		return !a.Valid(now)
 	}
-	return !a.Owns(c.key.namespace, c.key.name, now)
+	return !a.Owns(c.key.Namespace, c.key.Name, now)
 }
 
 // callContext is the context of one call into the plugin: done when the
@@ -70,7 +71,7 @@ func (c *shardCall) fenced(a *shard.Assignment, now time.Time) bool {
 // delete of an object the plugin had, reaches the plugin whoever owns
 // the object now. The worker calls callEnded when the call returns.
 // Worker only.
-func (g *generation) callContext(k *objectKey) context.Context {
+func (g *generation) callContext(k *delivery.Key) context.Context {
 	call := shardCall{whole: k == nil}
 	if k != nil {
 		call.key = *k
@@ -169,19 +170,13 @@ func (h *Host) SetAssignment(a *shard.Assignment) {
 		g := s.current
 		s.mu.Unlock()
 		if g != nil {
-			g.queue.wake()
+			g.queue.Wake()
 		}
 	}
 }
 
 // Assignment returns the Assignment in force, nil without sharding.
 func (h *Host) Assignment() *shard.Assignment { return h.shard.cur.Load() }
-
-// wake wakes a sleeping consumer, so it looks at the host's state.
-func (q *DeliveryQueue) wake() {
-	q.mu.Lock()
-	q.wakeLocked()
-}
 
 // applyAssignment brings the worker over to the host's current
 // Assignment: every object whose owner differs between the one it
@@ -201,13 +196,13 @@ func (g *generation) applyAssignment() {
 	}
 	g.applied = cur
 	all := old != nil && !old.Valid(time.Now())
-	moved := func(k objectKey) bool {
-		return all || old.OwnsKey(k.namespace, k.name) != cur.OwnsKey(k.namespace, k.name)
+	moved := func(k delivery.Key) bool {
+		return all || old.OwnsKey(k.Namespace, k.Name) != cur.OwnsKey(k.Namespace, k.Name)
 	}
-	var keys []objectKey
+	var keys []delivery.Key
 	for _, l := range g.bindings {
 		if reg := l.registration(); reg != nil {
-			for _, k := range keysOf(l.binding, reg.Keys()) {
+			for _, k := range delivery.KeysOf(l.binding, reg.Keys()) {
 				if moved(k) {
 					keys = append(keys, k)
 				}
@@ -215,64 +210,26 @@ func (g *generation) applyAssignment() {
 		}
 	}
 	for k := range g.seen {
-		if !cur.OwnsKey(k.namespace, k.name) {
+		if !cur.OwnsKey(k.Namespace, k.Name) {
 			keys = append(keys, k)
 		}
 	}
 	g.queue.AddReplay(keys, true)
 }
 
-// owns reports whether this member owns k now, under the Assignment the
-// worker applied (applying a newer one first).
-func (g *generation) owns(k objectKey) bool {
-	g.applyAssignment()
-	a := g.applied
-	return a == nil || a.Owns(k.namespace, k.name, time.Now())
-}
-
-// foreign reports whether a live event must not reach the plugin because
-// this member does not own its object now. A delete of an object the
-// plugin has still does: the object is gone either way, and the replay
-// that would tell the plugin so was taken out of the cursor by this very
-// delete. It records the verdict for deliver's counters.
-func (g *generation) foreign(ev *event.Event, k objectKey, have bool) bool {
-	g.notOwned = !g.owns(k) && (ev.Type != event.EventDelete || !have)
-	return g.notOwned
-}
-
-// handedOver turns a replay's view of the store into what this member's
-// plugin may see: an object it does not own is absent. It reports whether
-// the object was taken out for that reason.
-func (g *generation) handedOver(k objectKey, found bool) (stillFound, handed bool) {
-	if found && !g.owns(k) {
-		return false, true
-	}
-	return found, false
-}
-
-// delivering tells the test hook of an event about to be handed over.
-func (g *generation) delivering(ev *event.Event) {
-	if g.shard == nil {
-		return
-	}
-	if f := g.shard.onDeliver; f != nil {
-		f(g.slot.name, ev, g.applied, time.Now())
-	}
-}
-
 // ShardStatus is this member's view of its sharding group
 // (/debug/plugins).
 type ShardStatus struct {
-	Member  string   `json:"member"`
-	Active  bool     `json:"active"`
-	Members []string `json:"members"`
-	Key     string   `json:"key"`
+	Member  string
+	Active  bool
+	Members []string
+	Key     string
 	// Owned counts, per resource, the cached objects this member owns.
-	Owned      map[string]int `json:"owned"`
-	ValidUntil time.Time      `json:"validUntil,omitzero"`
+	Owned      map[string]int
+	ValidUntil time.Time
 	// Problem says why the member cannot take part (it cannot list its
 	// group's Leases or renew its own); /readyz reports it.
-	Problem string `json:"problem,omitempty"`
+	Problem string
 }
 
 // ShardNotReady says why this member is not ready, "" when it is (or

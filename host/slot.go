@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/informer-host/informer-host/event"
+	"github.com/informer-host/informer-host/host/internal/delivery"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
@@ -75,15 +75,12 @@ func (c *counters) snapshot() Counters {
 // stay while instances are restarted and versions are swapped.
 //
 // Each loaded version runs as a generation: the compiled module, one
-// instance, one DeliveryQueue, one informer listener per binding and one
+// instance, one delivery.Queue, one informer listener per binding and one
 // worker goroutine. At most one generation is current; during a reload the
 // new one is registered before the old one is stopped, so every change
 // reaches one of them.
 //
-// Lock order: Host.mu, then a generation's regsMu, then PluginSlot.mu,
-// then a DeliveryQueue's mu. PluginSlot.mu is never held while taking
-// regsMu or calling into the pipeline (Status copies what it needs and
-// reads the generation after unlocking).
+// Lock order: see the package's doc (doc.go).
 type PluginSlot struct {
 	name string // file base name, e.g. "pod-logger.wasm"
 	h    *Host
@@ -94,10 +91,12 @@ type PluginSlot struct {
 	// for Status. Written by the worker, read by Status.
 	lastEvent atomic.Int64
 
-	// mu guards the fields below. Only the current generation changes
-	// state, lastErr and failures: a generation's worker checks, under
-	// mu, that it is still current before it does, so a version being
-	// retired cannot overwrite what its replacement reported.
+	// mu guards the fields below; it comes after Host.mu and a
+	// generation's regsMu, before the queue's lock. Only the current
+	// generation changes state, lastErr and failures: a generation's
+	// worker checks, under mu, that it is still current before it does,
+	// so a version being retired cannot overwrite what its replacement
+	// reported.
 	mu      sync.Mutex
 	state   PluginState
 	current *generation
@@ -146,7 +145,7 @@ type generation struct {
 	module   *engine.Module
 	settings config.PluginSettings
 	config   []byte
-	queue    *DeliveryQueue
+	queue    *delivery.Queue
 	// conv is the per-object retry and failure state (converge.go).
 	conv *convergence
 
@@ -156,9 +155,10 @@ type generation struct {
 	bindings   []*bindingListener
 	byResource map[string]*bindingListener
 
-	// regsMu guards each binding's reg and closed. register sets them,
-	// Stop or a reload removes them, the worker and Status read them; once
-	// closed is set, register adds nothing.
+	// regsMu guards each binding's reg and closed; it comes after
+	// Host.mu, before PluginSlot.mu, and is held while register calls
+	// into the pipeline. register sets them, Stop or a reload removes them, the worker and
+	// Status read them; once closed is set, register adds nothing.
 	regsMu sync.Mutex
 	closed bool
 
@@ -171,7 +171,7 @@ type generation struct {
 	// and a live event older than what the plugin has (an event still in
 	// flight when the store was replayed) is not delivered. Bounded by the
 	// number of objects the plugin's bindings match.
-	seen map[objectKey]*seenObject
+	seen map[delivery.Key]*seenObject
 	// reported holds the bindings whose ih_synced the current instance
 	// has had since its initial list (or the last repair) began.
 	reported map[string]bool
@@ -186,12 +186,9 @@ type generation struct {
 	// shard is the host's sharding state the generation follows (nil for
 	// a generation made without a host, which is never sharded); applied
 	// is the Assignment the worker last applied (nil: not sharded, every
-	// object is this member's); notOwned is prepare's last verdict that a
-	// live event's object is another member's (shard.go). applied and
-	// notOwned are the worker's own.
-	shard    *shardState
-	applied  *shard.Assignment
-	notOwned bool
+	// object is this member's), the worker's own (shard.go).
+	shard   *shardState
+	applied *shard.Assignment
 
 	// synced is set by the worker once every binding is reported, and
 	// cleared when a restart or repair starts over; Status reads it.
@@ -239,7 +236,7 @@ type bindingCounts struct {
 // buffer is.
 func (l *bindingListener) OnAdd(res *event.ResourceRef, obj *unstructured.Unstructured, isInInitialList bool) {
 	if isInInitialList {
-		l.g.queue.push(&event.Event{Type: event.EventAdd, Resource: res, Object: obj, IsInInitialList: true}, nil, time.Now())
+		l.g.queue.PushAt(&event.Event{Type: event.EventAdd, Resource: res, Object: obj, IsInInitialList: true}, nil, time.Now())
 		return
 	}
 	l.offer(&event.Event{Type: event.EventAdd, Resource: res, Object: obj})
@@ -304,24 +301,25 @@ func (l *bindingListener) decide(ev *event.Event) (*event.Event, bool) {
 }
 
 func (g *generation) push(ev *event.Event, now time.Time) {
-	g.queue.push(ev, g.slot.h.envelopes.get(ev), now)
+	g.queue.PushAt(ev, g.slot.h.envelopes.get(ev), now)
 }
 
 func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginSettings, configJSON []byte) *generation {
-	mode := DeliverEvery
+	mode := delivery.Every
 	if settings.Delivery.Mode == config.DeliveryLatest {
-		mode = DeliverLatest
+		mode = delivery.Latest
+	}
+	var released func()
+	if slot.h != nil {
+		released = slot.h.memRelease.soon // the process gives the replay's memory back
 	}
 	g := &generation{
 		slot: slot, log: slot.log.With("version", mod.SHA256()[:12]), module: mod, settings: settings, config: configJSON,
-		queue:      NewDeliveryQueue(mode, settings.Delivery.BufferSize),
+		queue:      delivery.New(mode, settings.Delivery.BufferSize, released),
 		conv:       newConvergence(settings.Delivery, settings.Limits),
-		byResource: map[string]*bindingListener{}, seen: map[objectKey]*seenObject{}, reported: map[string]bool{},
+		byResource: map[string]*bindingListener{}, seen: map[delivery.Key]*seenObject{}, reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
 		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(),
-	}
-	if slot.h != nil {
-		g.queue.onReleased = slot.h.memRelease.soon // the process gives the replay's memory back
 	}
 	for _, b := range settings.Bindings {
 		l := &bindingListener{g: g, binding: b.Resource, counts: slot.bindingCounts(b.Resource),
@@ -445,14 +443,14 @@ func (g *generation) run(inst *engine.Instance) {
 	draining := false
 	poll := syncPoll
 	g.syncDue = true
-	var prev *delivery // handled; goes back to the queue with the next take
+	var prev *delivery.Entry // handled; goes back to the queue with the next take
 	for {
 		if !draining {
 			if inst = g.housekeeping(inst); inst == nil {
 				return
 			}
 		}
-		d, wait, ok := g.queue.next(prev)
+		d, wait, ok := g.queue.Next(prev)
 		prev = nil
 		if !ok {
 			if draining {
@@ -481,7 +479,7 @@ func (g *generation) run(inst *engine.Instance) {
 			return
 		default:
 		}
-		if draining && d.replay {
+		if draining && d.Replay {
 			// Draining delivers what is queued; the listeners are gone,
 			// and the replay owes the plugin no change.
 			prev = d
@@ -513,7 +511,7 @@ func (g *generation) idle(wait time.Duration, draining *bool) bool {
 		drain = nil // closed: it would wake the worker at once, every time
 	}
 	select {
-	case <-g.queue.ready:
+	case <-g.queue.Ready():
 	case <-timer:
 	case <-drain:
 		*draining = true
@@ -536,7 +534,7 @@ const (
 func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	q := g.queue
 	g.applyAssignment()
-	start, end := q.repairStep()
+	start, end := q.RepairStep()
 	if start {
 		g.repair()
 	}
@@ -585,7 +583,7 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	}
 	if all {
 		g.synced.Store(true)
-		if len(g.seen) > replayKeep && g.slot.h != nil {
+		if len(g.seen) > delivery.ReplayKeep && g.slot.h != nil {
 			g.slot.h.memRelease.soon() // a large initial list is over: give its garbage back
 		}
 	}
@@ -598,10 +596,10 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 func (g *generation) repair() {
 	s := g.slot
 	g.repairs.Add(1)
-	var keys []objectKey
+	var keys []delivery.Key
 	for _, l := range g.bindings {
 		if reg := l.registration(); reg != nil {
-			keys = append(keys, keysOf(l.binding, reg.Keys())...)
+			keys = append(keys, delivery.KeysOf(l.binding, reg.Keys())...)
 		}
 	}
 	for k := range g.seen {
@@ -616,278 +614,9 @@ func (g *generation) repair() {
 	g.queue.AddReplay(keys, false)
 }
 
-// prepare returns the event to deliver for d and its binding, or false
-// when there is nothing to deliver. A replay entry becomes the difference
-// between what the plugin has seen of the object and the store's current
-// state, through the binding's filter. A live event is checked against
-// what the plugin has seen: one that would take it back to an older state
-// (still in flight when the store was replayed) is not delivered, an
-// update of an object it has not seen arrives as an add, and a delete of
-// one it does not have is not delivered (for bindings that take adds: the
-// others keep no view to check against).
-func (g *generation) prepare(d *delivery) (ev *event.Event, seen *seenObject, own bool, ok bool) {
-	l := g.byResource[d.key.resource]
-	if l == nil {
-		return nil, nil, false, false
-	}
-	seen = g.seen[d.key]
-	have := seen != nil
-	if d.replay {
-		reg := l.registration()
-		if reg == nil {
-			return nil, seen, false, false
-		}
-		ref, obj, found := reg.Get(d.key.storeKey())
-		found, handed := g.handedOver(d.key, found)
-		var e event.Event
-		switch {
-		case found && !have:
-			e = event.Event{Type: event.EventAdd, Resource: ref, Object: obj, IsInInitialList: d.initial}
-		case found:
-			if resourceVersion(obj) == seen.rv {
-				return nil, seen, false, false
-			}
-			e = event.Event{Type: event.EventUpdate, Resource: ref, Object: obj, OldObject: seen.obj}
-		case have:
-			e = event.Event{Type: event.EventDelete, Resource: seen.res, Object: seen.obj, FinalStateUnknown: !handed, HandedOver: handed}
-		default:
-			return nil, seen, false, false
-		}
-		if e.Resource == nil {
-			return nil, seen, false, false
-		}
-		out, ok := l.decide(&e)
-		return out, seen, true, ok
-	}
-	ev = &d.ev
-	if g.foreign(ev, d.key, have) {
-		return nil, seen, false, false
-	}
-	switch ev.Type {
-	case event.EventAdd:
-		if have && older(ev.Object, seen) {
-			return nil, seen, false, false
-		}
-	case event.EventUpdate:
-		switch {
-		case ev.OldObject != nil && resourceVersion(ev.OldObject) == resourceVersion(ev.Object):
-			// A resync the binding asked for: same version on purpose.
-		case !have && l.add:
-			// Sharded, the object entered this member's view from the
-			// cache (it moved here), as an initial list's objects do.
-			return &event.Event{Type: event.EventAdd, Resource: ev.Resource, Object: ev.Object,
-				IsInInitialList: g.applied != nil}, seen, true, true
-		case have && older(ev.Object, seen):
-			return nil, seen, false, false
-		}
-	case event.EventDelete:
-		if l.add && (!have || seen.obj.GetUID() != ev.Object.GetUID()) {
-			return nil, seen, false, false
-		}
-	}
-	return ev, seen, false, true
-}
-
-// older reports whether a is an earlier version of the object than the
-// one the plugin has, b. It
-// says false when it cannot tell (resourceVersions that are not integers)
-// and for the same version: a repeat of the state the plugin has is
-// delivered (as client-go repeats one on a relist), only a step back is
-// not.
-func older(a *unstructured.Unstructured, b *seenObject) bool {
-	if a == b.obj {
-		return false
-	}
-	rv := resourceVersion(a)
-	if rv == b.rv {
-		return false
-	}
-	c, err := resourceversion.CompareResourceVersion(rv, b.rv)
-	return err == nil && c < 0
-}
-
-// record notes ev as the plugin's view of its object; seen is the
-// object's entry, nil if it has none.
-func (g *generation) record(k objectKey, ev *event.Event, seen *seenObject) {
-	switch {
-	case ev.Type == event.EventDelete:
-		if seen != nil {
-			delete(g.seen, k)
-		}
-	case seen != nil:
-		if seen.obj != ev.Object {
-			seen.res, seen.obj, seen.rv = ev.Resource, ev.Object, resourceVersion(ev.Object)
-		}
-	default:
-		g.seen[k] = &seenObject{res: ev.Resource, obj: ev.Object, rv: resourceVersion(ev.Object)}
-	}
-}
-
 // shutdownCallTimeout bounds ih_shutdown when the plugin has no deadline
 // of its own; the engine's CallTimeout applies within it.
 const shutdownCallTimeout = 5 * time.Second
-
-// deliver hands d to the plugin once. A RETRY answer, or an ERROR one
-// (unless delivery.onError is skip), hands d back to the queue to wait
-// out the object's backoff while other objects go on; only an explicit
-// delivery.maxRetries gives up on it. A failed call, or too many ERROR
-// answers, for one object parks it. On a failure it restarts the
-// instance (after a backoff) or quarantines the plugin. It returns the
-// instance to use next (nil when quarantined or replaced) and whether d
-// goes back to the queue as done (false when the queue was cleared or d
-// waits out a retry).
-func (g *generation) deliver(inst *engine.Instance, d *delivery) (*engine.Instance, bool) {
-	s := g.slot
-	q := g.queue
-	g.notOwned = false
-	ev, seen, own, ok := g.prepare(d)
-	if !ok {
-		// Nothing to hand from the store: the object is gone, filtered
-		// out or another member's. A failure or park it had is moot,
-		// and would otherwise stay listed for good (a binding without
-		// deletes never sees it go). A live event passed over (older
-		// than what the plugin has) says nothing of the object's state.
-		if d.replay || d.fromStore {
-			g.conv.forget(d.key)
-		}
-		if d.initial {
-			q.InitialDone(d.key.resource)
-			g.syncDue = true
-		}
-		if !d.replay && !g.notOwned {
-			s.c.superseded.Add(1)
-		}
-		return inst, true
-	}
-	g.delivering(ev)
-	env := d.env
-	if own || env == nil {
-		// Plugins replaying one store at once share its envelopes.
-		env = s.h.envelopes.get(ev)
-	}
-	start := time.Now()
-	if d.attempts == 0 {
-		s.obs.wait.Observe(start.Sub(d.enqueued).Seconds())
-	}
-	// Only a live change can be the plugin's own write: an event built
-	// from the store (an initial list, a replay, a repair, a handover)
-	// is the state, whoever wrote it last.
-	flags, drop := g.selfFlags(ev, !own && !d.replay && !d.fromStore)
-	if drop {
-		// A no-op update the plugin's own write caused (dropSelfNoop):
-		// it has what it wrote; its view moves on without a call.
-		g.byResource[d.key.resource].counts.unchanged.Add(1)
-		g.record(d.key, ev, seen)
-		return inst, true
-	}
-	rv := resourceVersion(ev.Object)
-	g.conv.handing(d.key, rv)
-	ctx := g.callContext(&d.key)
-	res, err := inst.HandleWith(ctx, env, flags)
-	g.callEnded()
-	if err != nil && (g.stopping() || ctx.Err() != nil) && !errors.As(err, new(*engine.Failure)) {
-		// Stopped, or handed over (the handover replays it), just before
-		// the call: not the plugin's failure.
-		return inst, !g.stopping()
-	}
-	s.obs.handle.Observe(since(start))
-	s.lastEvent.Store(time.Now().UnixNano())
-	if s.h.observe != nil {
-		s.h.observe(s.name, env.Event(), res, err)
-	}
-	if s.h.recording != nil {
-		s.h.recording.handled(s.name, env.Event(), flags, res, err)
-	}
-	if err != nil {
-		d.behind = nil // the restart clears the queue, and these with it
-		g.objectFailed(d.key, ev, rv, err.Error())
-		return g.failed(inst, eventString(ev), err), false
-	}
-	s.c.delivered.Add(1)
-	switch res.Code {
-	case engine.CodeOK:
-		s.c.ok.Add(1)
-	case engine.CodeDrop:
-		s.c.dropped.Add(1)
-		g.log.Debug("plugin dropped an event", "event", eventString(ev), "message", res.Message)
-	case engine.CodeError:
-		s.c.errors.Add(1)
-		if g.settings.Delivery.OnError == config.OnErrorSkip {
-			g.log.Warn("plugin failed to handle an event; skipped (onError: skip)", "event", eventString(ev), "message", res.Message)
-			break
-		}
-		parked, n := g.objectFailed(d.key, ev, rv, "ERROR: "+res.Message)
-		if n == 1 {
-			g.log.Warn("plugin failed to handle an event; retrying it with backoff", "event", eventString(ev), "message", res.Message)
-		} else {
-			g.log.Debug("plugin's handling of an object failed again", "event", eventString(ev), "failures", n, "message", res.Message)
-		}
-		if parked {
-			g.initialDone(d)
-			return inst, true // the queue holds the parked object
-		}
-		return g.retry(inst, d, ev, env, seen, own, "ERROR", res.Message)
-	case engine.CodeRetry:
-		return g.retry(inst, d, ev, env, seen, own, "RETRY", res.Message)
-	}
-	g.conv.forget(d.key)
-	g.record(d.key, ev, seen)
-	g.initialDone(d)
-	return inst, true
-}
-
-// retry hands d back to the queue to wait out its object's backoff, or
-// gives up on the object when delivery.maxRetries says so: counted,
-// listed in the status and logged.
-func (g *generation) retry(inst *engine.Instance, d *delivery, ev *event.Event, env *engine.Envelope, seen *seenObject, own bool, answer, msg string) (*engine.Instance, bool) {
-	s := g.slot
-	delay, giveUp := g.conv.retryAfter(d.key)
-	if giveUp {
-		s.c.retryExhausted.Add(1)
-		g.conv.giveUp(d.key, answer+": "+msg, time.Now())
-		g.log.Warn("plugin's handling of an object failed delivery.maxRetries times; gave up on it until it changes",
-			"event", eventString(ev), "answer", answer, "maxRetries", g.settings.Delivery.MaxRetries, "message", msg)
-		g.record(d.key, ev, seen)
-		g.initialDone(d)
-		return inst, true
-	}
-	s.c.retries.Add(1)
-	d.attempts++
-	if own || d.replay {
-		// What waits is the event the plugin was given.
-		d.ev, d.replay, d.fromStore = *ev, false, true
-	}
-	d.env = env
-	// The plugin has been handed the initial list's object: its binding's
-	// sync waits for no retry, which may take long.
-	g.initialDone(d)
-	g.queue.Retry(d, time.Now().Add(delay))
-	return inst, false
-}
-
-// initialDone records that d, if part of an initial list, was handed.
-func (g *generation) initialDone(d *delivery) {
-	if d.initial {
-		g.queue.InitialDone(d.key.resource)
-		d.initial = false
-		g.syncDue = true
-	}
-}
-
-// objectFailed counts a failed call handling the object k and reports
-// whether it parked the object, and its count of failures. Parking is
-// logged once, with the failure; the queue holds the object back until
-// it changes or its backoff ends.
-func (g *generation) objectFailed(k objectKey, ev *event.Event, rv, msg string) (parked bool, n int) {
-	parked, until, n := g.conv.failed(k, rv, msg, time.Now())
-	if !parked {
-		return false, n
-	}
-	g.queue.Defer(k, until, true)
-	g.log.Warn("object parked: handling it failed too often; it is not handed to the plugin again until it changes or its backoff ends",
-		"event", eventString(ev), "failures", n, "until", until, "lastError", msg)
-	return true, n
-}
 
 // failed handles a call that did not complete: the instance is discarded
 // and a fresh one started after a backoff, whose replay of the cache
@@ -1011,7 +740,7 @@ func (g *generation) replayAll() {
 	g.syncDue = true
 	for _, l := range g.bindings {
 		if reg := l.registration(); reg != nil {
-			g.queue.AddReplay(keysOf(l.binding, reg.Keys()), true)
+			g.queue.AddReplay(delivery.KeysOf(l.binding, reg.Keys()), true)
 		}
 	}
 }

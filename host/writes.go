@@ -3,23 +3,19 @@ package host
 import (
 	"context"
 	"log/slog"
-	"reflect"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/informer-host/informer-host/abi"
-	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/kubewrite"
 )
 
 // Kubernetes writes (ABI.md §17.1): the engine's ClusterWriter, served
-// by the plugin's kubewrite.Writer, and the marking of the events the
-// plugin's own writes cause.
+// by the plugin's kubewrite.Writer, and the record of the plugin's own
+// writes, by which prepare (deliver.go) marks the events they cause.
 
 // clusterWriter adapts a kubewrite.Writer to the engine's interface.
 type clusterWriter struct {
@@ -77,52 +73,6 @@ func (s *PluginSlot) selfWrites() *kubewrite.SelfWrites {
 	return s.self
 }
 
-// selfFlags returns the header flags of ev for this plugin alone
-// (abi.FlagSelfWrite when ev is a live change to a state the plugin's own
-// write returned), and whether the binding drops it as a no-op
-// self-update. live is false for an event the host built from the store
-// (an initial list, a restart's or a repair's replay, a handover): it
-// says what the object is, not what the plugin just did, and a new
-// version or a fresh instance that skipped it would never look at the
-// object.
-func (g *generation) selfFlags(ev *event.Event, live bool) (flags uint8, drop bool) {
-	if !live || g.kw == nil || ev.Resource == nil || ev.Object == nil || ev.Type == event.EventDelete {
-		return 0, false
-	}
-	o := ev.Object
-	key := kubewrite.ObjectKey(ev.Resource.Group, ev.Resource.Resource, o.GetNamespace(), o.GetName())
-	if !g.slot.selfWrites().Match(key, o.GetResourceVersion()) {
-		return 0, false
-	}
-	if ev.Type == event.EventUpdate && ev.OldObject != nil && g.dropsSelfNoop(ev.Resource.Name) && selfNoop(ev.OldObject, o) {
-		return abi.FlagSelfWrite, true
-	}
-	return abi.FlagSelfWrite, false
-}
-
-func (g *generation) dropsSelfNoop(resource string) bool {
-	for _, b := range g.settings.Bindings {
-		if b.Resource == resource {
-			return b.DropSelfNoop
-		}
-	}
-	return false
-}
-
-// selfNoop reports whether old and new differ in nothing a plugin sees
-// but metadata.resourceVersion and metadata.managedFields: the write
-// changed only bookkeeping (an apply that took over fields with the
-// values they had). Called only for self-writes, so the copies are rare.
-func selfNoop(old, cur *unstructured.Unstructured) bool {
-	strip := func(u *unstructured.Unstructured) map[string]any {
-		c := u.DeepCopy()
-		unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
-		unstructured.RemoveNestedField(c.Object, "metadata", "managedFields")
-		return c.Object
-	}
-	return reflect.DeepEqual(strip(old), strip(cur))
-}
-
 // stopContext is the context of a call into the plugin: done when the
 // generation is stopped (reload, unload, the host's stop), so a write
 // waiting on the apiserver returns ERR_CANCELED instead of holding the
@@ -141,16 +91,6 @@ func (c stopContext) Err() error {
 	}
 }
 func (stopContext) Value(any) any { return nil }
-
-// stopping reports whether the generation has been told to stop.
-func (g *generation) stopping() bool {
-	select {
-	case <-g.stopCh:
-		return true
-	default:
-		return false
-	}
-}
 
 // NewWritesClient returns the writes client of a daemon whose
 // credentials are cfg: configured resource names resolve through p.

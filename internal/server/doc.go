@@ -12,6 +12,13 @@
 //	                 counters, last error, load time and last event time, as
 //	                 JSON with lowerCamelCase keys
 //
+// The JSON shape of /debug/plugins is this package's (plugins.go): the
+// host reports facts (host.PluginStatus, host.ShardStatus) without tags,
+// and the server decides how an operator reads them.
+//
+// Rule of direction: imported by the daemon (cmd/informer-host) only; it
+// reads the host and the informer pipeline, which never import it.
+//
 // The server has read, write and idle timeouts, and a connection limit
 // that sheds waiting connections rather than queueing new ones, so the
 // probes answer under a connection flood (limit.go). Clients of /metrics

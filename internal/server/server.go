@@ -376,23 +376,17 @@ func (s *Server) debugPlugins(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	h := s.host
 	s.mu.Unlock()
-	st := []host.PluginStatus{}
+	var (
+		st []host.PluginStatus
+		sh *host.ShardStatus
+	)
 	if h != nil {
-		st = h.Status()
+		st, sh = h.Status(), h.ShardStatus()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	var sh *host.ShardStatus
-	if h != nil {
-		sh = h.ShardStatus()
-	}
-	_ = enc.Encode(struct {
-		Plugins []host.PluginStatus `json:"plugins"`
-		// Shard is this member's view of its sharding group (absent
-		// without sharding).
-		Shard *host.ShardStatus `json:"shard,omitempty"`
-	}{st, sh})
+	_ = enc.Encode(pluginsDocument(st, sh))
 }
 
 // resourceCounts counts the events each configured resource delivers, with

@@ -1,10 +1,9 @@
-package host
+package delivery
 
 import (
 	"fmt"
 	"runtime"
 	"testing"
-	"time"
 )
 
 // TestDeliveryQueueReleasesEmptyCursor: once a large replay (an initial
@@ -12,15 +11,15 @@ import (
 // map and slice sized for the whole list, about 6 MiB per plugin after
 // 50,000 objects, for the plugin's life.
 func TestDeliveryQueueReleasesEmptyCursor(t *testing.T) {
-	for _, mode := range []DeliveryMode{DeliverEvery, DeliverLatest} {
+	for _, mode := range []Mode{Every, Latest} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
-			q := NewDeliveryQueue(mode, 100)
+			q := New(mode, 100, nil)
 			released := 0
 			q.onReleased = func() { released++ }
 			base := liveHeap()
-			keys := make([]objectKey, 20000)
+			keys := make([]Key, 20000)
 			for i := range keys {
-				keys[i] = objectKey{resource: "cms", namespace: "ns", name: fmt.Sprintf("object-with-a-longish-name-%05d", i)}
+				keys[i] = Key{Resource: "cms", Namespace: "ns", Name: fmt.Sprintf("object-with-a-longish-name-%05d", i)}
 			}
 			q.AddReplay(keys, true)
 			keys = nil
@@ -30,7 +29,7 @@ func TestDeliveryQueueReleasesEmptyCursor(t *testing.T) {
 				if !ok {
 					break
 				}
-				if !d.replay {
+				if !d.Replay {
 					t.Fatalf("entry %d is not a replay", n)
 				}
 				n++
@@ -48,8 +47,8 @@ func TestDeliveryQueueReleasesEmptyCursor(t *testing.T) {
 				t.Errorf("onReleased called %d times after a replay of 20,000 keys, want once", released)
 			}
 			// And it still works.
-			q.AddReplay([]objectKey{{resource: "cms", namespace: "ns", name: "again"}}, false)
-			if d, ok := q.take(); !ok || !d.replay || d.key.name != "again" {
+			q.AddReplay([]Key{{Resource: "cms", Namespace: "ns", Name: "again"}}, false)
+			if d, ok := q.take(); !ok || !d.Replay || d.Key.Name != "again" {
 				t.Errorf("after the release, take = %+v, %v; want the replay of again", d, ok)
 			}
 			if released != 1 {
@@ -67,38 +66,20 @@ func liveHeap() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-// TestMemReleaserCoalesces: plugins finishing their initial lists together
-// cause one release, and a later replay another.
-func TestMemReleaserCoalesces(t *testing.T) {
-	ran := make(chan time.Time, 10)
-	m := &memReleaser{release: func() { ran <- time.Now() }}
-	for i := 0; i < 10; i++ {
-		m.soon()
-	}
-	<-ran
-	m.soon()
-	<-ran
-	select {
-	case <-ran:
-		t.Fatal("a third release ran; want one per burst of soon")
-	default:
-	}
-}
-
 // A cursor cleared by a restart before it was delivered drops its storage
 // but releases no memory: a plugin failing in a loop would make the host
 // collect after every restart.
 func TestDeliveryQueueClearedCursorReleasesNothing(t *testing.T) {
-	q := NewDeliveryQueue(DeliverEvery, 100)
+	q := New(Every, 100, nil)
 	released := 0
 	q.onReleased = func() { released++ }
-	keys := make([]objectKey, 2000)
+	keys := make([]Key, 2000)
 	for i := range keys {
-		keys[i] = objectKey{resource: "cms", namespace: "ns", name: fmt.Sprintf("o-%04d", i)}
+		keys[i] = Key{Resource: "cms", Namespace: "ns", Name: fmt.Sprintf("o-%04d", i)}
 	}
 	for restart := 0; restart < 3; restart++ {
 		q.AddReplay(keys, true)
-		if d, ok := q.take(); !ok || !d.replay {
+		if d, ok := q.take(); !ok || !d.Replay {
 			t.Fatalf("take = %+v, %v; want a replay entry", d, ok)
 		}
 		q.Clear()

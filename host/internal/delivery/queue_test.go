@@ -1,4 +1,4 @@
-package host
+package delivery
 
 import (
 	"context"
@@ -37,25 +37,25 @@ func del(name, rv string) *event.Event {
 }
 
 // describe renders an entry as "type name old->new".
-func describe(d *delivery) string {
-	if d.replay {
-		s := "replay " + d.key.name
-		if d.initial {
+func describe(d *Entry) string {
+	if d.Replay {
+		s := "replay " + d.Key.Name
+		if d.Initial {
 			s += " initial"
 		}
 		return s
 	}
-	s := fmt.Sprintf("%s %s %s", d.ev.Type, d.ev.Object.GetName(), d.ev.Object.GetResourceVersion())
-	if d.ev.OldObject != nil {
-		s = fmt.Sprintf("%s %s %s->%s", d.ev.Type, d.ev.Object.GetName(), d.ev.OldObject.GetResourceVersion(), d.ev.Object.GetResourceVersion())
+	s := fmt.Sprintf("%s %s %s", d.Event.Type, d.Event.Object.GetName(), d.Event.Object.GetResourceVersion())
+	if d.Event.OldObject != nil {
+		s = fmt.Sprintf("%s %s %s->%s", d.Event.Type, d.Event.Object.GetName(), d.Event.OldObject.GetResourceVersion(), d.Event.Object.GetResourceVersion())
 	}
-	if d.ev.IsInInitialList {
+	if d.Event.IsInInitialList {
 		s += " initial"
 	}
 	return s
 }
 
-func drain(q *DeliveryQueue) []string {
+func drain(q *Queue) []string {
 	var out []string
 	for {
 		d, ok := q.take()
@@ -67,7 +67,7 @@ func drain(q *DeliveryQueue) []string {
 }
 
 func TestDeliveryQueueEveryKeepsOrderAndDropsOldestPastCap(t *testing.T) {
-	q := NewDeliveryQueue(DeliverEvery, 3)
+	q := New(Every, 3, nil)
 	for _, ev := range []*event.Event{add("a", "1"), update("a", "1", "2"), add("b", "3"), del("a", "4"), add("c", "5")} {
 		q.Push(ev, nil)
 	}
@@ -98,7 +98,7 @@ func TestDeliveryQueueLatestCoalesces(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			q := NewDeliveryQueue(DeliverLatest, 100)
+			q := New(Latest, 100, nil)
 			for _, ev := range tc.events {
 				q.Push(ev, nil)
 			}
@@ -110,7 +110,7 @@ func TestDeliveryQueueLatestCoalesces(t *testing.T) {
 }
 
 func TestDeliveryQueueLatestNeverHoldsMoreThanDistinctObjects(t *testing.T) {
-	q := NewDeliveryQueue(DeliverLatest, 1000)
+	q := New(Latest, 1000, nil)
 	for i := 0; i < 10_000; i++ {
 		name := fmt.Sprintf("o%d", i%7)
 		switch i % 3 {
@@ -135,7 +135,7 @@ func TestDeliveryQueueLatestNeverHoldsMoreThanDistinctObjects(t *testing.T) {
 }
 
 func TestDeliveryQueuePopWaitsAndStopsWithContext(t *testing.T) {
-	q := NewDeliveryQueue(DeliverEvery, 10)
+	q := New(Every, 10, nil)
 	got := make(chan string)
 	go func() {
 		d, ok := q.pop(context.Background())
@@ -155,8 +155,8 @@ func TestDeliveryQueuePopWaitsAndStopsWithContext(t *testing.T) {
 }
 
 func TestDeliveryQueueClear(t *testing.T) {
-	for _, mode := range []DeliveryMode{DeliverEvery, DeliverLatest} {
-		q := NewDeliveryQueue(mode, 10)
+	for _, mode := range []Mode{Every, Latest} {
+		q := New(mode, 10, nil)
 		q.Push(add("a", "1"), nil)
 		q.Push(add("b", "1"), nil)
 		if n := q.Clear(); n != 2 {
@@ -179,8 +179,8 @@ func initialAdd(name, rv string) *event.Event {
 // replay cursor, never dropped, and the binding counts as synced only
 // once every key is done.
 func TestDeliveryQueueInitialListIsNotCutByTheCap(t *testing.T) {
-	for _, mode := range []DeliveryMode{DeliverEvery, DeliverLatest} {
-		q := NewDeliveryQueue(mode, 10)
+	for _, mode := range []Mode{Every, Latest} {
+		q := New(mode, 10, nil)
 		for i := range 2000 {
 			q.Push(initialAdd(fmt.Sprintf("o%d", i), "1"), nil)
 		}
@@ -193,13 +193,13 @@ func TestDeliveryQueueInitialListIsNotCutByTheCap(t *testing.T) {
 			if !ok {
 				break
 			}
-			if !d.replay || !d.initial {
+			if !d.Replay || !d.Initial {
 				t.Fatalf("mode %d: %s is not an initial replay entry", mode, describe(d))
 			}
 			if left := q.InitialLeft("cms"); left != 2000-n {
 				t.Fatalf("mode %d: %d initial keys left before the plugin handled entry %d, want %d", mode, left, n, 2000-n)
 			}
-			q.InitialDone(d.key.resource)
+			q.InitialDone(d.Key.Resource)
 			n++
 		}
 		if n != 2000 || q.InitialLeft("cms") != 0 {
@@ -213,7 +213,7 @@ func TestDeliveryQueueInitialListIsNotCutByTheCap(t *testing.T) {
 // the key out (and counts as done for the sync) and is delivered; live
 // events and the cursor alternate.
 func TestDeliveryQueueLiveEventsAndTheReplayCursor(t *testing.T) {
-	q := NewDeliveryQueue(DeliverEvery, 10)
+	q := New(Every, 10, nil)
 	for _, ev := range []*event.Event{initialAdd("a", "1"), initialAdd("b", "1"), initialAdd("c", "1"),
 		update("a", "1", "2"), del("b", "1"), add("x", "3"), add("y", "4")} {
 		q.Push(ev, nil)
@@ -230,28 +230,28 @@ func TestDeliveryQueueLiveEventsAndTheReplayCursor(t *testing.T) {
 // A buffer overflow marks the queue degraded; the repair starts only once
 // the live events are delivered, and ends when the cursor is empty.
 func TestDeliveryQueueOverflowStartsARepairOnceCaughtUp(t *testing.T) {
-	q := NewDeliveryQueue(DeliverEvery, 2)
+	q := New(Every, 2, nil)
 	for _, ev := range []*event.Event{add("a", "1"), add("b", "2"), add("c", "3")} {
 		q.Push(ev, nil)
 	}
 	if st := q.Stats(); !st.Degraded || st.Dropped != 1 {
 		t.Fatalf("stats %+v; want degraded, 1 dropped", st)
 	}
-	if start, _ := q.repairStep(); start {
+	if start, _ := q.RepairStep(); start {
 		t.Fatal("repair started with live events waiting")
 	}
 	drain(q)
-	if start, _ := q.repairStep(); !start {
+	if start, _ := q.RepairStep(); !start {
 		t.Fatal("repair did not start once caught up")
 	}
-	q.AddReplay([]objectKey{{resource: "cms", namespace: "ns", name: "a"}}, false)
-	if _, end := q.repairStep(); end {
+	q.AddReplay([]Key{{Resource: "cms", Namespace: "ns", Name: "a"}}, false)
+	if _, end := q.RepairStep(); end {
 		t.Fatal("repair ended with keys in the cursor")
 	}
 	if got := strings.Join(drain(q), "; "); got != "replay a" {
 		t.Errorf("repair: %s", got)
 	}
-	if _, end := q.repairStep(); !end || q.Stats().Degraded {
+	if _, end := q.RepairStep(); !end || q.Stats().Degraded {
 		t.Errorf("repair did not end: %+v", q.Stats())
 	}
 }
@@ -262,17 +262,17 @@ func TestDeliveryQueueOverflowStartsARepairOnceCaughtUp(t *testing.T) {
 func TestDeliveryQueueRetryIsPerObject(t *testing.T) {
 	now := time.Unix(1000, 0)
 	tests := []struct {
-		mode  DeliveryMode
+		mode  Mode
 		after []*event.Event // pushed while a's first event waits
 		want  string
 	}{
-		{DeliverEvery, []*event.Event{update("a", "1", "2"), add("b", "3"), update("a", "2", "4"), add("c", "5")},
+		{Every, []*event.Event{update("a", "1", "2"), add("b", "3"), update("a", "2", "4"), add("c", "5")},
 			"add b 3; add c 5 | add a 1; update a 1->2; update a 2->4"},
-		{DeliverLatest, []*event.Event{update("a", "1", "2"), add("b", "3"), update("a", "2", "4"), add("c", "5")},
+		{Latest, []*event.Event{update("a", "1", "2"), add("b", "3"), update("a", "2", "4"), add("c", "5")},
 			"add b 3; add c 5 | add a 4"},
 	}
 	for _, tc := range tests {
-		q := NewDeliveryQueue(tc.mode, 100)
+		q := New(tc.mode, 100, nil)
 		q.now = func() time.Time { return now }
 		q.Push(add("a", "1"), nil)
 		d, _ := q.take()
@@ -284,15 +284,15 @@ func TestDeliveryQueueRetryIsPerObject(t *testing.T) {
 			q.Push(ev, nil)
 		}
 		before := drain(q)
-		_, wait, ok := q.next(nil)
+		_, wait, ok := q.Next(nil)
 		if ok || wait != time.Second {
 			t.Errorf("mode %d: nothing should be ready until the retry is due (wait %v, ok %v)", tc.mode, wait, ok)
 		}
 		now = now.Add(time.Second)
 		var after []string
-		var prev *delivery
+		var prev *Entry
 		for {
-			d, _, ok := q.next(prev)
+			d, _, ok := q.Next(prev)
 			if !ok {
 				break
 			}
@@ -312,7 +312,7 @@ func TestDeliveryQueueRetryIsPerObject(t *testing.T) {
 // handed back in, and none before it is due.
 func TestDeliveryQueueRetriesLeaveWhenDue(t *testing.T) {
 	now := time.Unix(1000, 0)
-	q := NewDeliveryQueue(DeliverEvery, 100)
+	q := New(Every, 100, nil)
 	q.now = func() time.Time { return now }
 	for _, name := range []string{"a", "b", "c", "d"} {
 		q.Push(add(name, "1"), nil)
@@ -323,7 +323,7 @@ func TestDeliveryQueueRetriesLeaveWhenDue(t *testing.T) {
 	}
 	var got []string
 	for i := 0; i < 4; i++ {
-		if _, wait, ok := q.next(nil); ok || wait != time.Second {
+		if _, wait, ok := q.Next(nil); ok || wait != time.Second {
 			t.Fatalf("step %d: ok %v, wait %v; want nothing ready for 1s", i, ok, wait)
 		}
 		now = now.Add(time.Second)
@@ -331,58 +331,10 @@ func TestDeliveryQueueRetriesLeaveWhenDue(t *testing.T) {
 		if !ok {
 			t.Fatalf("step %d: nothing due", i)
 		}
-		got = append(got, d.key.name)
+		got = append(got, d.Key.Name)
 	}
 	if s := strings.Join(got, " "); s != "b d a c" {
 		t.Errorf("retries left in order %s, want b d a c", s)
-	}
-}
-
-// The worker never takes a plugin back to an older state of an object:
-// live events are checked against what the plugin was last given.
-func TestPrepareNeverGoesBackwards(t *testing.T) {
-	k := objectKey{resource: "cms", namespace: "ns", name: "a"}
-	recreated := add("a", "9")
-	recreated.Object.SetUID("u-other")
-	tests := []struct {
-		name string
-		seen string // resourceVersion the plugin has; "" if it has nothing
-		ev   *event.Event
-		want string // what is delivered, "" for nothing
-	}{
-		{"newer add", "5", add("a", "6"), "add a 6"},
-		{"repeat of the state it has", "5", add("a", "5"), "add a 5"},
-		{"older add", "5", add("a", "4"), ""},
-		{"older update", "5", update("a", "3", "4"), ""},
-		{"resync", "5", update("a", "5", "5"), "update a 5->5"},
-		{"update of an object it lacks", "", update("a", "3", "4"), "add a 4"},
-		{"delete of an object it lacks", "", del("a", "4"), ""},
-		{"add of the object recreated", "5", recreated, "add a 9"},
-		{"delete", "5", del("a", "5"), "delete a 5"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			g := &generation{seen: map[objectKey]*seenObject{}}
-			l := &bindingListener{g: g, binding: "cms", add: true, update: true, delete: true}
-			g.byResource = map[string]*bindingListener{"cms": l}
-			if tc.seen != "" {
-				g.seen[k] = &seenObject{res: testRes, obj: obj("a", "u-a", tc.seen), rv: tc.seen}
-			}
-			ev, _, _, ok := g.prepare(&delivery{ev: *tc.ev, key: k})
-			got := ""
-			if ok {
-				got = describe(&delivery{ev: *ev})
-			}
-			if got != tc.want {
-				t.Errorf("got %q, want %q", got, tc.want)
-			}
-		})
-	}
-	// A delete of an older incarnation than the one the plugin has.
-	g := &generation{seen: map[objectKey]*seenObject{k: {res: testRes, obj: recreated.Object, rv: "9"}}}
-	g.byResource = map[string]*bindingListener{"cms": {g: g, binding: "cms", add: true, delete: true}}
-	if _, _, _, ok := g.prepare(&delivery{ev: *del("a", "5"), key: k}); ok {
-		t.Error("a delete of the object's previous incarnation was delivered")
 	}
 }
 
@@ -395,7 +347,7 @@ func TestPrepareNeverGoesBackwards(t *testing.T) {
 // this member, and only an entry that reads the store delivers the
 // handed-over delete.
 func TestDeliveryQueueRetryInTheCursorReadsTheStore(t *testing.T) {
-	for _, mode := range []DeliveryMode{DeliverEvery, DeliverLatest} {
+	for _, mode := range []Mode{Every, Latest} {
 		for _, tc := range []struct {
 			name  string
 			after []*event.Event // pushed once the key is in the cursor
@@ -405,12 +357,12 @@ func TestDeliveryQueueRetryInTheCursorReadsTheStore(t *testing.T) {
 		} {
 			t.Run(fmt.Sprintf("mode %d/%s", mode, tc.name), func(t *testing.T) {
 				now := time.Unix(1000, 0)
-				q := NewDeliveryQueue(mode, 100)
+				q := New(mode, 100, nil)
 				q.now = func() time.Time { return now }
 				q.Push(add("a", "1"), nil)
 				d, _ := q.take()
 				q.Retry(d, now.Add(time.Second))
-				q.AddReplay([]objectKey{d.key, {resource: "cms", namespace: "ns", name: "b"}}, false)
+				q.AddReplay([]Key{d.Key, {Resource: "cms", Namespace: "ns", Name: "b"}}, false)
 				for _, ev := range tc.after {
 					q.Push(ev, nil)
 				}
@@ -429,14 +381,14 @@ func TestDeliveryQueueRetryInTheCursorReadsTheStore(t *testing.T) {
 // A live delete of an object whose retry stands for it (it was in the
 // cursor) is delivered: the store no longer has the object.
 func TestDeliveryQueueDeleteOfAnObjectRetriedFromTheStore(t *testing.T) {
-	for _, mode := range []DeliveryMode{DeliverEvery, DeliverLatest} {
+	for _, mode := range []Mode{Every, Latest} {
 		now := time.Unix(1000, 0)
-		q := NewDeliveryQueue(mode, 100)
+		q := New(mode, 100, nil)
 		q.now = func() time.Time { return now }
 		q.Push(add("a", "1"), nil)
 		d, _ := q.take()
 		q.Retry(d, now.Add(time.Second))
-		q.AddReplay([]objectKey{d.key}, false)
+		q.AddReplay([]Key{d.Key}, false)
 		drain(q) // passes a over: its retry now reads the store
 		q.Push(update("a", "1", "2"), nil)
 		q.Push(del("a", "3"), nil)
@@ -452,17 +404,17 @@ func TestDeliveryQueueDeleteOfAnObjectRetriedFromTheStore(t *testing.T) {
 // once.
 func TestDeliveryQueueRestartSkipsDeferredObjects(t *testing.T) {
 	now := time.Unix(1000, 0)
-	q := NewDeliveryQueue(DeliverEvery, 100)
+	q := New(Every, 100, nil)
 	q.now = func() time.Time { return now }
 	q.Push(add("a", "1"), nil)
 	q.Push(add("b", "1"), nil)
 	d, _ := q.take()
 	q.Retry(d, now.Add(time.Minute)) // a backs off
-	q.Defer(objectKey{resource: "cms", namespace: "ns", name: "p"}, now.Add(time.Hour), true)
+	q.Defer(Key{Resource: "cms", Namespace: "ns", Name: "p"}, now.Add(time.Hour), true)
 	if n := q.Restart(); n != 1 {
 		t.Errorf("Restart dropped %d live events, want 1 (add b)", n)
 	}
-	keys := keysOf("cms", []string{"ns/a", "ns/b", "ns/p"})
+	keys := KeysOf("cms", []string{"ns/a", "ns/b", "ns/p"})
 	q.AddReplay(keys, true)
 	if got := strings.Join(drain(q), "; "); got != "replay b initial" {
 		t.Errorf("replay after the restart: %q, want only b", got)

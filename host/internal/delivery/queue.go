@@ -1,4 +1,4 @@
-package host
+package delivery
 
 import (
 	"container/heap"
@@ -14,43 +14,45 @@ import (
 	"github.com/informer-host/informer-host/host/internal/engine"
 )
 
-// DeliveryMode says how a plugin's buffer treats events that wait.
-type DeliveryMode int
+// Mode says how a plugin's buffer treats events that wait.
+type Mode int
 
 const (
-	// DeliverEvery delivers each event, in order. Past the buffer's cap the
+	// Every delivers each event, in order. Past the buffer's cap the
 	// oldest waiting event is dropped and counted, and the plugin is
 	// repaired from the cache once it catches up.
-	DeliverEvery DeliveryMode = iota
-	// DeliverLatest coalesces waiting events by object: the buffer holds at
+	Every Mode = iota
+	// Latest coalesces waiting events by object: the buffer holds at
 	// most one entry per object, so it never holds more entries than there
 	// are distinct objects. See coalesce for what merges into what.
-	DeliverLatest
+	Latest
 )
 
-// delivery is one entry of a DeliveryQueue: a live event, or (replay set)
-// a key of the replay cursor, whose current state the worker reads from
-// the informer's store when it gets to it.
-type delivery struct {
-	ev event.Event
-	// env is the envelope shared with every other plugin that got the
-	// same notification. It is nil once coalescing changed ev; the worker
-	// then builds one for this plugin alone.
-	env      *engine.Envelope
-	enqueued time.Time // when the first event merged into this entry arrived
-	key      objectKey
+// Entry is one entry of a Queue: a live event, or (Replay set) a key of
+// the replay cursor, whose current state the worker reads from the
+// informer's store when it gets to it. The worker that took it may read
+// and change its exported fields until it hands it back (Next, Retry);
+// the queue owns the rest.
+type Entry struct {
+	Event event.Event
+	// Env is the envelope shared with every other plugin that got the
+	// same notification. It is nil once coalescing changed Event; the
+	// worker then builds one for this plugin alone.
+	Env      *engine.Envelope
+	Enqueued time.Time // when the first event merged into this entry arrived
+	Key      Key
 	dead     bool // coalesced away (an add and its delete); skipped by pop
 
-	// replay marks a replay entry (ev and env are empty); initial, that it
-	// belongs to an initial list, so the binding is synced only once the
-	// plugin has handled it.
-	replay, initial bool
-	// attempts counts the times this entry was handed back with Retry
+	// Replay marks a replay entry (Event and Env are empty); Initial,
+	// that it belongs to an initial list, so the binding is synced only
+	// once the plugin has handled it.
+	Replay, Initial bool
+	// Attempts counts the times this entry was handed back with Retry
 	// (0: its wait in the queue is still to be observed); notBefore is
 	// when it may be delivered again.
-	attempts  int
+	Attempts  int
 	notBefore time.Time
-	// A retry entry with replay set stands for the object rather than an
+	// A retry entry with Replay set stands for the object rather than an
 	// event: when due it reads the store's current state, as a cursor
 	// entry does. A retry becomes one when its key enters the cursor (an
 	// overflow repair, a sharding change: the store has moved past the
@@ -59,19 +61,24 @@ type delivery struct {
 	// out a long backoff; a live event of it (a change) makes it due at
 	// once.
 	parked bool
-	// fromStore marks an event the worker built from the store (a replay
+	// FromStore marks an event the worker built from the store (a replay
 	// entry handed back with Retry): it is no live change, so it never
 	// carries the self-write flag.
-	fromStore bool
+	FromStore bool
 	// behind holds, in mode every, the object's later events, which wait
 	// until this entry (waiting out a retry) is done.
-	behind []*delivery
+	behind []*Entry
 	// retryIndex is the entry's place in the queue's retry heap.
 	retryIndex int
 }
 
+// DropBehind lets go of the object's events waiting behind e, for an
+// entry that is not handed back: the instance restart that follows its
+// failed call clears the queue, and these with it.
+func (e *Entry) DropBehind() { e.behind = nil }
+
 // retryHeap orders the entries waiting out a retry by when they are due.
-type retryHeap []*delivery
+type retryHeap []*Entry
 
 func (h retryHeap) Len() int           { return len(h) }
 func (h retryHeap) Less(i, j int) bool { return h[i].notBefore.Before(h[j].notBefore) }
@@ -80,7 +87,7 @@ func (h retryHeap) Swap(i, j int) {
 	h[i].retryIndex, h[j].retryIndex = i, j
 }
 func (h *retryHeap) Push(x any) {
-	d := x.(*delivery)
+	d := x.(*Entry)
 	d.retryIndex = len(*h)
 	*h = append(*h, d)
 }
@@ -92,18 +99,18 @@ func (h *retryHeap) Pop() any {
 	return d
 }
 
-// objectKey identifies an object within a binding: the resource's name in
+// Key identifies an object within a binding: the resource's name in
 // the configuration (stable when the resource's informers restart, unlike
 // its *ResourceRef), the namespace and the name.
-type objectKey struct {
-	resource, namespace, name string
+type Key struct {
+	Resource, Namespace, Name string
 }
 
-func keyOf(ev *event.Event) objectKey {
+func keyOf(ev *event.Event) Key {
 	md := metadata(ev.Object)
 	ns, _ := md["namespace"].(string)
 	name, _ := md["name"].(string)
-	return objectKey{resource: ev.Resource.Name, namespace: ns, name: name}
+	return Key{Resource: ev.Resource.Name, Namespace: ns, Name: name}
 }
 
 // metadata is o's metadata map, nil if it has none: what GetNamespace,
@@ -117,33 +124,33 @@ func metadata(o *unstructured.Unstructured) map[string]any {
 	return md
 }
 
-// resourceVersion is o.GetResourceVersion(), by the same short path.
-func resourceVersion(o *unstructured.Unstructured) string {
+// ResourceVersion is o.GetResourceVersion(), by the same short path.
+func ResourceVersion(o *unstructured.Unstructured) string {
 	rv, _ := metadata(o)["resourceVersion"].(string)
 	return rv
 }
 
-// storeKey is the key of the object in the informer's store.
-func (k objectKey) storeKey() string {
-	if k.namespace == "" {
-		return k.name
+// StoreKey is the key of the object in the informer's store.
+func (k Key) StoreKey() string {
+	if k.Namespace == "" {
+		return k.Name
 	}
-	return k.namespace + "/" + k.name
+	return k.Namespace + "/" + k.Name
 }
 
-// keysOf turns store keys of one binding into object keys.
-func keysOf(resource string, storeKeys []string) []objectKey {
-	out := make([]objectKey, 0, len(storeKeys))
+// KeysOf turns store keys of one binding into object keys.
+func KeysOf(resource string, storeKeys []string) []Key {
+	out := make([]Key, 0, len(storeKeys))
 	for _, sk := range storeKeys {
 		ns, name, err := cache.SplitMetaNamespaceKey(sk)
 		if err == nil {
-			out = append(out, objectKey{resource: resource, namespace: ns, name: name})
+			out = append(out, Key{Resource: resource, Namespace: ns, Name: name})
 		}
 	}
 	return out
 }
 
-// DeliveryQueue is a plugin's buffer between its informer listeners
+// Queue is a plugin's buffer between its informer listeners
 // (producers, one per binding, each on its own client-go goroutine) and its
 // worker (the single consumer). Producers never block: a slow plugin fills
 // its own queue, never client-go's unbounded ring, and never delays another
@@ -175,8 +182,8 @@ func keysOf(resource string, storeKeys []string) []objectKey {
 // Order is kept per object: entries leave in the order their object first
 // entered, an object has at most one waiting entry in mode latest, and no
 // event of an object overtakes its waiting retry.
-type DeliveryQueue struct {
-	mode DeliveryMode
+type Queue struct {
+	mode Mode
 	cap  int
 	now  func() time.Time
 
@@ -186,24 +193,27 @@ type DeliveryQueue struct {
 	// token sleeps until the next push.
 	ready chan struct{}
 
+	// mu guards the fields below. It is the last of the host's locks: a
+	// caller may hold its own, the queue takes none under mu but what
+	// onReleased takes.
 	mu sync.Mutex
 	// ring holds waiting entries in arrival order from head; dead entries
 	// (latest mode only) stay until popped or compacted away. live counts
 	// the entries that are not dead. Its length is zero or a power of two
 	// (grow doubles from 16, compaction keeps the length), so indexes wrap
 	// with a mask.
-	ring []*delivery
+	ring []*Entry
 	head int
 	size int // entries in ring from head, dead included
 	live int
 	// pending maps each object with a waiting entry to it (latest mode):
 	// an object is in pending iff it has a live entry in ring.
-	pending map[objectKey]*delivery
+	pending map[Key]*Entry
 
 	// retrying maps each object waiting out a retry to its entry, which
 	// retries holds too, ordered by when it is due; behind counts the
 	// entries waiting behind them (mode every).
-	retrying map[objectKey]*delivery
+	retrying map[Key]*Entry
 	retries  retryHeap
 	behind   int
 
@@ -212,15 +222,15 @@ type DeliveryQueue struct {
 	// is part of an initial list. A key taken out of the set (by a live
 	// delete) stays in the slice until passed over, so the slice is
 	// compacted when it holds more than twice the set.
-	replay     []objectKey
+	replay     []Key
 	replayHead int
-	replaySet  map[objectKey]bool
-	// replayBig: the cursor held more than replayKeep keys since it was
+	replaySet  map[Key]bool
+	// replayBig: the cursor held more than ReplayKeep keys since it was
 	// last empty; when it empties, its slice and map are dropped rather
 	// than kept (releaseReplay).
 	replayBig bool
 	// onReleased, if set, is called (with mu held; it must not block)
-	// when releaseReplay has dropped a big cursor's storage.
+	// when releaseReplay has dropped a big cursor's storage (New).
 	onReleased func()
 	// initialLeft counts, per binding, the initial-list keys the plugin
 	// has not handled yet: in the cursor, or taken and not yet done.
@@ -252,31 +262,33 @@ type DeliveryQueue struct {
 	// free holds entries the worker has finished with, for reuse by push:
 	// one allocation less per event and plugin. An entry goes back only
 	// once nothing refers to it (takeAfter), never more than maxFree.
-	free []*delivery
+	free []*Entry
 }
 
 const maxFree = 256
 
-// NewDeliveryQueue returns a queue holding at most capacity live events.
-func NewDeliveryQueue(mode DeliveryMode, capacity int) *DeliveryQueue {
+// New returns a queue holding at most capacity live events. onReleased,
+// if not nil, is called (with the queue's lock held; it must not block)
+// when a big replay cursor, delivered to its end, has dropped its storage.
+func New(mode Mode, capacity int, onReleased func()) *Queue {
 	if capacity < 1 {
 		capacity = 1
 	}
-	q := &DeliveryQueue{mode: mode, cap: capacity, now: time.Now, ready: make(chan struct{}, 1),
-		retrying: map[objectKey]*delivery{}, replaySet: map[objectKey]bool{}, initialLeft: map[string]int{}}
-	if mode == DeliverLatest {
-		q.pending = map[objectKey]*delivery{}
+	q := &Queue{mode: mode, cap: capacity, now: time.Now, ready: make(chan struct{}, 1), onReleased: onReleased,
+		retrying: map[Key]*Entry{}, replaySet: map[Key]bool{}, initialLeft: map[string]int{}}
+	if mode == Latest {
+		q.pending = map[Key]*Entry{}
 	}
 	return q
 }
 
 // Push adds ev. It never blocks.
-func (q *DeliveryQueue) Push(ev *event.Event, env *engine.Envelope) { q.push(ev, env, q.now()) }
+func (q *Queue) Push(ev *event.Event, env *engine.Envelope) { q.PushAt(ev, env, q.now()) }
 
-// push is Push with the arrival time read by the caller (the listener
+// PushAt is Push with the arrival time read by the caller (the listener
 // reads the clock anyway, to time its filter). An add of an initial list
 // goes to the replay cursor, as its key.
-func (q *DeliveryQueue) push(ev *event.Event, env *engine.Envelope, now time.Time) {
+func (q *Queue) PushAt(ev *event.Event, env *engine.Envelope, now time.Time) {
 	k := keyOf(ev)
 	q.mu.Lock()
 	if ev.Type == event.EventAdd && ev.IsInInitialList {
@@ -292,10 +304,10 @@ func (q *DeliveryQueue) push(ev *event.Event, env *engine.Envelope, now time.Tim
 		}
 		delete(q.replaySet, k)
 		if initial {
-			q.initialLeft[k.resource]--
+			q.initialLeft[k.Resource]--
 		}
 	}
-	if d := q.retrying[k]; d != nil && (d.replay || q.mode == DeliverLatest) {
+	if d := q.retrying[k]; d != nil && (d.Replay || q.mode == Latest) {
 		due := d.parked
 		if due {
 			// The object changed: the plugin deserves another try now.
@@ -313,7 +325,7 @@ func (q *DeliveryQueue) push(ev *event.Event, env *engine.Envelope, now time.Tim
 		q.mu.Unlock()
 		return
 	}
-	if q.mode == DeliverLatest {
+	if q.mode == Latest {
 		if d, ok := q.pending[k]; ok {
 			q.coalesced++
 			if !coalesce(d, ev) {
@@ -326,7 +338,7 @@ func (q *DeliveryQueue) push(ev *event.Event, env *engine.Envelope, now time.Tim
 			return
 		}
 		d := q.newDelivery()
-		d.ev, d.env, d.enqueued, d.key = *ev, env, now, k
+		d.Event, d.Env, d.Enqueued, d.Key = *ev, env, now, k
 		if !q.append(d) {
 			q.mu.Unlock()
 			return
@@ -334,7 +346,7 @@ func (q *DeliveryQueue) push(ev *event.Event, env *engine.Envelope, now time.Tim
 		q.pending[k] = d
 	} else {
 		d := q.newDelivery()
-		d.ev, d.env, d.enqueued, d.key = *ev, env, now, k
+		d.Event, d.Env, d.Enqueued, d.Key = *ev, env, now, k
 		if !q.append(d) {
 			q.mu.Unlock()
 			return
@@ -343,8 +355,21 @@ func (q *DeliveryQueue) push(ev *event.Event, env *engine.Envelope, now time.Tim
 	q.wakeLocked()
 }
 
+// Ready returns the channel that holds a token whenever the queue may
+// have an entry for a consumer that Next found it empty for: the
+// consumer waits on it (and on the earliest retry's due time) before it
+// calls Next again.
+func (q *Queue) Ready() <-chan struct{} { return q.ready }
+
+// Wake wakes a sleeping consumer, so it looks at what it follows besides
+// the queue (the host's sharding Assignment).
+func (q *Queue) Wake() {
+	q.mu.Lock()
+	q.wakeLocked()
+}
+
 // wakeLocked wakes a sleeping consumer and unlocks mu.
-func (q *DeliveryQueue) wakeLocked() {
+func (q *Queue) wakeLocked() {
 	wake := q.sleeping
 	q.sleeping = false
 	q.mu.Unlock()
@@ -363,24 +388,24 @@ func (q *DeliveryQueue) wakeLocked() {
 // as a cursor entry does. A live entry coalesces with ev (mode latest)
 // and restarts its count of attempts: the merged event is one the
 // plugin has not judged yet.
-func (q *DeliveryQueue) mergeRetryLocked(d *delivery, ev *event.Event, env *engine.Envelope) bool {
-	if d.replay {
+func (q *Queue) mergeRetryLocked(d *Entry, ev *event.Event, env *engine.Envelope) bool {
+	if d.Replay {
 		if ev.Type == event.EventDelete {
-			d.replay, d.fromStore, d.ev, d.env = false, false, *ev, env
+			d.Replay, d.FromStore, d.Event, d.Env = false, false, *ev, env
 		}
 		return true
 	}
 	q.coalesced++
-	d.attempts = 0
+	d.Attempts = 0
 	return coalesce(d, ev)
 }
 
 // toReplayLocked turns d, an entry waiting out a retry, into one standing
 // for its object: when due it brings the plugin to the store's current
 // state, which supersedes the retried event and those waiting behind it.
-func (q *DeliveryQueue) toReplayLocked(d *delivery) {
-	if !d.replay {
-		d.replay, d.fromStore, d.ev, d.env = true, false, event.Event{}, nil
+func (q *Queue) toReplayLocked(d *Entry) {
+	if !d.Replay {
+		d.Replay, d.FromStore, d.Event, d.Env = true, false, event.Event{}, nil
 	}
 	q.superseded += uint64(len(d.behind))
 	q.behind -= len(d.behind)
@@ -392,8 +417,8 @@ func (q *DeliveryQueue) toReplayLocked(d *delivery) {
 
 // recycle puts d, which nothing refers to any more, back for reuse.
 // Called with mu held.
-func (q *DeliveryQueue) recycle(d *delivery) {
-	*d = delivery{}
+func (q *Queue) recycle(d *Entry) {
+	*d = Entry{}
 	if len(q.free) < maxFree {
 		q.free = append(q.free, d)
 	}
@@ -404,19 +429,19 @@ func (q *DeliveryQueue) recycle(d *delivery) {
 // replays the cache but for such objects, and a parked object (parked
 // set) is handed again as soon as it changes. A key waiting in the
 // cursor is taken out of it: the entry stands for it.
-func (q *DeliveryQueue) Defer(k objectKey, notBefore time.Time, parked bool) {
+func (q *Queue) Defer(k Key, notBefore time.Time, parked bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if initial, ok := q.replaySet[k]; ok {
 		delete(q.replaySet, k)
 		if initial {
-			q.initialLeft[k.resource]--
+			q.initialLeft[k.Resource]--
 		}
 	}
 	d := q.retrying[k]
 	if d == nil {
 		d = q.newDelivery()
-		d.key, d.enqueued = k, q.now()
+		d.Key, d.Enqueued = k, q.now()
 		d.notBefore = notBefore
 		q.retrying[k] = d
 		heap.Push(&q.retries, d)
@@ -430,7 +455,7 @@ func (q *DeliveryQueue) Defer(k objectKey, notBefore time.Time, parked bool) {
 
 // AddReplay adds keys to the replay cursor (initial: they are an initial
 // list the binding's sync waits for).
-func (q *DeliveryQueue) AddReplay(keys []objectKey, initial bool) {
+func (q *Queue) AddReplay(keys []Key, initial bool) {
 	q.mu.Lock()
 	for _, k := range keys {
 		q.addReplayLocked(k, initial)
@@ -438,7 +463,7 @@ func (q *DeliveryQueue) AddReplay(keys []objectKey, initial bool) {
 	q.wakeLocked()
 }
 
-func (q *DeliveryQueue) addReplayLocked(k objectKey, initial bool) {
+func (q *Queue) addReplayLocked(k Key, initial bool) {
 	if d := q.retrying[k]; d != nil {
 		// The object waits out a retry: the entry, due when its backoff
 		// ends, brings it to the store's state in the cursor's place. It
@@ -456,28 +481,28 @@ func (q *DeliveryQueue) addReplayLocked(k objectKey, initial bool) {
 	}
 	q.replaySet[k] = initial
 	if initial {
-		q.initialLeft[k.resource]++
+		q.initialLeft[k.Resource]++
 	}
-	if len(q.replaySet) > replayKeep {
+	if len(q.replaySet) > ReplayKeep {
 		q.replayBig = true
 	}
 }
 
-// replayKeep is the size up to which an empty cursor keeps its storage
+// ReplayKeep is the size up to which an empty cursor keeps its storage
 // for the next replay. A Go map never gives its buckets back and a slice
 // keeps its array: after an initial list of 50,000 objects every plugin
 // would hold about 6 MiB of empty cursor for the rest of its life (and
 // the collector as much again of headroom for it).
-const replayKeep = 1024
+const ReplayKeep = 1024
 
 // releaseReplay empties the cursor's storage; called with mu held once
 // the cursor is empty. done: the replay was delivered to its end (not
 // cleared by a restart, which a plugin failing in a loop repeats every
 // backoff), so onReleased is told.
-func (q *DeliveryQueue) releaseReplay(done bool) {
+func (q *Queue) releaseReplay(done bool) {
 	q.replay, q.replayHead = q.replay[:0], 0
 	if q.replayBig && len(q.replaySet) == 0 {
-		q.replay, q.replaySet, q.replayBig = nil, map[objectKey]bool{}, false
+		q.replay, q.replaySet, q.replayBig = nil, map[Key]bool{}, false
 		if done && q.onReleased != nil {
 			q.onReleased()
 		}
@@ -486,20 +511,20 @@ func (q *DeliveryQueue) releaseReplay(done bool) {
 
 // newDelivery returns a zero entry, reused if one is free. Called with mu
 // held.
-func (q *DeliveryQueue) newDelivery() *delivery {
+func (q *Queue) newDelivery() *Entry {
 	if n := len(q.free); n > 0 {
 		d := q.free[n-1]
 		q.free[n-1] = nil
 		q.free = q.free[:n-1]
 		return d
 	}
-	return &delivery{}
+	return &Entry{}
 }
 
 // append adds d at the tail, dropping the oldest live entry when full. It
 // reports false when d itself had to be dropped (every waiting event is
 // held behind a retry). Called with mu held.
-func (q *DeliveryQueue) append(d *delivery) bool {
+func (q *Queue) append(d *Entry) bool {
 	if q.live+q.behind >= q.cap {
 		q.overflowed = true
 		q.degraded.Store(true)
@@ -510,7 +535,7 @@ func (q *DeliveryQueue) append(d *delivery) bool {
 			if !old.dead {
 				q.live--
 				if q.pending != nil {
-					delete(q.pending, old.key)
+					delete(q.pending, old.Key)
 				}
 				dropped = true
 				break
@@ -524,7 +549,7 @@ func (q *DeliveryQueue) append(d *delivery) bool {
 	return true
 }
 
-func (q *DeliveryQueue) appendRing(d *delivery) {
+func (q *Queue) appendRing(d *Entry) {
 	if q.size == len(q.ring) {
 		q.grow()
 	}
@@ -534,7 +559,7 @@ func (q *DeliveryQueue) appendRing(d *delivery) {
 }
 
 // prependRing puts ds back at the head, in order.
-func (q *DeliveryQueue) prependRing(ds []*delivery) {
+func (q *Queue) prependRing(ds []*Entry) {
 	for i := len(ds) - 1; i >= 0; i-- {
 		if q.size == len(q.ring) {
 			q.grow()
@@ -546,7 +571,7 @@ func (q *DeliveryQueue) prependRing(ds []*delivery) {
 	}
 }
 
-func (q *DeliveryQueue) takeHead() *delivery {
+func (q *Queue) takeHead() *Entry {
 	d := q.ring[q.head]
 	q.ring[q.head] = nil
 	q.head = (q.head + 1) & (len(q.ring) - 1)
@@ -554,12 +579,12 @@ func (q *DeliveryQueue) takeHead() *delivery {
 	return d
 }
 
-func (q *DeliveryQueue) grow() {
+func (q *Queue) grow() {
 	n := 2 * len(q.ring)
 	if n == 0 {
 		n = 16
 	}
-	ring := make([]*delivery, n)
+	ring := make([]*Entry, n)
 	for i := 0; i < q.size; i++ {
 		ring[i] = q.ring[(q.head+i)&(len(q.ring)-1)]
 	}
@@ -569,11 +594,11 @@ func (q *DeliveryQueue) grow() {
 // compactIfSparse drops dead entries once they outnumber live ones, so
 // add/delete pairs that cancel out cannot grow the ring without bound
 // while the consumer is stuck. Amortised O(1) per push.
-func (q *DeliveryQueue) compactIfSparse() {
+func (q *Queue) compactIfSparse() {
 	if dead := q.size - q.live; dead <= q.live || dead < 16 {
 		return
 	}
-	ring := make([]*delivery, len(q.ring))
+	ring := make([]*Entry, len(q.ring))
 	n := 0
 	for i := 0; i < q.size; i++ {
 		if d := q.ring[(q.head+i)&(len(q.ring)-1)]; !d.dead {
@@ -585,9 +610,9 @@ func (q *DeliveryQueue) compactIfSparse() {
 }
 
 // pop returns the next entry, waiting for one until ctx ends.
-func (q *DeliveryQueue) pop(ctx context.Context) (*delivery, bool) {
+func (q *Queue) pop(ctx context.Context) (*Entry, bool) {
 	for {
-		d, wait, ok := q.next(nil)
+		d, wait, ok := q.Next(nil)
 		if ok {
 			return d, true
 		}
@@ -607,12 +632,12 @@ func (q *DeliveryQueue) pop(ctx context.Context) (*delivery, bool) {
 }
 
 // take returns the next ready entry, or false when there is none.
-func (q *DeliveryQueue) take() (*delivery, bool) {
-	d, _, ok := q.next(nil)
+func (q *Queue) take() (*Entry, bool) {
+	d, _, ok := q.Next(nil)
 	return d, ok
 }
 
-// next is take for a consumer that is done with prev, the entry its
+// Next is take for a consumer that is done with prev, the entry its
 // previous take returned (nil if none). Unless prev was handed back with
 // Retry, the object's events that waited behind it go back to the head of
 // the ring, and prev goes back for reuse under the same lock, so the
@@ -623,10 +648,10 @@ func (q *DeliveryQueue) take() (*delivery, bool) {
 // a key of the replay cursor (alternating between the two). When nothing
 // is ready, wait is how long until the earliest retry is due (0 if none
 // waits): the consumer sleeps on ready for at most that long.
-func (q *DeliveryQueue) next(prev *delivery) (d *delivery, wait time.Duration, ok bool) {
+func (q *Queue) Next(prev *Entry) (d *Entry, wait time.Duration, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if prev != nil && q.retrying[prev.key] != prev {
+	if prev != nil && q.retrying[prev.Key] != prev {
 		if len(prev.behind) > 0 {
 			q.behind -= len(prev.behind)
 			q.prependRing(prev.behind)
@@ -637,7 +662,7 @@ func (q *DeliveryQueue) next(prev *delivery) (d *delivery, wait time.Duration, o
 		now := q.now()
 		if r := q.retries[0]; !r.notBefore.After(now) {
 			heap.Pop(&q.retries)
-			delete(q.retrying, r.key)
+			delete(q.retrying, r.Key)
 			return r, 0, true
 		}
 		wait = max(q.retries[0].notBefore.Sub(now), time.Millisecond)
@@ -660,14 +685,14 @@ func (q *DeliveryQueue) next(prev *delivery) (d *delivery, wait time.Duration, o
 		}
 		q.live--
 		if q.pending != nil {
-			delete(q.pending, d.key)
+			delete(q.pending, d.Key)
 		}
-		if r := q.retrying[d.key]; r != nil {
-			if r.replay {
+		if r := q.retrying[d.Key]; r != nil {
+			if r.Replay {
 				// The entry brings the object to the store's state,
 				// which is at least as new as this event.
-				if d.ev.Type == event.EventDelete {
-					q.mergeRetryLocked(r, &d.ev, d.env)
+				if d.Event.Type == event.EventDelete {
+					q.mergeRetryLocked(r, &d.Event, d.Env)
 				}
 				q.superseded++
 				q.recycle(d)
@@ -689,10 +714,10 @@ func (q *DeliveryQueue) next(prev *delivery) (d *delivery, wait time.Duration, o
 // into one standing for the object: the store has moved past the retried
 // event (the cursor absorbed the live events since), so the retry, when
 // due, brings the plugin to the store's state as this entry would have.
-func (q *DeliveryQueue) takeReplay() (*delivery, bool) {
+func (q *Queue) takeReplay() (*Entry, bool) {
 	for q.replayHead < len(q.replay) {
 		k := q.replay[q.replayHead]
-		q.replay[q.replayHead] = objectKey{}
+		q.replay[q.replayHead] = Key{}
 		q.replayHead++
 		initial, ok := q.replaySet[k]
 		if !ok {
@@ -701,13 +726,13 @@ func (q *DeliveryQueue) takeReplay() (*delivery, bool) {
 		delete(q.replaySet, k)
 		if r := q.retrying[k]; r != nil {
 			if initial {
-				q.initialLeft[k.resource]--
+				q.initialLeft[k.Resource]--
 			}
 			q.toReplayLocked(r)
 			continue
 		}
 		d := q.newDelivery()
-		d.key, d.replay, d.initial, d.enqueued = k, true, initial, q.now()
+		d.Key, d.Replay, d.Initial, d.Enqueued = k, true, initial, q.now()
 		q.compactReplay()
 		return d, true
 	}
@@ -716,7 +741,7 @@ func (q *DeliveryQueue) takeReplay() (*delivery, bool) {
 }
 
 // compactReplay drops passed-over keys once they are most of the slice.
-func (q *DeliveryQueue) compactReplay() {
+func (q *Queue) compactReplay() {
 	if rest := len(q.replay) - q.replayHead; q.replayHead < 1024 || q.replayHead < rest {
 		return
 	}
@@ -727,29 +752,29 @@ func (q *DeliveryQueue) compactReplay() {
 
 // Retry hands d back to wait until notBefore; the object's later events
 // wait behind it (mode every) or merge into it (mode latest).
-func (q *DeliveryQueue) Retry(d *delivery, notBefore time.Time) {
+func (q *Queue) Retry(d *Entry, notBefore time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	d.notBefore = notBefore
-	if q.mode == DeliverLatest {
-		if p, ok := q.pending[d.key]; ok {
+	if q.mode == Latest {
+		if p, ok := q.pending[d.Key]; ok {
 			// A newer event arrived during the call: it merges into the
 			// retried one, as it would have had it arrived later.
 			p.dead = true
-			delete(q.pending, d.key)
+			delete(q.pending, d.Key)
 			q.live--
-			if !q.mergeRetryLocked(d, &p.ev, p.env) {
+			if !q.mergeRetryLocked(d, &p.Event, p.Env) {
 				return
 			}
 		}
 	}
-	q.retrying[d.key] = d
+	q.retrying[d.Key] = d
 	heap.Push(&q.retries, d)
 }
 
 // InitialDone records that the plugin handled an entry of res's initial
 // list.
-func (q *DeliveryQueue) InitialDone(res string) {
+func (q *Queue) InitialDone(res string) {
 	q.mu.Lock()
 	q.initialLeft[res]--
 	q.mu.Unlock()
@@ -757,18 +782,18 @@ func (q *DeliveryQueue) InitialDone(res string) {
 
 // InitialLeft returns how many keys of res's initial list the plugin has
 // not handled yet.
-func (q *DeliveryQueue) InitialLeft(res string) int {
+func (q *Queue) InitialLeft(res string) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.initialLeft[res]
 }
 
-// repairStep moves an overflow repair on. start reports that the queue
+// RepairStep moves an overflow repair on. start reports that the queue
 // overflowed and has no live events left: the repair is marked begun and
 // the caller adds the keys to repair to the cursor. end reports that a
 // repair under way has nothing left to do (no new overflow, the cursor
 // empty): it is marked done. Without an overflow it costs an atomic load.
-func (q *DeliveryQueue) repairStep() (start, end bool) {
+func (q *Queue) RepairStep() (start, end bool) {
 	if !q.degraded.Load() {
 		return false, false
 	}
@@ -788,7 +813,7 @@ func (q *DeliveryQueue) repairStep() (start, end bool) {
 
 // Clear drops every waiting entry, live, retried and replayed, and
 // returns how many live events there were. The overflow is forgotten.
-func (q *DeliveryQueue) Clear() int {
+func (q *Queue) Clear() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := q.live + q.behind + len(q.retrying)
@@ -804,7 +829,7 @@ func (q *DeliveryQueue) Clear() int {
 // now stand for the objects (the instance that was given the events is
 // gone), so the replay passes them over until they are due. It returns
 // how many live events were dropped.
-func (q *DeliveryQueue) Restart() int {
+func (q *Queue) Restart() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := q.live + q.behind
@@ -817,7 +842,7 @@ func (q *DeliveryQueue) Restart() int {
 
 // clearLocked drops live events and the cursor, and forgets the
 // overflow.
-func (q *DeliveryQueue) clearLocked() {
+func (q *Queue) clearLocked() {
 	clear(q.ring)
 	q.head, q.size, q.live, q.behind = 0, 0, 0, 0
 	if q.pending != nil {
@@ -830,8 +855,8 @@ func (q *DeliveryQueue) clearLocked() {
 	q.degraded.Store(false)
 }
 
-// QueueStats is a snapshot of a queue's counters.
-type QueueStats struct {
+// Stats is a snapshot of a queue's counters.
+type Stats struct {
 	Depth     int    // live events waiting, retries included
 	Replay    int    // keys in the replay cursor
 	Retrying  int    // objects waiting out a retry
@@ -846,10 +871,10 @@ type QueueStats struct {
 }
 
 // Stats returns the queue's counters.
-func (q *DeliveryQueue) Stats() QueueStats {
+func (q *Queue) Stats() Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return QueueStats{Depth: q.live + q.behind + len(q.retrying), Replay: len(q.replaySet), Retrying: len(q.retrying),
+	return Stats{Depth: q.live + q.behind + len(q.retrying), Replay: len(q.replaySet), Retrying: len(q.retrying),
 		Dropped: q.dropped, Coalesced: q.coalesced, Superseded: q.superseded, Degraded: q.overflowed || q.repairing}
 }
 
@@ -868,9 +893,9 @@ func (q *DeliveryQueue) Stats() QueueStats {
 //
 // Other pairs cannot follow one another for one listener; the newer
 // event wins.
-func coalesce(d *delivery, n *event.Event) bool {
-	w := &d.ev
-	d.env = nil
+func coalesce(d *Entry, n *event.Event) bool {
+	w := &d.Event
+	d.Env = nil
 	switch {
 	case w.Type == event.EventAdd && n.Type == event.EventUpdate:
 		w.Object = n.Object

@@ -1,0 +1,472 @@
+package host
+
+import (
+	"errors"
+	"reflect"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	"github.com/informer-host/informer-host/abi"
+	"github.com/informer-host/informer-host/event"
+	"github.com/informer-host/informer-host/host/internal/delivery"
+	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/kubewrite"
+)
+
+// One entry's way from the queue into the plugin and back, in the order
+// the worker takes it:
+//
+//	prepare  what to hand, if anything: the binding, the store's state for
+//	         a replay entry, the plugin's view (never backwards), this
+//	         member's ownership (sharding), the self-write flag, the
+//	         envelope, the object's failure state (a parked object is
+//	         handed again)
+//	call     the plugin's ih_handle, fenced by the generation's stop and
+//	         the member's ownership
+//	settle   the answer: the view moves on, or the object waits out a
+//	         retry, is parked, is given up on; a failed call restarts or
+//	         quarantines the instance; the counters
+//
+// Everything here runs on the generation's worker, and so reads and
+// writes the worker's own fields (seen, applied, syncDue) unguarded.
+
+// verdict is what prepare decided for an entry.
+type verdict int
+
+const (
+	// hand: the plugin is called.
+	hand verdict = iota
+	// passOver: nothing to hand. A replay entry found the plugin's view
+	// and the store agreeing, the object gone, or filtered out; a live
+	// event was older than what the plugin has, or of a binding the
+	// generation does not have.
+	passOver
+	// notOwned: the object is another member's (sharding).
+	notOwned
+	// droppedSelfNoop: a no-op update the plugin's own write caused
+	// (dropSelfNoop); its view moves on without a call.
+	droppedSelfNoop
+)
+
+// handing is what prepare found for an entry to hand, and what the call
+// and its settling need of it.
+type handing struct {
+	ev *event.Event
+	// seen is the plugin's view of the object, nil if it has none.
+	seen *seenObject
+	// built: prepare built ev from the store (a replay entry), so ev is
+	// no event other plugins were handed and the envelope is this
+	// plugin's own.
+	built bool
+	env   *engine.Envelope
+	flags uint8  // the header flags of ev for this plugin (self-write)
+	rv    string // ev's object's resourceVersion
+	start time.Time
+}
+
+// deliver hands d to the plugin once. A RETRY answer, or an ERROR one
+// (unless delivery.onError is skip), hands d back to the queue to wait
+// out the object's backoff while other objects go on; only an explicit
+// delivery.maxRetries gives up on it. A failed call, or too many ERROR
+// answers, for one object parks it. On a failure it restarts the
+// instance (after a backoff) or quarantines the plugin. It returns the
+// instance to use next (nil when quarantined or replaced) and whether d
+// goes back to the queue as done (false when the queue was cleared or d
+// waits out a retry).
+func (g *generation) deliver(inst *engine.Instance, d *delivery.Entry) (*engine.Instance, bool) {
+	h, v := g.prepare(d)
+	switch v {
+	case passOver, notOwned:
+		g.passedOver(d, v)
+		return inst, true
+	case droppedSelfNoop:
+		g.byResource[d.Key.Resource].counts.unchanged.Add(1)
+		g.record(d.Key, h.ev, h.seen)
+		return inst, true
+	}
+	res, cut, err := g.call(inst, d, &h)
+	if cut {
+		// Stopped, or handed over (the handover replays it), just before
+		// the call: not the plugin's failure.
+		return inst, !g.stopping()
+	}
+	return g.settle(inst, d, &h, res, err)
+}
+
+// --- prepare
+
+// prepare decides what d hands the plugin, and readies the call.
+func (g *generation) prepare(d *delivery.Entry) (handing, verdict) {
+	ev, seen, built, v := g.eventFor(d)
+	h := handing{ev: ev, seen: seen, built: built}
+	if v != hand {
+		return h, v
+	}
+	g.delivering(ev)
+	h.env = d.Env
+	if built || h.env == nil {
+		// Plugins replaying one store at once share its envelopes.
+		h.env = g.slot.h.envelopes.get(ev)
+	}
+	h.start = time.Now()
+	if d.Attempts == 0 {
+		g.slot.obs.wait.Observe(h.start.Sub(d.Enqueued).Seconds())
+	}
+	// Only a live change can be the plugin's own write: an event built
+	// from the store (an initial list, a replay, a repair, a handover)
+	// is the state, whoever wrote it last.
+	flags, drop := g.selfFlags(ev, !built && !d.Replay && !d.FromStore)
+	if drop {
+		return h, droppedSelfNoop
+	}
+	h.flags = flags
+	h.rv = delivery.ResourceVersion(ev.Object)
+	g.conv.handing(d.Key, h.rv)
+	return h, hand
+}
+
+// eventFor returns the event to deliver for d, or the verdict that there
+// is none. A replay entry becomes the difference between what the plugin
+// has seen of the object and the store's current state, through the
+// binding's filter (built is then set). A live event is checked against
+// what the plugin has seen: one that would take it back to an older
+// state (still in flight when the store was replayed) is not delivered,
+// an update of an object it has not seen arrives as an add, and a delete
+// of one it does not have is not delivered (for bindings that take adds:
+// the others keep no view to check against).
+func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen *seenObject, built bool, v verdict) {
+	l := g.byResource[d.Key.Resource]
+	if l == nil {
+		return nil, nil, false, passOver
+	}
+	seen = g.seen[d.Key]
+	have := seen != nil
+	if d.Replay {
+		reg := l.registration()
+		if reg == nil {
+			return nil, seen, false, passOver
+		}
+		ref, obj, found := reg.Get(d.Key.StoreKey())
+		found, handed := g.handedOver(d.Key, found)
+		var e event.Event
+		switch {
+		case found && !have:
+			e = event.Event{Type: event.EventAdd, Resource: ref, Object: obj, IsInInitialList: d.Initial}
+		case found:
+			if delivery.ResourceVersion(obj) == seen.rv {
+				return nil, seen, false, passOver
+			}
+			e = event.Event{Type: event.EventUpdate, Resource: ref, Object: obj, OldObject: seen.obj}
+		case have:
+			e = event.Event{Type: event.EventDelete, Resource: seen.res, Object: seen.obj, FinalStateUnknown: !handed, HandedOver: handed}
+		default:
+			return nil, seen, false, passOver
+		}
+		if e.Resource == nil {
+			return nil, seen, false, passOver
+		}
+		out, ok := l.decide(&e)
+		if !ok {
+			return out, seen, true, passOver
+		}
+		return out, seen, true, hand
+	}
+	ev = &d.Event
+	if g.foreign(ev, d.Key, have) {
+		return nil, seen, false, notOwned
+	}
+	switch ev.Type {
+	case event.EventAdd:
+		if have && older(ev.Object, seen) {
+			return nil, seen, false, passOver
+		}
+	case event.EventUpdate:
+		switch {
+		case ev.OldObject != nil && delivery.ResourceVersion(ev.OldObject) == delivery.ResourceVersion(ev.Object):
+			// A resync the binding asked for: same version on purpose.
+		case !have && l.add:
+			// Sharded, the object entered this member's view from the
+			// cache (it moved here), as an initial list's objects do.
+			return &event.Event{Type: event.EventAdd, Resource: ev.Resource, Object: ev.Object,
+				IsInInitialList: g.applied != nil}, seen, true, hand
+		case have && older(ev.Object, seen):
+			return nil, seen, false, passOver
+		}
+	case event.EventDelete:
+		if l.add && (!have || seen.obj.GetUID() != ev.Object.GetUID()) {
+			return nil, seen, false, passOver
+		}
+	}
+	return ev, seen, false, hand
+}
+
+// older reports whether a is an earlier version of the object than the
+// one the plugin has, b. It
+// says false when it cannot tell (resourceVersions that are not integers)
+// and for the same version: a repeat of the state the plugin has is
+// delivered (as client-go repeats one on a relist), only a step back is
+// not.
+func older(a *unstructured.Unstructured, b *seenObject) bool {
+	if a == b.obj {
+		return false
+	}
+	rv := delivery.ResourceVersion(a)
+	if rv == b.rv {
+		return false
+	}
+	c, err := resourceversion.CompareResourceVersion(rv, b.rv)
+	return err == nil && c < 0
+}
+
+// owns reports whether this member owns k now, under the Assignment the
+// worker applied (applying a newer one first).
+func (g *generation) owns(k delivery.Key) bool {
+	g.applyAssignment()
+	a := g.applied
+	return a == nil || a.Owns(k.Namespace, k.Name, time.Now())
+}
+
+// foreign reports whether a live event must not reach the plugin because
+// this member does not own its object now. A delete of an object the
+// plugin has still does: the object is gone either way, and the replay
+// that would tell the plugin so was taken out of the cursor by this very
+// delete.
+func (g *generation) foreign(ev *event.Event, k delivery.Key, have bool) bool {
+	return !g.owns(k) && (ev.Type != event.EventDelete || !have)
+}
+
+// handedOver turns a replay's view of the store into what this member's
+// plugin may see: an object it does not own is absent. It reports whether
+// the object was taken out for that reason.
+func (g *generation) handedOver(k delivery.Key, found bool) (stillFound, handed bool) {
+	if found && !g.owns(k) {
+		return false, true
+	}
+	return found, false
+}
+
+// delivering tells the test hook of an event about to be handed over.
+func (g *generation) delivering(ev *event.Event) {
+	if g.shard == nil {
+		return
+	}
+	if f := g.shard.onDeliver; f != nil {
+		f(g.slot.name, ev, g.applied, time.Now())
+	}
+}
+
+// selfFlags returns the header flags of ev for this plugin alone
+// (abi.FlagSelfWrite when ev is a live change to a state the plugin's own
+// write returned), and whether the binding drops it as a no-op
+// self-update. live is false for an event the host built from the store
+// (an initial list, a restart's or a repair's replay, a handover): it
+// says what the object is, not what the plugin just did, and a new
+// version or a fresh instance that skipped it would never look at the
+// object.
+func (g *generation) selfFlags(ev *event.Event, live bool) (flags uint8, drop bool) {
+	if !live || g.kw == nil || ev.Resource == nil || ev.Object == nil || ev.Type == event.EventDelete {
+		return 0, false
+	}
+	o := ev.Object
+	key := kubewrite.ObjectKey(ev.Resource.Group, ev.Resource.Resource, o.GetNamespace(), o.GetName())
+	if !g.slot.selfWrites().Match(key, o.GetResourceVersion()) {
+		return 0, false
+	}
+	if ev.Type == event.EventUpdate && ev.OldObject != nil && g.dropsSelfNoop(ev.Resource.Name) && selfNoop(ev.OldObject, o) {
+		return abi.FlagSelfWrite, true
+	}
+	return abi.FlagSelfWrite, false
+}
+
+func (g *generation) dropsSelfNoop(resource string) bool {
+	for _, b := range g.settings.Bindings {
+		if b.Resource == resource {
+			return b.DropSelfNoop
+		}
+	}
+	return false
+}
+
+// selfNoop reports whether old and new differ in nothing a plugin sees
+// but metadata.resourceVersion and metadata.managedFields: the write
+// changed only bookkeeping (an apply that took over fields with the
+// values they had). Called only for self-writes, so the copies are rare.
+func selfNoop(old, cur *unstructured.Unstructured) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
+		unstructured.RemoveNestedField(c.Object, "metadata", "managedFields")
+		return c.Object
+	}
+	return reflect.DeepEqual(strip(old), strip(cur))
+}
+
+// --- call
+
+// call hands h to the plugin. cut reports a call the generation's stop,
+// or the member's loss of the object, cut short before the plugin could
+// act: not the plugin's failure, and nothing to settle.
+func (g *generation) call(inst *engine.Instance, d *delivery.Entry, h *handing) (res engine.Result, cut bool, err error) {
+	ctx := g.callContext(&d.Key)
+	res, err = inst.HandleWith(ctx, h.env, h.flags)
+	g.callEnded()
+	if err != nil && (g.stopping() || ctx.Err() != nil) && !errors.As(err, new(*engine.Failure)) {
+		return res, true, err
+	}
+	s := g.slot
+	s.obs.handle.Observe(since(h.start))
+	s.lastEvent.Store(time.Now().UnixNano())
+	if s.h.observe != nil {
+		s.h.observe(s.name, h.env.Event(), res, err)
+	}
+	if s.h.recording != nil {
+		s.h.recording.handled(s.name, h.env.Event(), h.flags, res, err)
+	}
+	return res, false, err
+}
+
+// stopping reports whether the generation has been told to stop.
+func (g *generation) stopping() bool {
+	select {
+	case <-g.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// --- settle
+
+// passedOver settles an entry prepare handed nothing for. A failure or
+// park the object had is moot when the store has nothing to hand for it
+// (gone, filtered out, another member's), and would otherwise stay
+// listed for good (a binding without deletes never sees it go). A live
+// event passed over (older than what the plugin has) says nothing of the
+// object's state.
+func (g *generation) passedOver(d *delivery.Entry, v verdict) {
+	if d.Replay || d.FromStore {
+		g.conv.forget(d.Key)
+	}
+	if d.Initial {
+		g.queue.InitialDone(d.Key.Resource)
+		g.syncDue = true
+	}
+	if !d.Replay && v != notOwned {
+		g.slot.c.superseded.Add(1)
+	}
+}
+
+// settle acts on the plugin's answer to h, or on its failed call (err).
+func (g *generation) settle(inst *engine.Instance, d *delivery.Entry, h *handing, res engine.Result, err error) (*engine.Instance, bool) {
+	s := g.slot
+	ev := h.ev
+	if err != nil {
+		d.DropBehind() // the restart clears the queue, and these with it
+		g.objectFailed(d.Key, ev, h.rv, err.Error())
+		return g.failed(inst, eventString(ev), err), false
+	}
+	s.c.delivered.Add(1)
+	switch res.Code {
+	case engine.CodeOK:
+		s.c.ok.Add(1)
+	case engine.CodeDrop:
+		s.c.dropped.Add(1)
+		g.log.Debug("plugin dropped an event", "event", eventString(ev), "message", res.Message)
+	case engine.CodeError:
+		s.c.errors.Add(1)
+		if g.settings.Delivery.OnError == config.OnErrorSkip {
+			g.log.Warn("plugin failed to handle an event; skipped (onError: skip)", "event", eventString(ev), "message", res.Message)
+			break
+		}
+		parked, n := g.objectFailed(d.Key, ev, h.rv, "ERROR: "+res.Message)
+		if n == 1 {
+			g.log.Warn("plugin failed to handle an event; retrying it with backoff", "event", eventString(ev), "message", res.Message)
+		} else {
+			g.log.Debug("plugin's handling of an object failed again", "event", eventString(ev), "failures", n, "message", res.Message)
+		}
+		if parked {
+			g.initialDone(d)
+			return inst, true // the queue holds the parked object
+		}
+		return g.retry(inst, d, h, "ERROR", res.Message)
+	case engine.CodeRetry:
+		return g.retry(inst, d, h, "RETRY", res.Message)
+	}
+	g.conv.forget(d.Key)
+	g.record(d.Key, ev, h.seen)
+	g.initialDone(d)
+	return inst, true
+}
+
+// retry hands d back to the queue to wait out its object's backoff, or
+// gives up on the object when delivery.maxRetries says so: counted,
+// listed in the status and logged.
+func (g *generation) retry(inst *engine.Instance, d *delivery.Entry, h *handing, answer, msg string) (*engine.Instance, bool) {
+	s := g.slot
+	delay, giveUp := g.conv.retryAfter(d.Key)
+	if giveUp {
+		s.c.retryExhausted.Add(1)
+		g.conv.giveUp(d.Key, answer+": "+msg, time.Now())
+		g.log.Warn("plugin's handling of an object failed delivery.maxRetries times; gave up on it until it changes",
+			"event", eventString(h.ev), "answer", answer, "maxRetries", g.settings.Delivery.MaxRetries, "message", msg)
+		g.record(d.Key, h.ev, h.seen)
+		g.initialDone(d)
+		return inst, true
+	}
+	s.c.retries.Add(1)
+	d.Attempts++
+	if h.built || d.Replay {
+		// What waits is the event the plugin was given.
+		d.Event, d.Replay, d.FromStore = *h.ev, false, true
+	}
+	d.Env = h.env
+	// The plugin has been handed the initial list's object: its binding's
+	// sync waits for no retry, which may take long.
+	g.initialDone(d)
+	g.queue.Retry(d, time.Now().Add(delay))
+	return inst, false
+}
+
+// objectFailed counts a failed call handling the object k and reports
+// whether it parked the object, and its count of failures. Parking is
+// logged once, with the failure; the queue holds the object back until
+// it changes or its backoff ends.
+func (g *generation) objectFailed(k delivery.Key, ev *event.Event, rv, msg string) (parked bool, n int) {
+	parked, until, n := g.conv.failed(k, rv, msg, time.Now())
+	if !parked {
+		return false, n
+	}
+	g.queue.Defer(k, until, true)
+	g.log.Warn("object parked: handling it failed too often; it is not handed to the plugin again until it changes or its backoff ends",
+		"event", eventString(ev), "failures", n, "until", until, "lastError", msg)
+	return true, n
+}
+
+// initialDone records that d, if part of an initial list, was handed.
+func (g *generation) initialDone(d *delivery.Entry) {
+	if d.Initial {
+		g.queue.InitialDone(d.Key.Resource)
+		d.Initial = false
+		g.syncDue = true
+	}
+}
+
+// record notes ev as the plugin's view of its object; seen is the
+// object's entry, nil if it has none.
+func (g *generation) record(k delivery.Key, ev *event.Event, seen *seenObject) {
+	switch {
+	case ev.Type == event.EventDelete:
+		if seen != nil {
+			delete(g.seen, k)
+		}
+	case seen != nil:
+		if seen.obj != ev.Object {
+			seen.res, seen.obj, seen.rv = ev.Resource, ev.Object, delivery.ResourceVersion(ev.Object)
+		}
+	default:
+		g.seen[k] = &seenObject{res: ev.Resource, obj: ev.Object, rv: delivery.ResourceVersion(ev.Object)}
+	}
+}
