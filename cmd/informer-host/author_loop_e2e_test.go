@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,17 +16,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The plugin author's whole loop, for each kit, with the real binary:
-// `new` writes a project; the author replaces its handler with one that
-// reads the cache (the Pod's ReplicaSet, then its Deployment),
-// server-side applies a label to the Pod and records an Event, with a
-// unit test that asserts both through the kit's fake host
-// (testdata/authorloop/<lang>); `make test` passes (those tests, then
-// the project's sample replay); `record` runs the plugin against the
-// control plane with its controllers, where a real Deployment's Pods get
-// the label, applied by the plugin as its own field manager, and an Event
-// each; and `replay --compare` of that recording, with the stubs record
-// wrote beside it and none by hand, passes.
+// The plugin author's whole loop, for each kit (Go, Rust and
+// AssemblyScript), with the real binary: `new` writes a project; the
+// author replaces its handler with one that reads the cache (the Pod's
+// ReplicaSet, then its Deployment), server-side applies a label to the
+// Pod and records an Event, with a unit test that asserts both through
+// the kit's fake host (testdata/authorloop/<lang>); `make test` passes
+// (those tests, then the project's sample replay); `record` runs the
+// plugin against the control plane with its controllers, where a real
+// Deployment's Pods get the label, applied by the plugin as its own field
+// manager, and an Event each; and `replay --compare` of that recording,
+// with the stubs record wrote beside it and none by hand, passes.
 func TestAuthorLoop(t *testing.T) {
 	env.Require(t)
 	env.Controllers(t)
@@ -40,6 +41,7 @@ func TestAuthorLoop(t *testing.T) {
 	}{
 		{lang: "go", nativePassed: "ok  \tlabeller-go"},
 		{lang: "rust", nativePassed: "test result: ok. 3 passed"},
+		{lang: "assemblyscript", nativePassed: "# pass 4\n# fail 0\n"},
 	} {
 		t.Run(tc.lang, func(t *testing.T) {
 			name := "labeller-" + tc.lang
@@ -47,19 +49,25 @@ func TestAuthorLoop(t *testing.T) {
 			if out, err := exec.Command(bin, "new", "--lang", tc.lang, "--dir", dir, name).CombinedOutput(); err != nil {
 				t.Fatalf("new --lang %s: %v\n%s", tc.lang, err, out)
 			}
+			// What the author wrote replaces the generated handler and
+			// its test, file for file.
 			authored := filepath.Join("testdata", "authorloop", tc.lang)
-			files, err := os.ReadDir(authored)
+			err := filepath.WalkDir(authored, func(p string, e fs.DirEntry, err error) error {
+				if err != nil || e.IsDir() {
+					return err
+				}
+				rel, err := filepath.Rel(authored, p)
+				if err != nil {
+					return err
+				}
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				return os.WriteFile(filepath.Join(dir, rel), b, 0o644)
+			})
 			if err != nil {
 				t.Fatal(err)
-			}
-			for _, f := range files {
-				b, err := os.ReadFile(filepath.Join(authored, f.Name()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(dir, f.Name()), b, 0o644); err != nil {
-					t.Fatal(err)
-				}
 			}
 			out := makeAndTest(t, dir, projectEnv)
 			if !strings.Contains(out, tc.nativePassed) || !strings.Contains(out, "\nPASS\n") {
