@@ -19,7 +19,7 @@ import (
 //go:embed include/informer_host.h
 //go:embed rust/Cargo.toml rust/src/*.rs
 //go:embed rust/template/Cargo.toml rust/template/build.sh rust/template/plugin.rs rust/template/.gitignore
-//go:embed assemblyscript/package.json assemblyscript/assembly/*.ts
+//go:embed assemblyscript/package.json assemblyscript/assembly/*.ts assemblyscript/fake/host.mjs
 //go:embed assemblyscript/template/package.json assemblyscript/template/.gitignore
 //go:embed assemblyscript/template/assembly/*.ts assemblyscript/template/assembly/tsconfig.json
 var sources embed.FS

@@ -25,23 +25,7 @@ import (
 func TestNewBuildReplayRun(t *testing.T) {
 	env.Require(t)
 	work := t.TempDir()
-	bin := filepath.Join(work, "bin")
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "informer-host"), ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The binary's own directory and Go's come first; the rest of PATH
-	// is the system's tools (make, cp, clang, wat2wasm, rustc, node).
-	path := strings.Join([]string{bin, filepath.Dir(goBin), "/usr/local/bin", "/usr/bin", "/bin"}, string(os.PathListSeparator))
-	projectEnv := []string{"PATH=" + path, "HOME=" + os.Getenv("HOME"), "GOFLAGS=", "GOWORK=off", "GOPROXY=off"}
-	for _, v := range []string{"GOCACHE", "TMPDIR"} {
-		if s, ok := os.LookupEnv(v); ok {
-			projectEnv = append(projectEnv, v+"="+s)
-		}
-	}
+	bin, projectEnv := buildForProjects(t, work)
 	plugins := filepath.Join(work, "plugins")
 	for _, d := range []string{plugins, filepath.Join(work, "written"), filepath.Join(work, "moved")} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -52,7 +36,7 @@ func TestNewBuildReplayRun(t *testing.T) {
 	for _, lang := range langs {
 		name := "hello-" + lang
 		written := filepath.Join(work, "written", name)
-		if out, err := exec.Command(filepath.Join(bin, "informer-host"), "new", "--lang", lang, "--dir", written, name).CombinedOutput(); err != nil {
+		if out, err := exec.Command(bin, "new", "--lang", lang, "--dir", written, name).CombinedOutput(); err != nil {
 			t.Fatalf("new --lang %s: %v\n%s", lang, err, out)
 		}
 		if out, err := exec.Command("cp", "-r", written, filepath.Join(work, "moved")).CombinedOutput(); err != nil {
@@ -62,18 +46,7 @@ func TestNewBuildReplayRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(work, "moved", name)
-		var out []byte
-		for _, target := range []string{"all", "test"} {
-			args := []string{"-C", dir}
-			if target == "test" {
-				args = append(args, "test")
-			}
-			mk := exec.Command("make", args...)
-			mk.Env = projectEnv
-			if out, err = mk.CombinedOutput(); err != nil {
-				t.Fatalf("%s: make %s: %v\n%s", lang, target, err, out)
-			}
-		}
+		out := makeAndTest(t, dir, projectEnv)
 		if !strings.Contains(string(out), "PASS") {
 			t.Errorf("%s: make test's replay lacks PASS:\n%s", lang, out)
 		}
@@ -109,4 +82,48 @@ server:
 			return len(logs.Lines("plugin=hello-"+lang+".wasm", "add ", "scaffolded")) > 0
 		})
 	}
+}
+
+// buildForProjects builds the informer-host binary into work/bin and
+// returns it with the environment a project's make runs in: the binary
+// found on PATH and Go offline (no GOFLAGS, no workspace, no module
+// proxy), as on an author's machine outside this repository.
+func buildForProjects(t *testing.T, work string) (bin string, projectEnv []string) {
+	t.Helper()
+	dir := filepath.Join(work, "bin")
+	bin = filepath.Join(dir, "informer-host")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The binary's own directory and Go's come first; the rest of PATH
+	// is the system's tools (make, cp, clang, wat2wasm, rustc, node).
+	path := strings.Join([]string{dir, filepath.Dir(goBin), "/usr/local/bin", "/usr/bin", "/bin"}, string(os.PathListSeparator))
+	projectEnv = []string{"PATH=" + path, "HOME=" + os.Getenv("HOME"), "GOFLAGS=", "GOWORK=off", "GOPROXY=off"}
+	for _, v := range []string{"GOCACHE", "TMPDIR"} {
+		if s, ok := os.LookupEnv(v); ok {
+			projectEnv = append(projectEnv, v+"="+s)
+		}
+	}
+	return bin, projectEnv
+}
+
+// makeAndTest runs make, then make test, in the project dir with env and
+// returns what make test printed.
+func makeAndTest(t *testing.T, dir string, env []string) string {
+	t.Helper()
+	var out []byte
+	// The first run builds the default target, the module.
+	for _, args := range [][]string{{"-C", dir}, {"-C", dir, "test"}} {
+		mk := exec.Command("make", args...)
+		mk.Env = env
+		var err error
+		if out, err = mk.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(mk.Args, " "), err, out)
+		}
+	}
+	return string(out)
 }

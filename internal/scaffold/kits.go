@@ -74,9 +74,12 @@ func kitOf(lang string) kit {
 	case "assemblyscript":
 		// package.json takes the kit from kit/ (a file: dependency,
 		// relative): npm links it into node_modules on the first build.
+		// fake/ is the fake host the project's node tests import
+		// (informer-host-as/fake/host.mjs).
 		return kit{template: "assemblyscript/template", copies: []copySpec{
 			{pattern: "assemblyscript/package.json", to: "kit"},
 			{pattern: "assemblyscript/assembly/*.ts", to: "kit/assembly"},
+			{pattern: "assemblyscript/fake/*.mjs", to: "kit/fake"},
 		}, edit: asDependency}
 	}
 	return kit{}

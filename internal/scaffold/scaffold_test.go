@@ -82,7 +82,10 @@ func TestWriteKits(t *testing.T) {
 			"assembly/index.ts":    "informer-host-as/assembly",
 			"kit/package.json":     `"name": "informer-host-as"`,
 			"kit/assembly/host.ts": "",
+			"kit/fake/host.mjs":    "export class FakeHost",
+			"test/index.test.mjs":  `readFileSync(new URL("../hello-kit.wasm"`,
 			"Makefile":             "$(NPM) run --silent build",
+			"Makefile\x00test":     "$(NODE) --test test/*.test.mjs",
 		}, absent: []string{"package-lock.json", "node_modules", "build"}},
 	} {
 		parent := t.TempDir()
