@@ -80,7 +80,7 @@ func TestAuthorLoop(t *testing.T) {
 				t.Fatal(err)
 			}
 			pods := env.Client.CoreV1().Pods(ns)
-			eventually(t, fmt.Sprintf("the Deployment's %d Pods", replicas), func() bool {
+			testenv.Eventually(t, fmt.Sprintf("the Deployment's %d Pods", replicas), func() bool {
 				list, err := pods.List(ctx, metav1.ListOptions{})
 				return err == nil && len(list.Items) == replicas
 			})
@@ -143,7 +143,7 @@ server:
 				}
 			}
 			manager := "informer-host/" + name + ".wasm"
-			eventually(t, "every Pod labelled with its Deployment by "+manager, recording(func() bool {
+			testenv.Eventually(t, "every Pod labelled with its Deployment by "+manager, recording(func() bool {
 				list, err := pods.List(ctx, metav1.ListOptions{})
 				if err != nil || len(list.Items) != replicas {
 					return false
@@ -155,7 +155,7 @@ server:
 				}
 				return true
 			}))
-			eventually(t, "an Event on each Pod", recording(func() bool {
+			testenv.Eventually(t, "an Event on each Pod", recording(func() bool {
 				list, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Labelled"})
 				if err != nil {
 					return false
