@@ -116,7 +116,7 @@ server:
   address: off
 `, "PLUGIN", name))
 			events := filepath.Join(rec, "events.jsonl")
-			var stdout, stderr syncBuffer
+			var stdout, stderr testenv.LogBuffer
 			record := exec.Command(bin, "record", "--config", filepath.Join(rec, "config.yaml"), "--out", events)
 			record.Stdout, record.Stderr = &stdout, &stderr
 			if err := record.Start(); err != nil {
