@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -63,5 +64,64 @@ func TestExampleRecordings(t *testing.T) {
 				t.Errorf("counts %+v", c)
 			}
 		})
+	}
+}
+
+// An event the plugin answers RETRY for, because what it reads has not
+// reached the cache yet, waits while the recording goes on and is
+// delivered again once a later cache line has moved the world, as a live
+// retry waits out its backoff: team-labeler's Pod arrives before its
+// ReplicaSet and Deployment, and is labelled once they are cached, with
+// nothing given up on however small MaxRetries is.
+func TestRetryWaitsForTheRecordedCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles a built example plugin, which -short leaves out")
+	}
+	dir := "../../plugins/examples/team-labeler/testdata"
+	wasm, err := os.ReadFile("../../build/plugins/team-labeler.wasm")
+	if err != nil {
+		t.Fatalf("example not built: run `make plugins` (make test does): %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// head, the two cache lines, synced, add, update: the Pod's add
+	// goes first, the owners' cache lines after it.
+	lines := strings.SplitAfter(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 6 || !strings.Contains(lines[1], `"type":"cache"`) || !strings.Contains(lines[4], `"type":"add"`) {
+		t.Fatalf("team-labeler's recording changed shape; this test moves its lines 1-2 after line 4:\n%s", b)
+	}
+	reordered := lines[0] + lines[3] + lines[4] + lines[1] + lines[2] + lines[5]
+	f := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(f, []byte(reordered+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	o := Options{Plugin: "team-labeler.wasm", Wasm: wasm, Events: rec, Config: cfg, MaxRetries: 0}
+	if o.Stubs, err = ReadStubs(filepath.Join(dir, "stubs.json")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []string
+	for _, s := range rep.Steps {
+		if s.Call == "ih_handle" {
+			results = append(results, s.Result)
+		}
+	}
+	// add: retry (no ReplicaSet), retry again after the ReplicaSet's line
+	// (no Deployment), ok after the Deployment's; then the update.
+	if want := "retry,retry,ok,ok"; strings.Join(results, ",") != want {
+		t.Errorf("ih_handle results %v, want %s\n%+v", results, want, rep.Steps)
+	}
+	if rep.Counts.RetryExhausted != 0 || rep.Counts.Retries != 2 {
+		t.Errorf("counts %+v: want 2 retries and nothing given up on", rep.Counts)
 	}
 }

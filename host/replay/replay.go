@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -35,7 +36,11 @@ type Options struct {
 	// Stubs answers capabilities II calls; nil answers none.
 	Stubs *Stubs
 	// MaxRetries is how often an event answered RETRY is delivered again
-	// (at once: the replay's clock does not wait). Negative: 0.
+	// once the recording has no cache change left that could answer it
+	// (at once: the replay's clock does not wait). Before that, a retried
+	// event waits, as in the host, while the recording goes on, and is
+	// delivered again after each later cache line: the recorded world
+	// moving is what a live retry waits for. Negative: 0.
 	MaxRetries int
 	// CallTimeout bounds each call (zero: 10s). A timeout is a failure
 	// like a trap; it depends on the machine, so keep it generous.
@@ -170,8 +175,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := r.start(ctx); err != nil {
 		return r.rep, err
 	}
+	r.lastCache = -1
+	for i, l := range o.Events.Lines {
+		if l.Type == LineCache || l.Type == LineCacheDelete {
+			r.lastCache = i
+		}
+	}
 	for i := range o.Events.Lines {
-		r.line(ctx, &o.Events.Lines[i])
+		r.line(ctx, i, &o.Events.Lines[i])
+	}
+	// Nothing left to change what the waiting retries read: each gets
+	// MaxRetries more deliveries, then is given up on.
+	for len(r.waiting) > 0 {
+		w := r.waiting[0]
+		r.waiting = r.waiting[1:]
+		r.handle(ctx, w, true)
 	}
 	if r.inst != nil {
 		step := Step{Call: "ih_shutdown", Result: "ok"}
@@ -204,6 +222,23 @@ type runner struct {
 	opts   engine.InstanceOptions
 	mod    *engine.Module
 	inst   *engine.Instance
+	// lastCache is the index of the recording's last cache line: an event
+	// retried after it waits for nothing (-1: there is none).
+	lastCache int
+	// waiting holds the events answered RETRY that wait for the next
+	// cache line, in the order they were first delivered; a later event
+	// of the same object supersedes its entry, as in the host's queue.
+	waiting []*pending
+}
+
+// pending is one event's delivery, over its attempts.
+type pending struct {
+	l       *Line
+	key     string // resource and object: what a later event supersedes
+	env     *engine.Envelope
+	desc    string
+	attempt int // deliveries so far
+	final   int // deliveries after the recording's last cache line
 }
 
 // start instantiates the plugin (again, after a failure: the state and
@@ -251,12 +286,18 @@ func (r *runner) fail(s *Step, err error) {
 	r.rep.Counts.Failures++
 }
 
-// line replays one line of the recording.
-func (r *runner) line(ctx context.Context, l *Line) {
+// line replays line i of the recording.
+func (r *runner) line(ctx context.Context, i int, l *Line) {
 	rec := r.o.Events
 	switch l.Type {
 	case LineCache, LineCacheDelete:
 		r.cache.apply(l)
+		// The world a waiting retry reads has moved: try each again.
+		waiting := r.waiting
+		r.waiting = nil
+		for _, w := range waiting {
+			r.handle(ctx, w, false)
+		}
 		return
 	}
 	if r.inst == nil && r.start(ctx) != nil {
@@ -276,15 +317,25 @@ func (r *runner) line(ctx context.Context, l *Line) {
 		return
 	}
 	ev := rec.Event(l)
-	env := engine.NewEnvelope(ev)
-	desc := ev.Type.String() + " " + l.Resource + " " + ev.Key()
+	w := &pending{l: l, key: l.Resource + " " + ev.Key(), env: engine.NewEnvelope(ev), desc: ev.Type.String() + " " + l.Resource + " " + ev.Key()}
+	r.waiting = slices.DeleteFunc(r.waiting, func(o *pending) bool { return o.key == w.key })
 	r.rep.Counts.Events++
-	for attempt := 1; ; attempt++ {
-		step := Step{Line: l.line, Call: "ih_handle", Event: desc, Attempt: attempt}
-		if attempt == 1 {
-			step.Recorded = l.Result
+	r.handle(ctx, w, i > r.lastCache)
+}
+
+// handle delivers w until it is settled or, answered RETRY while cache
+// lines are still to come (final false), waits for the next one.
+func (r *runner) handle(ctx context.Context, w *pending, final bool) {
+	if r.inst == nil && r.start(ctx) != nil {
+		return
+	}
+	for {
+		w.attempt++
+		step := Step{Line: w.l.line, Call: "ih_handle", Event: w.desc, Attempt: w.attempt}
+		if w.attempt == 1 {
+			step.Recorded = w.l.Result
 		}
-		res, err := r.inst.HandleWith(ctx, env, l.PluginFlags())
+		res, err := r.inst.HandleWith(ctx, w.env, w.l.PluginFlags())
 		if err != nil {
 			r.fail(&step, err)
 			r.finish(step)
@@ -300,7 +351,14 @@ func (r *runner) line(ctx context.Context, l *Line) {
 		case engine.CodeError:
 			r.rep.Counts.Errors++
 		case engine.CodeRetry:
-			if attempt <= max(r.o.MaxRetries, 0) {
+			if !final {
+				r.rep.Counts.Retries++
+				r.finish(step)
+				r.waiting = append(r.waiting, w)
+				return
+			}
+			if w.final < max(r.o.MaxRetries, 0) {
+				w.final++
 				r.rep.Counts.Retries++
 				r.finish(step)
 				continue
