@@ -498,26 +498,28 @@ func (h *e2e) requests() (requestCounts, error) {
 	if err != nil {
 		return requestCounts{}, fmt.Errorf("apiserver /metrics: %w", err)
 	}
-	return countRequests(b, []string{"pods", "replicasets", "deployments"})
+	resources := []string{"pods", "replicasets", "deployments"}
+	c, err := countRequests(b, resources)
+	for _, r := range resources {
+		w, werr := countWatches(b, r)
+		c.watching += w
+		err = errors.Join(err, werr)
+	}
+	return c, err
 }
 
 // countRequests sums apiserver_request_total over the series of the given
 // resources (subresources included) in a Prometheus text exposition,
-// and separately its writes (APPLY and PATCH), and the open watches on
-// them.
+// and separately its writes (APPLY and PATCH).
 func countRequests(metrics []byte, resources []string) (requestCounts, error) {
-	var total, writes, watching float64
+	var total, writes float64
 	s := bufio.NewScanner(bytes.NewReader(metrics))
 	s.Buffer(make([]byte, 1<<20), 1<<20)
 	for s.Scan() {
 		line := s.Text()
 		labels, ok := strings.CutPrefix(line, "apiserver_request_total{")
-		gauge := false
 		if !ok {
-			if labels, ok = strings.CutPrefix(line, "apiserver_longrunning_requests{"); !ok {
-				continue
-			}
-			gauge = true
+			continue
 		}
 		end := strings.LastIndexByte(labels, '}')
 		if end < 0 {
@@ -529,21 +531,17 @@ func countRequests(metrics []byte, resources []string) (requestCounts, error) {
 				match = true
 			}
 		}
-		if !match || gauge && !strings.Contains(labels[:end], `verb="WATCH"`) {
+		if !match {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(labels[end+1:]), 64)
 		if err != nil {
-			return requestCounts{}, fmt.Errorf("apiserver metrics: %q: %w", line, err)
-		}
-		if gauge {
-			watching += v
-			continue
+			return requestCounts{}, fmt.Errorf("apiserver_request_total: %q: %w", line, err)
 		}
 		total += v
 		if strings.Contains(labels[:end], `verb="APPLY"`) || strings.Contains(labels[:end], `verb="PATCH"`) {
 			writes += v
 		}
 	}
-	return requestCounts{int(total), int(writes), int(watching)}, s.Err()
+	return requestCounts{total: int(total), writes: int(writes)}, s.Err()
 }
