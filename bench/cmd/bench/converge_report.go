@@ -32,14 +32,18 @@ func (r *results) convergeRows() {
 		return fmt.Sprintf("%.0f (%.0f)", t, p), t
 	}
 
+	// The measures with a target, both for the plain sides and for the
+	// disrupted ones.
+	measures := []struct {
+		what, short string
+		f           func(convergeRun) float64
+	}{
+		{"time from the process's start to every Pod labelled", "time to every Pod labelled", seconds},
+		{"CPU until then (utime+stime)", "CPU", cpu},
+	}
+
 	if plain("host") && plain("native") {
-		for _, m := range []struct {
-			what string
-			f    func(convergeRun) float64
-		}{
-			{"time from the process's start to every Pod labelled", seconds},
-			{"CPU until then (utime+stime)", cpu},
-		} {
+		for _, m := range measures {
 			h, _ := pick("host", m.f)
 			b, _ := pick("native", m.f)
 			r.add(row{"9 converge", fmt.Sprintf("%v Pods, owner chain from the cache, server-side apply, %s: %s", n, limit, m.what),
@@ -56,13 +60,7 @@ func (r *results) convergeRows() {
 	if !(plain("host") && plain("native") && plain("host-reload") && plain("native-restart")) {
 		return
 	}
-	for _, m := range []struct {
-		what string
-		f    func(convergeRun) float64
-	}{
-		{"time to every Pod labelled", seconds},
-		{"CPU", cpu},
-	} {
+	for _, m := range measures {
 		h0, _ := pick("host", m.f)
 		h1, _ := pick("host-reload", m.f)
 		n0, _ := pick("native", m.f)
@@ -71,7 +69,7 @@ func (r *results) convergeRows() {
 		reloaded, _ := pick("host-reload", func(c convergeRun) float64 { return c.Reloaded })
 		r.add(row{"9 converge, disrupted",
 			fmt.Sprintf("%v Pods, halfway (at %d labelled) the plugin's file replaced by new bytes vs the native process stopped and started again: %s (cost: over the undisturbed side)",
-				n, paramInt(r.Params, "convergeN")/2, m.what),
+				n, paramInt(r.Params, "convergeN")/2, m.short),
 			fmt.Sprintf("%s (%+.2f s; new version loaded at %s)", fmtS(h1), hc, fmtS(reloaded)), fmt.Sprintf("native restarted: %s (%+.2f s)", fmtS(n1), nc),
 			ratio(h1, n1), "reload cost < restart cost", yes(hc < nc)})
 	}
