@@ -69,10 +69,13 @@ const convergeTeams = 10
 var convergeSides = []string{"host", "native", "host-reload", "native-restart"}
 
 type convergeRun struct {
-	Side     string  `json:"side"`
-	Pods     int     `json:"pods"`
-	Seconds  float64 `json:"seconds"` // start to every Pod labelled
-	Half     float64 `json:"halfSeconds"`
+	Side    string  `json:"side"`
+	Pods    int     `json:"pods"`
+	Seconds float64 `json:"seconds"` // start to every Pod labelled
+	Half    float64 `json:"halfSeconds"`
+	// Stall is the longest time between two Pods labelled after the
+	// first half: a disruption's pause, whatever the bucket it starts.
+	Stall    float64 `json:"stallSeconds"`
 	CPU      float64 `json:"cpuSeconds"`
 	RSS      float64 `json:"peakRssMiB"`
 	Requests int     `json:"requests"`
@@ -109,8 +112,8 @@ func (h *e2e) converge(n, runs int, qps float64, burst int) ([]convergeRun, erro
 			if err != nil {
 				return out, fmt.Errorf("%s run %d: %w", side, r+1, err)
 			}
-			h.logf("case 9: %s: converged in %.2f s (half %.2f s, reloaded %.2f s), CPU %.2f s, peak RSS %.0f MiB, %d requests (%d writes)",
-				side, res.Seconds, res.Half, res.Reloaded, res.CPU, res.RSS, res.Requests, res.Writes)
+			h.logf("case 9: %s: converged in %.2f s (half %.2f s, reloaded %.2f s, longest pause after half %.2f s), CPU %.2f s, peak RSS %.0f MiB, %d requests (%d writes)",
+				side, res.Seconds, res.Half, res.Reloaded, res.Stall, res.CPU, res.RSS, res.Requests, res.Writes)
 			out = append(out, res)
 		}
 	}
@@ -223,6 +226,7 @@ func (h *e2e) convergeRun(side string, n, run int, wasm []byte, qps float64, bur
 		return res, err
 	}
 	res.Seconds = all.Sub(started).Seconds()
+	res.Stall = seen.longestGap(len(want) / 2).Seconds()
 	cpu, err := procCPU(pid)
 	if err != nil {
 		return res, err
@@ -445,6 +449,18 @@ func (w *labelWatch) see(p *corev1.Pod) {
 	case w.changed <- struct{}{}:
 	default:
 	}
+}
+
+// longestGap returns the longest time between two counts first reached,
+// from count k on.
+func (w *labelWatch) longestGap(k int) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var gap time.Duration
+	for i := max(k, 1); i < len(w.times); i++ {
+		gap = max(gap, w.times[i].Sub(w.times[i-1]))
+	}
+	return gap
 }
 
 // wait returns when k Pods were first labelled, waiting for it until
