@@ -50,8 +50,8 @@ import (
 //     file is replaced by new bytes (a custom section: compiled anew, as
 //     a new release would be);
 //   - "native-restart": "native", and once N/2 Pods are labelled the
-//     process is stopped (as its Deployment's rollout would) and a new one
-//     started.
+//     process is stopped (as its Deployment's rollout would: the
+//     reconcile in flight canceled, the queue left) and a new one started.
 //
 // For each: the time from the process's start to every Pod labelled, its
 // CPU (utime+stime until then; a stopped native's own from its rusage),
@@ -319,8 +319,8 @@ func (h *e2e) startNativeLabeler(ns string, qps float64, burst int) (*labeller, 
 	return c, nil
 }
 
-// stop asks the child to exit (it drains its reconcile in flight) and
-// waits.
+// stop asks the child to exit (it cancels its reconcile in flight and
+// leaves its queue) and waits.
 func (c *labeller) stop() error {
 	_, _ = fmt.Fprintln(c.in, "exit")
 	_ = c.in.Close()

@@ -40,7 +40,7 @@ import (
 // Its informers' client has the daemon's own default limit (50/s, burst
 // 100, --kube-api-qps); its writes' client has -qps and -burst, which the
 // harness sets to the plugin's write grant. It runs until stdin says
-// "exit" or closes.
+// "exit" or closes, then stops at once, leaving its queue.
 func nativeLabelerMain(args []string) int {
 	fs := flag.NewFlagSet("native-labeler", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the control plane")
@@ -103,16 +103,18 @@ func nativeLabelerMain(args []string) int {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for c.next(ctx) {
+		for ctx.Err() == nil && c.next(ctx) {
 		}
 	}()
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() && in.Text() != "exit" {
 	}
-	// Shut down as controller-runtime does: the queue stops handing out
-	// keys, the reconcile in flight finishes.
-	c.queue.ShutDownWithDrain()
+	// Stop as controller-runtime does on SIGTERM: the context is
+	// canceled (the apply in flight with it) and the queue shut down;
+	// what is still queued is left to the next process. (Draining it
+	// instead would finish the work before the restart.)
 	cancel()
+	c.queue.ShutDown()
 	<-done
 	factory.Shutdown()
 	return 0
