@@ -4,7 +4,8 @@
 #   make bench         every benchmark: in-process (go test -bench) and end
 #                      to end against a real kube-apiserver; prints one table
 #                      and writes it to BENCHMARKS.md (about 20 minutes on 2
-#                      cores, and about 20 more for case 8, the peers; the
+#                      cores, about 20 more for case 8, the peers, and 6
+#                      for case 9, convergence; the
 #                      first run also builds the plugins and compiles them,
 #                      and shell-operator, a few minutes more)
 #   make bench-smoke   every benchmark once, with tiny sizes, to keep them
@@ -15,15 +16,16 @@
 # Both need the control plane (`make controlplane`), clang for wasm32-wasi
 # and wat2wasm (the benchmark plugins in bench/plugins are built on demand
 # into build/bench/plugins), and, for case 8, shell-operator (built once
-# into the cache, below) with jq. No benchmark asserts a time.
+# into the cache, below) with jq; case 9 the team-labeler example plugin
+# (mk/plugins.mk). No benchmark asserts a time.
 GO ?= go
 BENCH_FLAGS ?=
 
 .PHONY: bench bench-smoke
-bench: controlplane deps shell-operator
+bench: controlplane deps shell-operator $(PLUGINS_OUT)/team-labeler.wasm
 	SHELL_OPERATOR=$(SHELL_OPERATOR_BIN) $(GO) run ./bench/cmd/bench $(BENCH_FLAGS)
 
-bench-smoke: controlplane deps shell-operator
+bench-smoke: controlplane deps shell-operator $(PLUGINS_OUT)/team-labeler.wasm
 	SHELL_OPERATOR=$(SHELL_OPERATOR_BIN) $(GO) run ./bench/cmd/bench -smoke $(BENCH_FLAGS)
 
 # shell-operator, the peer of case 8, built once from the Go module proxy

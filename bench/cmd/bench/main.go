@@ -15,14 +15,18 @@
 //     latency and CPU (case 3), the peers on the same workload (case 8:
 //     shell-operator, one native controller per handler), isolation (case
 //     6), reload and start (case 4), failover with leader election (case
-//     7), 50 idle plugins (case 5i), memory (case 5, last: it leaves
-//     50,000 objects behind);
+//     7), time to converge for a controller plugin next to the same
+//     controller written natively, with a reload and a restart halfway
+//     (case 9), 50 idle plugins (case 5i), memory (case 5, last: it
+//     leaves 50,000 objects behind);
 //
 // and prints one table, which it also writes, with the machine, the date
 // and the command, to the output file. Nothing here judges a time as a
 // test failure: the "met" column is the report.
 //
-// "bench native ..." is the native baseline's child process (native.go).
+// "bench native ..." is the native baseline's child process (native.go),
+// "bench native-labeler ..." case 9's native controller
+// (native_labeler.go).
 package main
 
 import (
@@ -44,6 +48,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "native" {
 		os.Exit(nativeMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "native-labeler" {
+		os.Exit(nativeLabelerMain(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "spin" {
 		// The isolation benchmark's control: one core kept busy until the
 		// harness kills this process.
@@ -61,7 +68,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	smoke := fs.Bool("smoke", false, "run every benchmark once, with tiny sizes: checks that they work, measures nothing")
 	out := fs.String("out", "", "report file (default BENCHMARKS.md at the repository root; build/bench/BENCHMARKS.smoke.md with -smoke)")
-	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 5i, 6, 6r, 7, 8")
+	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 5i, 6, 6r, 7, 8, 9")
 	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
 	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
 	render := fs.String("render", "", "measure nothing: write the report from a results file (build/bench/results.json)")
@@ -148,7 +155,7 @@ func run(args []string) int {
 		}
 	}
 
-	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["5i"] && skipped["6"] && skipped["6r"] && skipped["7"] && skipped["8"]) {
+	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["5i"] && skipped["6"] && skipped["6r"] && skipped["7"] && skipped["8"] && skipped["9"]) {
 		h, err := newE2E(root, work, *smoke, *daemonBin, logf)
 		if err != nil {
 			fail(err)
@@ -188,6 +195,11 @@ func run(args []string) int {
 				fail(fmt.Errorf("case 7: %w", err))
 			}
 		}
+		if !skipped["9"] {
+			if res.Converge, err = h.converge(p["convergeN"].(int), p["convergeRuns"].(int), float64(p["convergeQPS"].(int)), p["convergeBurst"].(int)); err != nil {
+				fail(fmt.Errorf("case 9: %w", err))
+			}
+		}
 		if !skipped["5i"] {
 			if res.Idle, err = h.idle(p["memoryRuns"].(int), p["memorySettle"].(time.Duration)); err != nil {
 				fail(fmt.Errorf("case 5i: %w", err))
@@ -213,7 +225,7 @@ func params(smoke bool) map[string]any {
 			"memoryN": 200, "memoryRuns": 1, "memorySettle": 500 * time.Millisecond, "memoryPlugins": 1,
 			"failoverRuns": 1, "failoverPlugins": 2,
 			"peersN": 30, "peersRuns": 1, "peersPlugins": 2, "peersSides": peerSides, "peersSlowRuns": 1,
-			"restartObjects": 100,
+			"restartObjects": 100, "convergeN": 20, "convergeRuns": 1, "convergeQPS": 50, "convergeBurst": 100,
 		}
 	}
 	return map[string]any{
@@ -224,7 +236,7 @@ func params(smoke bool) map[string]any {
 		"memoryN": 50000, "memoryRuns": 3, "memorySettle": 5 * time.Second, "memoryPlugins": 10,
 		"failoverRuns": 3, "failoverPlugins": 10,
 		"peersN": 5000, "peersRuns": 3, "peersPlugins": 10, "peersSides": peerSides, "peersSlowRuns": 1,
-		"restartObjects": 2000,
+		"restartObjects": 2000, "convergeN": 1000, "convergeRuns": 3, "convergeQPS": 50, "convergeBurst": 100,
 	}
 }
 

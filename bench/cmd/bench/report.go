@@ -22,6 +22,7 @@ type results struct {
 	Restart       []isolationRun  `json:"restart"`
 	Failover      []failoverRun   `json:"failover"`
 	Peers         []throughputRun `json:"peers"`
+	Converge      []convergeRun   `json:"converge"`
 	Params        map[string]any  `json:"params"`
 	Errors        []string        `json:"errors,omitempty"`
 	Began         time.Time       `json:"began"`
@@ -314,7 +315,8 @@ func (r *results) buildRows() {
 		}
 	}
 
-	r.peerRows() // case 8, peers_report.go
+	r.peerRows()     // case 8, peers_report.go
+	r.convergeRows() // case 9, converge_report.go
 
 	// Case 4: reload and start.
 	if len(r.Reload) > 0 {
