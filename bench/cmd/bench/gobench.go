@@ -21,7 +21,7 @@ type goBench struct {
 // (a plugin and its native counterpart, 1 and 10 plugins) run in the same
 // invocation, one after the other.
 var goBenches = []goBench{
-	{"./filter", "^BenchmarkDecide$"},
+	{"./internal/filter", "^BenchmarkDecide$"},
 	{"./host/internal/engine", "^Benchmark(Guest|Encode|State|MetricAdd|InstanceMemory)$"},
 	{"./host", "^Benchmark(Dispatch|Fanout|CacheRead|Write|HTTPUpstream)$"},
 }

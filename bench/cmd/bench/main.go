@@ -8,7 +8,7 @@
 //
 //   - the in-process Go benchmarks (go test -bench, -count 5): the
 //     dispatch path and the fan-out (./host), the guests' own costs next to
-//     native Go code (./host/internal/engine), the filters (./filter);
+//     native Go code (./host/internal/engine), the filters (./internal/filter);
 //   - the end-to-end cases against a real kube-apiserver and etcd (the
 //     envtest binaries that `make controlplane` builds), with the daemon
 //     and the native client-go baseline as child processes: throughput,
