@@ -367,7 +367,13 @@ func TestKitRustFunctions(t *testing.T) {
 	if err != nil || r.Code != CodeError || r.Message != "http_request nope GET /: ERR_DENIED: not granted" {
 		t.Errorf("handle: %v %+v, want ERROR with the denied GET's CallError", err, r)
 	}
-	for _, w := range kitCapabilitiesIIChecks {
+	for _, w := range append([]string{
+		`check cacheGet denied: cache_get secrets ns/p2: ERR_DENIED`,
+		`check stateSet denied: state_set \"k\": ERR_DENIED`,
+		`check metric denied: metric_declare ungranted_total: ERR_DENIED`,
+		`check lastCallError: metric_declare ungranted_total: ERR_DENIED`,
+		`check lastCallError after ?: taken`,
+	}, kitCapabilitiesIIChecks...) {
 		if !strings.Contains(logs.String(), w) {
 			t.Errorf("log lacks %s", w)
 		}
