@@ -8,9 +8,10 @@ import (
 	"github.com/informer-host/informer-host/abi"
 )
 
-// ErrDenied is returned by a capability's functions (Cache, State) when the
-// operator did not grant the capability, or not for this resource or
-// index (ABI.md §16). It is a HostError, so errors.Is works.
+// ErrDenied is the code of a capability's functions (Cache, State,
+// metrics, writes) when the operator did not grant the capability, or not
+// for this resource or index (ABI.md §16): they return a *CallError
+// naming the call, and errors.Is(err, ErrDenied) matches it.
 var ErrDenied error = HostError(abi.ErrDenied)
 
 // cacheAPI is the cache capability's imports; the host implements it on
