@@ -8,9 +8,10 @@ import (
 	"github.com/informer-host/informer-host/abi"
 )
 
-// ErrDenied is returned by a capability's functions (Cache, State) when the
-// operator did not grant the capability, or not for this resource or
-// index (ABI.md §16). It is a HostError, so errors.Is works.
+// ErrDenied is the code of a capability's functions (Cache, State,
+// metrics, writes) when the operator did not grant the capability, or not
+// for this resource or index (ABI.md §16): they return a *CallError
+// naming the call, and errors.Is(err, ErrDenied) matches it.
 var ErrDenied error = HostError(abi.ErrDenied)
 
 // cacheAPI is the cache capability's imports; the host implements it on
@@ -51,7 +52,10 @@ type Cached struct {
 func (c CacheReader) Get(resource, namespace, name string) (Cached, error) {
 	h := c.api().cacheGet(resource, namespace, name)
 	if h < 0 {
-		return Cached{}, hostErr(h)
+		if cacheMiss(h) {
+			return Cached{}, hostErr(h)
+		}
+		return Cached{}, &CallError{Func: abi.ImportCacheGet, Call: resource + " " + objectName(namespace, name), Code: h}
 	}
 	return Cached{p: c.p, h: h}, nil
 }
@@ -61,20 +65,66 @@ func (c CacheReader) Get(resource, namespace, name string) (Cached, error) {
 // whose labels match selector (Kubernetes label selector syntax, "" =
 // all), sorted. See SplitKey and Get.
 func (c CacheReader) List(resource, namespace, selector string) ([]string, error) {
-	return c.pages(func(start int32, buf []byte) int64 {
+	keys, code := c.pages(func(start int32, buf []byte) int64 {
 		return c.api().cacheList(resource, namespace, selector, start, buf)
 	})
+	if code != 0 {
+		return nil, c.listError(code, resource, namespace, selector)
+	}
+	return keys, nil
 }
 
 // Owned returns the keys of the cached objects of resource that have an
 // ownerReference to uid. The grant must list the owner index
 // (indexes: [owner]); otherwise ErrDenied.
 func (c CacheReader) Owned(resource, uid string) ([]string, error) {
-	return c.pages(func(start int32, buf []byte) int64 { return c.api().cacheIndex(resource, "owner", uid, start, buf) })
+	keys, code := c.pages(func(start int32, buf []byte) int64 { return c.api().cacheIndex(resource, "owner", uid, start, buf) })
+	if code != 0 {
+		return nil, cacheError(abi.ImportCacheIndex, resource+" owner="+uid, code)
+	}
+	return keys, nil
 }
 
-// pages reads every page of a key list.
-func (c CacheReader) pages(call func(start int32, buf []byte) int64) ([]string, error) {
+// cacheMiss reports the codes of a lookup that found nothing: a plugin
+// checks for them on every event, so they stay the bare sentinels
+// (ErrNoObject, ErrNotFound) and cost no allocation.
+func cacheMiss(code int32) bool { return code == abi.ErrAbsent || code == abi.ErrNotFound }
+
+// cacheError is the error of a cache read of fn on call that returned
+// code: a miss as its sentinel, anything else (a denial, an invalid
+// selector) a *CallError naming the read. The host sets no result
+// message for the cache functions (ABI.md §17 only), so none is read: it
+// would be a write's from earlier in the same call.
+func cacheError(fn, call string, code int32) error {
+	if cacheMiss(code) {
+		return hostErr(code)
+	}
+	return &CallError{Func: fn, Call: call, Code: code}
+}
+
+// listError is a failed List's error, its call the resource, namespace
+// and selector: "pods in shop -l app=web".
+func (c CacheReader) listError(code int32, resource, namespace, selector string) error {
+	call := resource
+	if namespace != "" {
+		call += " in " + namespace
+	}
+	if selector != "" {
+		call += " -l " + selector
+	}
+	return cacheError(abi.ImportCacheList, call, code)
+}
+
+// objectName is namespace/name, or name when cluster-scoped.
+func objectName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// pages reads every page of a key list; a failure is the host's code.
+func (c CacheReader) pages(call func(start int32, buf []byte) int64) ([]string, int32) {
 	var keys []string
 	for {
 		if cap(c.p.valBuf) < 4096 {
@@ -83,7 +133,7 @@ func (c CacheReader) pages(call func(start int32, buf []byte) int64) ([]string, 
 		buf := c.p.valBuf[:cap(c.p.valBuf)]
 		total, size, code := abi.UnpackList(call(int32(len(keys)), buf))
 		if code != 0 {
-			return nil, hostErr(code)
+			return nil, code
 		}
 		if int(size) > len(buf) {
 			c.p.valBuf = make([]byte, size)
@@ -96,7 +146,7 @@ func (c CacheReader) pages(call func(start int32, buf []byte) int64) ([]string, 
 			}
 		}
 		if len(keys) >= int(total) || len(keys) == n {
-			return keys, nil
+			return keys, 0
 		}
 	}
 }

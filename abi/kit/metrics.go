@@ -26,18 +26,23 @@ type metricsAPI interface {
 // The host exports it as informer_host_plugin_metric_<name> with the
 // plugin's file name as label "plugin" and the declared label keys, in
 // the order given, taking values in the same order. Updates return nil,
-// or a HostError: ERR_DENIED when the operator did not grant metrics,
+// or a *CallError naming the function and the metric (errors.Is matches
+// its code): ERR_DENIED when the operator did not grant metrics,
 // ERR_INVALID for a bad declaration, value or label count, ERR_EXISTS when
 // another plugin exports the name with another kind or help, ERR_QUOTA
 // for a declaration or a new series past the plugin's byte budget (ABI
 // v1.3). An update the host drops because the plugin's series cap is
 // reached returns ErrDropped.
 type Metric struct {
+	name string
 	kind int32
 	decl []byte
 	n    int   // label keys
 	id   int32 // -1 until declared; a negative code once declaring failed
-	buf  []byte
+	// declErr is the error of the failed declaration, made once: every
+	// update of the metric returns it.
+	declErr error
+	buf     []byte
 	// hosts is the plugin's hosts count when id was declared: a metric is
 	// declared again with a host swapped in later (kit.UseNative).
 	hosts int
@@ -88,7 +93,7 @@ func newMetric(kind int32, name, help string, labels []string, buckets []float64
 		b = append(b, ']')
 	}
 	b = append(b, '}')
-	return &Metric{kind: kind, decl: b, n: len(labels), id: -1 << 16}
+	return &Metric{name: name, kind: kind, decl: b, n: len(labels), id: -1 << 16}
 }
 
 // appendJSONString appends s as a JSON string.
@@ -111,38 +116,43 @@ func appendJSONString(b []byte, s string) []byte {
 
 // Add adds v to a counter (v >= 0) or a gauge.
 func (m *Metric) Add(v float64, labelValues ...string) error {
-	return m.update(metricsAPI.metricAdd, v, labelValues)
+	return m.update(abi.ImportMetricAdd, metricsAPI.metricAdd, v, labelValues)
 }
 
 // Set sets a gauge to v.
 func (m *Metric) Set(v float64, labelValues ...string) error {
-	return m.update(metricsAPI.metricSet, v, labelValues)
+	return m.update(abi.ImportMetricSet, metricsAPI.metricSet, v, labelValues)
 }
 
 // Observe records v in a histogram.
 func (m *Metric) Observe(v float64, labelValues ...string) error {
-	return m.update(metricsAPI.metricObserve, v, labelValues)
+	return m.update(abi.ImportMetricObserve, metricsAPI.metricObserve, v, labelValues)
 }
 
-func (m *Metric) update(op func(metricsAPI, int32, float64, []byte) int32, v float64, values []string) error {
+func (m *Metric) update(fn string, op func(metricsAPI, int32, float64, []byte) int32, v float64, values []string) error {
 	api, ok := the.host.(metricsAPI)
 	if !ok {
-		return HostError(abi.ErrDenied)
+		return &CallError{Func: abi.ImportMetricDeclare, Call: m.name, Code: abi.ErrDenied, Message: "the host has no metric imports"}
 	}
 	if m.id == -1<<16 || m.hosts != the.hosts {
-		m.id, m.hosts = api.metricDeclare(m.kind, m.decl), the.hosts
+		m.id, m.hosts, m.declErr = api.metricDeclare(m.kind, m.decl), the.hosts, nil
+		if m.id < 0 {
+			m.declErr = &CallError{Func: abi.ImportMetricDeclare, Call: m.name, Code: m.id}
+		}
 	}
 	if m.id < 0 {
-		return HostError(m.id)
+		return m.declErr
 	}
 	if len(values) != m.n {
-		return HostError(abi.ErrInvalid)
+		return &CallError{Func: fn, Call: m.name, Code: abi.ErrInvalid,
+			Message: strconv.Itoa(len(values)) + " label values for " + strconv.Itoa(m.n) + " label keys"}
 	}
 	// The host takes the values separated by a zero byte.
 	b := m.buf[:0]
 	for i, s := range values {
 		if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
-			return HostError(abi.ErrInvalid)
+			return &CallError{Func: fn, Call: m.name, Code: abi.ErrInvalid,
+				Message: "label value " + strconv.Itoa(i+1) + " is not UTF-8 without zero bytes"}
 		}
 		if i > 0 {
 			b = append(b, 0)
@@ -154,7 +164,7 @@ func (m *Metric) update(op func(metricsAPI, int32, float64, []byte) int32, v flo
 	case rc == abi.MetricDropped:
 		return ErrDropped
 	case rc < 0:
-		return HostError(rc)
+		return &CallError{Func: fn, Call: m.name, Code: rc}
 	}
 	return nil
 }

@@ -36,15 +36,24 @@ var ErrTooLarge error = HostError(abi.ErrTooLarge)
 //
 //	k8s_write apply configmaps demo/x: ERR_RATE_LIMITED: would wait 12s for the plugin's API budget
 //
+// A cache read, state call or metric update that is denied, over the
+// quota or invalid is one too, without a message (the host sets none for
+// them): "cache_get secrets shop/token: ERR_DENIED". Their expected
+// outcomes (a miss, a missing key, a conflict, a dropped update) are the
+// bare sentinels instead, which cost nothing.
+//
 // errors.Is matches it against ErrDenied, ErrTimeout and the other codes.
 type CallError struct {
 	// Func is the host function: "k8s_write", "event_record",
-	// "http_request", "http_response_read".
+	// "http_request", "http_response_read"; "cache_get", "state_set",
+	// "metric_declare" and the other cache, state and metrics functions.
 	Func string
 	// Call is what the function was called on, as the error shows it: a
 	// write's op, resource and namespace/name ("apply pods shop/web"), an
 	// Event's type, reason and object, a request's upstream, method and
-	// path ("chat POST /crashloop").
+	// path ("chat POST /crashloop"); a cache read's resource and
+	// namespace/name, selector or index ("pods in shop -l app=web"); a
+	// state key, quoted; a metric's name.
 	Call    string
 	Code    int32
 	Message string

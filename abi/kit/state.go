@@ -3,6 +3,7 @@ package kit
 import (
 	"encoding/binary"
 	"errors"
+	"strconv"
 
 	"github.com/informer-host/informer-host/abi"
 )
@@ -34,11 +35,20 @@ type StateStore struct{ h stateAPI }
 // State returns the plugin's state.
 func State() StateStore { return StateStore{h: stateHost} }
 
-func stateErr(code int64) error {
-	if code == int64(abi.ErrAbsent) {
+// stateErr is the error of a state call of fn on call that returned
+// code. A missing key and a compare-and-swap conflict are what a plugin
+// expects on every event, so they stay the bare ErrNoKey and ErrConflict,
+// costing no allocation; anything else (a denial, the quota, an invalid
+// key) is a *CallError naming the call. The host sets no result message
+// for the state functions (ABI.md §17 only), so none is read.
+func stateErr(fn, call string, code int64) error {
+	switch code {
+	case int64(abi.ErrAbsent):
 		return ErrNoKey
+	case int64(abi.ErrConflict):
+		return ErrConflict
 	}
-	return HostError(int32(code))
+	return &CallError{Func: fn, Call: call, Code: int32(code)}
 }
 
 // Get returns key's value (a fresh slice) and its version.
@@ -47,7 +57,7 @@ func (s StateStore) Get(key string) (value []byte, version int64, err error) {
 	for {
 		n := s.h.get(key, buf, &version)
 		if n < 0 {
-			return nil, 0, stateErr(int64(n))
+			return nil, 0, stateErr(abi.ImportStateGet, strconv.Quote(key), int64(n))
 		}
 		if int(n) <= len(buf) {
 			return buf[:n], version, nil
@@ -67,7 +77,7 @@ func (s StateStore) Set(key string, value []byte) (int64, error) {
 func (s StateStore) SetIfVersion(key string, value []byte, version int64) (int64, error) {
 	r := s.h.set(key, value, version)
 	if r < 0 {
-		return 0, stateErr(r)
+		return 0, stateErr(abi.ImportStateSet, strconv.Quote(key), r)
 	}
 	return r, nil
 }
@@ -79,7 +89,7 @@ func (s StateStore) Delete(key string) error { return s.DeleteIfVersion(key, abi
 // ErrConflict.
 func (s StateStore) DeleteIfVersion(key string, version int64) error {
 	if r := s.h.del(key, version); r < 0 {
-		return stateErr(int64(r))
+		return stateErr(abi.ImportStateDelete, strconv.Quote(key), int64(r))
 	}
 	return nil
 }
@@ -96,7 +106,7 @@ func (s StateStore) List(prefix, after string, max int) ([]string, error) {
 		r := s.h.list(prefix, after, int32(max), buf)
 		count, size, code := abi.UnpackList(r)
 		if code != 0 {
-			return nil, stateErr(int64(code))
+			return nil, stateErr(abi.ImportStateList, "prefix "+strconv.Quote(prefix)+" after "+strconv.Quote(after), int64(code))
 		}
 		if int(size) > len(buf) {
 			buf = make([]byte, size)

@@ -405,7 +405,8 @@ export function cacheGet(resource: string, namespace: string, name: string): Rea
   const r = utf8(resource), n = utf8(namespace), m = utf8(name);
   const h = host.cache_get(ptrOf(r), r.byteLength, ptrOf(n), n.byteLength, ptrOf(m), m.byteLength);
   if (h < 0) {
-    lastCode = h;
+    if (h == ERR_ABSENT || h == ERR_NOT_FOUND) failedHere(h, "cache_get");
+    else failedHere(h, "cache_get " + resource + " " + (namespace.length > 0 ? namespace + "/" + name : name));
     return null;
   }
   return new Readable(h);
@@ -437,10 +438,22 @@ function cachePages(index: bool, resource: string, a: string, b: string): string
         ? host.cache_index(ptrOf(r), r.byteLength, ptrOf(x), x.byteLength, ptrOf(y), y.byteLength, out.length, ptrOf(scratch), scratch.byteLength)
         : host.cache_list(ptrOf(r), r.byteLength, ptrOf(x), x.byteLength, ptrOf(y), y.byteLength, out.length, ptrOf(scratch), scratch.byteLength);
     } while (!fits(res));
-    if (!took(res)) return null;
+    if (!took(res)) {
+      if (lastCode == ERR_ABSENT || lastCode == ERR_NOT_FOUND) failedHere(lastCode, index ? "cache_index" : "cache_list");
+      else failedHere(lastCode, index ? "cache_index " + resource + " " + a + "=" + b : listCall(resource, a, b));
+      return null;
+    }
     if (!takeKeys(out) || <u32>out.length >= readHigh) break;
   }
   return out;
+}
+
+// A cache_list as its error names it: "cache_list pods in shop -l app=web".
+function listCall(resource: string, namespace: string, selector: string): string {
+  let s = "cache_list " + resource;
+  if (namespace.length > 0) s += " in " + namespace;
+  if (selector.length > 0) s += " -l " + selector;
+  return s;
 }
 
 // The keys of resource in namespace ("" all) matching selector ("" all),
@@ -474,7 +487,10 @@ export function stateGet(key: string): StateValue | null {
   do {
     r = <i64>host.state_get(ptrOf(k), k.byteLength, ptrOf(scratch), scratch.byteLength, ptrOf(versionBuf));
   } while (!fits(r));
-  if (!took(r)) return null;
+  if (!took(r)) {
+    stateFailed(lastCode, "state_get", key);
+    return null;
+  }
   return new StateValue(scratchBytes(), load<i64>(ptrOf(versionBuf)));
 }
 
@@ -488,7 +504,7 @@ export function stateSet(key: string, value: string, ifVersion: i64 = ANY_VERSIO
 export function stateSetBytes(key: string, value: Uint8Array, ifVersion: i64 = ANY_VERSION): i64 {
   const k = utf8(key);
   const r = host.state_set(ptrOf(k), k.byteLength, value.dataStart, value.length, ifVersion);
-  if (r < 0) lastCode = <i32>r;
+  if (r < 0) stateFailed(<i32>r, "state_set", key);
   return r;
 }
 
@@ -496,7 +512,7 @@ export function stateSetBytes(key: string, value: Uint8Array, ifVersion: i64 = A
 export function stateDelete(key: string, ifVersion: i64 = ANY_VERSION): i32 {
   const k = utf8(key);
   const r = host.state_delete(ptrOf(k), k.byteLength, ifVersion);
-  if (r < 0) lastCode = r;
+  if (r < 0) stateFailed(r, "state_delete", key);
   return r;
 }
 
@@ -507,7 +523,10 @@ export function stateList(prefix: string, after: string, max: i32): string[] | n
   do {
     r = host.state_list(ptrOf(p), p.byteLength, ptrOf(a), a.byteLength, max, ptrOf(scratch), scratch.byteLength);
   } while (!fits(r));
-  if (!took(r)) return null;
+  if (!took(r)) {
+    failedHere(lastCode, "state_list prefix " + jsonString(prefix) + " after " + jsonString(after));
+    return null;
+  }
   const out: string[] = [];
   const base = ptrOf(scratch);
   let at: i32 = 0;
@@ -519,6 +538,14 @@ export function stateList(prefix: string, after: string, max: i32): string[] | n
     at += 4 + n;
   }
   return out;
+}
+
+// Records a failed state call: a missing key and a conflict, which a
+// plugin expects, cheaply (the code and the function); anything else
+// with the key.
+function stateFailed(code: i32, fn: string, key: string): void {
+  if (code == ERR_ABSENT || code == ERR_CONFLICT) failedHere(code, fn);
+  else failedHere(code, fn + " " + jsonString(key));
 }
 
 // Every key starting with prefix, page by page.
@@ -583,7 +610,7 @@ export class Metric {
       const d = utf8(this.declaration());
       this.id = host.metric_declare(this.kind, ptrOf(d), d.byteLength);
     }
-    if (this.id < 0) lastCode = this.id;
+    if (this.id < 0) failedHere(this.id, "metric_declare " + this.name);
     return this.id;
   }
 
@@ -595,7 +622,7 @@ export class Metric {
     if (op == 0) r = host.metric_add(id, v, ptrOf(l), l.byteLength);
     else if (op == 1) r = host.metric_set(id, v, ptrOf(l), l.byteLength);
     else r = host.metric_observe(id, v, ptrOf(l), l.byteLength);
-    if (r < 0) lastCode = r;
+    if (r < 0) failedHere(r, (op == 0 ? "metric_add " : op == 1 ? "metric_set " : "metric_observe ") + this.name);
     return r;
   }
 
@@ -620,24 +647,29 @@ export function histogram(name: string, help: string, buckets: f64[], labels: st
 // A failed call returns null (or a negative code) and leaves its code in
 // lastError() and the host's message (result_message) in
 // lastErrorMessage(); callError() says it all, the call included, for a
-// log line or setError.
+// log line or setError. A failed cache, state or metrics call leaves its
+// code and call the same way, without a message.
 
 let lastMessage = "";
 let lastCall = "";
 
-// The result message of the last capabilities II call that failed.
+// The result message of the last capabilities II call that failed (empty
+// after a failed cache, state or metrics call: the host gives none).
 export function lastErrorMessage(): string {
   return lastMessage;
 }
 
-// The last failed capabilities II call: the host function and what it
-// was called on, "k8s_write apply configmaps demo/x".
+// The last failed call: the host function and what it was called on,
+// "k8s_write apply configmaps demo/x", "cache_get secrets shop/token",
+// "state_set \"phase/web\"", "metric_declare pods_total"; only the function
+// after a cache miss, a missing state key or a conflict.
 export function lastErrorCall(): string {
   return lastCall;
 }
 
-// The last failed capabilities II call, its code and the host's message:
-// "k8s_write apply configmaps demo/x: ERR_RATE_LIMITED: <message>".
+// The last failed call, its code and the host's message:
+// "k8s_write apply configmaps demo/x: ERR_RATE_LIMITED: <message>",
+// "cache_get secrets shop/token: ERR_DENIED".
 export function callError(): string {
   let s = lastCall.length > 0 ? lastCall + ": " + errorName(lastCode) : errorName(lastCode);
   return lastMessage.length > 0 ? s + ": " + lastMessage : s;
@@ -650,6 +682,18 @@ function failed(code: i32, call: string): i32 {
   lastCall = call;
   lastCode = code;
   return code;
+}
+
+// Records a failed cache, state or metrics call: the call and the code.
+// The host sets no result message for these (section 17 only): reading
+// it would return a write's from earlier in the same export call. An
+// outcome a plugin checks for on every event (a cache miss, a missing
+// state key, a compare-and-swap conflict) passes the function's name, a
+// literal, so that it builds no string.
+function failedHere(code: i32, call: string): void {
+  lastMessage = "";
+  lastCall = call;
+  lastCode = code;
 }
 
 // How errors name a k8s_write op: "create", "merge-patch", "json-patch",

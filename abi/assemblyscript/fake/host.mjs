@@ -130,6 +130,7 @@ export class FakeHost {
     this._writeAnswer = null;
     this._eventAnswer = null;
     this._upstreams = new Map();
+    this._denied = new Set(); // capabilities deny() took away
     this._version = 0;
     this._rv = 0;
     this._uid = 0;
@@ -168,6 +169,15 @@ export class FakeHost {
     if (!this._cache.has(resource)) this._cache.set(resource, new Map());
     const m = metaOf(obj);
     this._cache.get(resource).set(keyOf(m.namespace, m.name), clone(obj));
+  }
+  // Takes capabilities away, as an operator who did not grant them:
+  // "cache" (every resource; one nothing was cached for is denied
+  // anyway), "state" and "metrics" then answer ERR_DENIED.
+  deny(...capabilities) {
+    for (const c of capabilities) {
+      if (!["cache", "state", "metrics"].includes(c)) throw new Error(`fake: deny(${JSON.stringify(c)}): not a capability it can deny (cache, state, metrics)`);
+      this._denied.add(c);
+    }
   }
   // The cached object, as cache() or a write left it, or undefined.
   cacheObject(resource, namespace, name) {
@@ -239,7 +249,7 @@ export class FakeHost {
 
   _page(resource, start, p, n, keep) {
     const c = this._cache.get(resource);
-    if (!c) return BigInt(ERR_DENIED);
+    if (!c || this._denied.has("cache")) return BigInt(ERR_DENIED);
     if (start < 0) return BigInt(ERR_INVALID);
     const keys = [...c.entries()].filter(([, o]) => keep(o)).map(([k]) => k).sort();
     const page = enc.encode(keys.slice(start, start + 1000).map((k) => k + "\n").join(""));
@@ -297,7 +307,7 @@ export class FakeHost {
         },
         cache_get(rp, rn, np, nn, mp, mn) {
           const c = h._cache.get(t(rp, rn));
-          if (!c) return ERR_DENIED;
+          if (!c || h._denied.has("cache")) return ERR_DENIED;
           const o = c.get(keyOf(t(np, nn), t(mp, mn)));
           return o ? h._handle(clone(o)) : ERR_ABSENT;
         },
@@ -315,6 +325,7 @@ export class FakeHost {
           return BigInt(ERR_INVALID);
         },
         state_get(kp, kn, p, n, vp) {
+          if (h._denied.has("state")) return ERR_DENIED;
           const e = h.stateMap.get(t(kp, kn));
           if (kn < 1 || kn > 1024) return ERR_INVALID;
           if (!e) return ERR_ABSENT;
@@ -322,6 +333,7 @@ export class FakeHost {
           return h._out(e.value, p, n);
         },
         state_set(kp, kn, vp, vn, ifVersion) {
+          if (h._denied.has("state")) return BigInt(ERR_DENIED);
           if (kn < 1 || kn > 1024 || ifVersion < -1n) return BigInt(ERR_INVALID);
           const k = t(kp, kn), e = h.stateMap.get(k);
           if ((ifVersion === 0n && e) || (ifVersion > 0n && (!e || BigInt(e.version) !== ifVersion))) return BigInt(ERR_CONFLICT);
@@ -329,6 +341,7 @@ export class FakeHost {
           return BigInt(h._version);
         },
         state_delete(kp, kn, ifVersion) {
+          if (h._denied.has("state")) return ERR_DENIED;
           if (kn < 1 || kn > 1024 || ifVersion === 0n || ifVersion < -1n) return ERR_INVALID;
           const k = t(kp, kn), e = h.stateMap.get(k);
           if (!e) return ifVersion === -1n ? ERR_ABSENT : ERR_CONFLICT;
@@ -337,6 +350,7 @@ export class FakeHost {
           return 0;
         },
         state_list(pp, pn, ap, an, max, p, n) {
+          if (h._denied.has("state")) return BigInt(ERR_DENIED);
           if (max < 1 || max > 1000) return BigInt(ERR_INVALID);
           const prefix = t(pp, pn), after = t(ap, an);
           const keys = [...h.stateMap.keys()].filter((k) => k.startsWith(prefix) && (!after || k > after)).sort().slice(0, max);
@@ -351,6 +365,7 @@ export class FakeHost {
           return (BigInt(keys.length) << 32n) | BigInt(h._out(out, p, n));
         },
         metric_declare(kind, p, n) {
+          if (h._denied.has("metrics")) return ERR_DENIED;
           let d;
           try { d = JSON.parse(t(p, n)); } catch { return ERR_INVALID; }
           if (kind < 0 || kind > 2 || !d || typeof d.name !== "string" || !/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(d.name)) return ERR_INVALID;

@@ -7,6 +7,7 @@ export { informer_host_abi_v1, ih_handle, ih_init } from "../assembly/index";
 
 let key = "";
 const handled = ih.counter("handled_total", "Events handled.", ["name"]);
+const refused = ih.counter("refused_total", "Updates the host refuses.");
 
 ih.onInit((config: string): string | null => {
   const c = ih.configJSON();
@@ -38,6 +39,26 @@ ih.onHandle((ev: ih.Event): i32 => {
     const v = ih.stateGet("n");
     const n = v === null ? 0 : I32.parseInt(v.text());
     ih.stateSet("n", (n + 1).toString());
+  } else if (ev.name == "cache-get") {
+    if (ih.cacheGet("secrets", ev.namespace, "token") === null) return ih.fail(ih.ERROR, ih.callError());
+  } else if (ev.name == "cache-list") {
+    if (ih.cacheList("configmaps", ev.namespace, "app=web") === null) return ih.fail(ih.ERROR, ih.callError());
+  } else if (ev.name == "cache-owned") {
+    if (ih.cacheIndex("configmaps", "owner", "u1") === null) return ih.fail(ih.ERROR, ih.callError());
+  } else if (ev.name == "cache-miss") {
+    if (ih.cacheGet("configmaps", ev.namespace, "gone") === null) return ih.fail(ih.ERROR, ih.callError());
+  } else if (ev.name == "state-get") {
+    if (ih.stateGet("phase/" + ev.name) === null) return ih.fail(ih.ERROR, ih.callError());
+  } else if (ev.name == "state-set") {
+    if (ih.stateSet("k", "v") < 0) return ih.fail(ih.ERROR, ih.callError());
+  } else if (ev.name == "state-create") {
+    if (ih.stateSet("k", "v", ih.ABSENT) < 0) return ih.fail(ih.ERROR, ih.callError());
+  } else if (ev.name == "state-delete") {
+    if (ih.stateDelete("k") < 0) return ih.fail(ih.ERROR, ih.callError());
+  } else if (ev.name == "state-list") {
+    if (ih.stateList("phase/", "", 10) === null) return ih.fail(ih.ERROR, ih.callError());
+  } else if (ev.name == "metric") {
+    if (refused.add(1) < 0) return ih.fail(ih.ERROR, ih.callError());
   } else if (ev.name == "self") {
     ih.info("selfWrite=" + (ev.selfWrite ? "yes" : "no"));
   }

@@ -93,3 +93,30 @@ test("state, metrics and the self-write flag", async () => {
   h.add("configmaps", cm("self"));
   assert.deepEqual(h.logs, ["INFO selfWrite=yes", "INFO selfWrite=no"]);
 });
+
+// A failed cache, state or metrics call names the call and what it was
+// called on; a miss and a conflict only the function (the kit builds no
+// string for what a plugin expects on every event).
+test("cache, state and metrics failures name the call", async (t) => {
+  for (const tc of [
+    { name: "cache-get", message: "cache_get secrets demo/token: ERR_DENIED" },
+    { name: "cache-list", deny: "cache", message: "cache_list configmaps in demo -l app=web: ERR_DENIED" },
+    { name: "cache-owned", deny: "cache", message: "cache_index configmaps owner=u1: ERR_DENIED" },
+    { name: "cache-miss", message: "cache_get: ERR_ABSENT" },
+    { name: "state-get", deny: "state", message: 'state_get "phase/state-get": ERR_DENIED' },
+    { name: "state-get", message: "state_get: ERR_ABSENT" },
+    { name: "state-set", deny: "state", message: 'state_set "k": ERR_DENIED' },
+    { name: "state-create", state: true, message: "state_set: ERR_CONFLICT" },
+    { name: "state-delete", deny: "state", message: 'state_delete "k": ERR_DENIED' },
+    { name: "state-list", deny: "state", message: 'state_list prefix "phase/" after "": ERR_DENIED' },
+    { name: "metric", deny: "metrics", message: "metric_declare refused_total: ERR_DENIED" },
+  ]) {
+    await t.test(`${tc.name}${tc.deny ? " without " + tc.deny : ""}`, async () => {
+      const h = await host();
+      h.cache("configmaps", cm("seed"));
+      if (tc.state) h.setState("k", "v");
+      if (tc.deny) h.deny(tc.deny);
+      assert.deepEqual(h.add("configmaps", cm(tc.name)), { code: ERROR, message: tc.message });
+    });
+  }
+});

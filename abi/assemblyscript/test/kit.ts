@@ -38,9 +38,11 @@ ih.onHandle((ev: ih.Event): i32 => {
   check("cacheGet", o === null ? ih.errorName(ih.lastError()) : "phase " + (o.get("status.phase") as string));
   check("cacheGet absent", ih.cacheGet("pods", "ns", "zz") === null ? ih.errorName(ih.lastError()) : "found");
   check("cacheGet denied", ih.cacheGet("secrets", "ns", "p2") === null ? ih.errorName(ih.lastError()) : "found");
+  check("cacheGet denied call", ih.callError());
   check("cacheList", keys(ih.cacheList("pods", "", "phase=Running")));
   check("cacheIndex", keys(ih.cacheIndex("pods", "namespace", "ns")));
   check("cacheIndex bad", keys(ih.cacheIndex("pods", "nope", "x")));
+  check("cacheIndex bad call", ih.callError());
   // State: versions, conflicts, lists, UTF-8 keys and values.
   const v = ih.stateSet("k/é", "wert ü", ih.ABSENT);
   check("stateSet again", ih.errorName(<i32>ih.stateSet("k/é", "x", ih.ABSENT)));
@@ -52,10 +54,12 @@ ih.onHandle((ev: ih.Event): i32 => {
   check("stateKeys", keys(ih.stateKeys("k/")));
   check("stateDelete", ih.stateDelete("k/a").toString() + " " + ih.errorName(ih.stateDelete("k/a")));
   check("stateGet absent", ih.stateGet("k/a") === null ? ih.errorName(ih.lastError()) : "found");
+  check("stateSet invalid", ih.stateSet("", "x") < 0 ? ih.callError() : "written");
   // Metrics.
   const h = ih.histogram("lat_seconds", "Latency \"quoted\".", [0.5, 1], ["ns"]);
   check("observe", h.observe(0.7, [ev.namespace]).toString());
   check("declaration", h.declaration());
+  check("metric invalid", ih.counter("bad-name", "").add(1) < 0 ? ih.callError() : "added");
   check("resultMessage", "[" + ih.resultMessage() + "]");
   // Capabilities II: writes (ops, preconditions, force), Events, HTTP,
   // each failure with its result message.

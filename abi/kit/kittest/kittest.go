@@ -61,6 +61,7 @@ type Host struct {
 	onWrite   func(WriteRequest) (int32, string)
 	onEvent   func(RecordedEvent) (int32, string)
 	upstreams map[string]func(HTTPRequest) HTTPResponse
+	denied    map[string]bool // capabilities Deny took away
 }
 
 type stateEntry struct {
@@ -199,6 +200,23 @@ func (h *Host) Cache(resource, obj string) {
 	h.cache[resource][key(o.Metadata.Namespace, o.Metadata.Name)] = []byte(obj)
 }
 
+// Deny takes capabilities away, as an operator who did not grant them:
+// "cache" (every resource; a resource nothing was cached for is denied
+// anyway), "state" and "metrics" then answer ERR_DENIED.
+func (h *Host) Deny(capabilities ...string) {
+	if h.denied == nil {
+		h.denied = map[string]bool{}
+	}
+	for _, c := range capabilities {
+		switch c {
+		case "cache", "state", "metrics":
+			h.denied[c] = true
+		default:
+			h.t.Fatalf("kittest: Deny(%q): not a capability it can deny (cache, state, metrics)", c)
+		}
+	}
+}
+
 // Metric returns the value of the metric name with the label values
 // given (a counter's or gauge's value; a histogram's sum).
 func (h *Host) Metric(name string, labelValues ...string) float64 {
@@ -278,6 +296,9 @@ func levelName(l int32) string {
 }
 
 func (h *Host) StateGet(k string, buf []byte, version *int64) int32 {
+	if h.denied["state"] {
+		return abi.ErrDenied
+	}
 	e, ok := h.state[k]
 	if !ok {
 		return abi.ErrAbsent
@@ -287,6 +308,9 @@ func (h *Host) StateGet(k string, buf []byte, version *int64) int32 {
 }
 
 func (h *Host) StateSet(k string, v []byte, ifVersion int64) int64 {
+	if h.denied["state"] {
+		return int64(abi.ErrDenied)
+	}
 	e, ok := h.state[k]
 	switch {
 	case ifVersion == 0 && ok, ifVersion > 0 && (!ok || e.ver != ifVersion):
@@ -298,6 +322,9 @@ func (h *Host) StateSet(k string, v []byte, ifVersion int64) int64 {
 }
 
 func (h *Host) StateDelete(k string, ifVersion int64) int32 {
+	if h.denied["state"] {
+		return abi.ErrDenied
+	}
 	e, ok := h.state[k]
 	switch {
 	case !ok:
@@ -310,6 +337,9 @@ func (h *Host) StateDelete(k string, ifVersion int64) int32 {
 }
 
 func (h *Host) StateList(prefix, after string, max int32, buf []byte) int64 {
+	if h.denied["state"] {
+		return int64(abi.ErrDenied)
+	}
 	var keys []string
 	for k := range h.state {
 		if strings.HasPrefix(k, prefix) && k > after {
@@ -330,7 +360,7 @@ func (h *Host) StateList(prefix, after string, max int32, buf []byte) int64 {
 
 func (h *Host) CacheGet(res, ns, name string) int32 {
 	objs, ok := h.cache[res]
-	if !ok {
+	if !ok || h.denied["cache"] {
 		return abi.ErrDenied
 	}
 	o, ok := objs[key(ns, name)]
@@ -343,7 +373,7 @@ func (h *Host) CacheGet(res, ns, name string) int32 {
 
 func (h *Host) keys(res string, start int32, buf []byte, match func(obj []byte) bool) int64 {
 	objs, ok := h.cache[res]
-	if !ok {
+	if !ok || h.denied["cache"] {
 		return int64(abi.ErrDenied)
 	}
 	var keys []string
@@ -408,6 +438,9 @@ func (h *Host) CacheIndex(res, index, value string, start int32, buf []byte) int
 }
 
 func (h *Host) MetricDeclare(kind int32, decl []byte) int32 {
+	if h.denied["metrics"] {
+		return abi.ErrDenied
+	}
 	var d struct{ Name string }
 	if err := json.Unmarshal(decl, &d); err != nil || d.Name == "" {
 		return abi.ErrInvalid

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/abi/kit"
 	"github.com/informer-host/informer-host/abi/kit/kittest"
 )
@@ -63,5 +64,95 @@ func TestFakeHost(t *testing.T) {
 	}
 	if v := h2.Metric("kittest_pods", "Running"); v != 1 {
 		t.Errorf("second host's gauge %v", v)
+	}
+}
+
+var deniedCounter = kit.Counter("kittest_denied_total", "updates of a plugin without grants.metrics", "phase")
+
+// A denied cache read, state call or metric update names the call and
+// what it was called on, and still matches ErrDenied; a miss and a
+// conflict stay the bare sentinels a plugin compares against.
+func TestCapabilityErrorsNameTheCall(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		deny string
+		call func() error
+		text string
+		is   error
+	}{
+		{"cache get of an ungranted resource", "", func() error {
+			_, err := kit.Cache().Get("secrets", "shop", "token")
+			return err
+		}, "cache_get secrets shop/token: ERR_DENIED", kit.ErrDenied},
+		{"cache list denied", "cache", func() error {
+			_, err := kit.Cache().List("pods", "shop", "app=web")
+			return err
+		}, "cache_list pods in shop -l app=web: ERR_DENIED", kit.ErrDenied},
+		{"cache list with a bad selector", "", func() error {
+			_, err := kit.Cache().List("pods", "", "app in (")
+			return err
+		}, "cache_list pods -l app in (: ERR_INVALID", kit.HostError(abi.ErrInvalid)},
+		{"owned denied", "cache", func() error {
+			_, err := kit.Cache().Owned("pods", "u-1")
+			return err
+		}, "cache_index pods owner=u-1: ERR_DENIED", kit.ErrDenied},
+		{"state get denied", "state", func() error {
+			_, _, err := kit.State().Get("phase/Running")
+			return err
+		}, `state_get "phase/Running": ERR_DENIED`, kit.ErrDenied},
+		{"state set denied", "state", func() error {
+			_, err := kit.State().Set("k", []byte("v"))
+			return err
+		}, `state_set "k": ERR_DENIED`, kit.ErrDenied},
+		{"state delete denied", "state", func() error {
+			return kit.State().Delete("k")
+		}, `state_delete "k": ERR_DENIED`, kit.ErrDenied},
+		{"state list denied", "state", func() error {
+			_, err := kit.State().List("phase/", "", 10)
+			return err
+		}, `state_list prefix "phase/" after "": ERR_DENIED`, kit.ErrDenied},
+		{"metric declaration denied", "metrics", func() error {
+			return deniedCounter.Add(1, "Running")
+		}, "metric_declare kittest_denied_total: ERR_DENIED", kit.ErrDenied},
+		{"metric update with a missing label value", "", func() error {
+			return deniedCounter.Add(1)
+		}, "metric_add kittest_denied_total: ERR_INVALID: 0 label values for 1 label keys", kit.HostError(abi.ErrInvalid)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := kittest.New(t)
+			h.Cache("pods", `{"metadata":{"name":"web","namespace":"shop"}}`)
+			if tc.deny != "" {
+				h.Deny(tc.deny)
+			}
+			err := tc.call()
+			var ce *kit.CallError
+			if !errors.As(err, &ce) || err.Error() != tc.text || !errors.Is(err, tc.is) {
+				t.Errorf("error %v (%T), want a *kit.CallError %q matching %v", err, err, tc.text, tc.is)
+			}
+		})
+	}
+}
+
+func TestMissesStayBareSentinels(t *testing.T) {
+	h := kittest.New(t)
+	h.Cache("pods", `{"metadata":{"name":"web","namespace":"shop"}}`)
+	h.SetState("k", "v")
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"cache miss", func() error { _, err := kit.Cache().Get("pods", "shop", "gone"); return err }, kit.ErrNoObject},
+		{"state miss", func() error { _, _, err := kit.State().Get("gone"); return err }, kit.ErrNoKey},
+		{"delete of a missing key", func() error { return kit.State().Delete("gone") }, kit.ErrNoKey},
+		{"create of an existing key", func() error { _, err := kit.State().SetIfVersion("k", nil, 0); return err }, kit.ErrConflict},
+		{"delete at another version", func() error { return kit.State().DeleteIfVersion("k", 999) }, kit.ErrConflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Identity, not errors.Is: the sentinel itself, nothing built around it.
+			if err := tc.call(); err != tc.want {
+				t.Errorf("error %v (%T), want the sentinel %v itself", err, err, tc.want)
+			}
+		})
 	}
 }

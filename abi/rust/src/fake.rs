@@ -106,6 +106,7 @@ mod imp {
         upstreams: BTreeMap<String, fn(&HttpRequest) -> HttpResponse>,
         resource_version: u64,
         write_answer: Option<Fields>, // the object apply_write answered with
+        denied: Vec<&'static str>,    // capabilities deny took away
     }
 
     thread_local!(static HOST: RefCell<Host> = RefCell::new(Host::default()));
@@ -402,6 +403,18 @@ mod imp {
         with(|h| h.cache.insert((resource.to_string(), key.to_string()), f));
     }
 
+    /// Takes a capability away, as an operator who did not grant it:
+    /// "cache", "state" or "metrics" then answer ERR_DENIED (kept across
+    /// [`reset`], like the configuration).
+    pub fn deny(capability: &'static str) {
+        assert!(["cache", "state", "metrics"].contains(&capability), "fake::deny({:?}): not a capability it can deny (cache, state, metrics)", capability);
+        with(|h| h.denied.push(capability));
+    }
+
+    fn denied(capability: &str) -> bool {
+        with(|h| h.denied.contains(&capability))
+    }
+
     /// Calls `f` as ih_handle would; the code and the set_error message.
     pub fn handle(f: fn(&Event) -> Result) -> (i32, String) {
         let len = with(|h| h.header.as_ref().map(|b| b.len() as i32).unwrap_or(0));
@@ -428,7 +441,7 @@ mod imp {
 
     // The imports' stand-ins: the size protocol and the codes of abi/ABI.md.
     pub mod raw {
-        use super::with;
+        use super::{denied, with};
         use std::slice;
 
         unsafe fn bytes<'a>(p: *const u8, n: i32) -> &'a [u8] {
@@ -507,6 +520,9 @@ mod imp {
             0
         }
         pub unsafe fn cache_get(res: *const u8, res_len: i32, ns: *const u8, ns_len: i32, name: *const u8, name_len: i32) -> i32 {
+            if denied("cache") {
+                return -8;
+            }
             let (res, ns, name) = (text(res, res_len), text(ns, ns_len), text(name, name_len));
             let key = if ns.is_empty() { name } else { format!("{}/{}", ns, name) };
             with(|h| match h.cache.get(&(res, key)) {
@@ -534,6 +550,9 @@ mod imp {
         }
         /// Selectors are not evaluated by the fake: any but "" is ERR_INVALID.
         pub unsafe fn cache_list(res: *const u8, res_len: i32, ns: *const u8, ns_len: i32, sel: *const u8, sel_len: i32, start: i32, p: *mut u8, n: i32) -> i64 {
+            if denied("cache") {
+                return -8;
+            }
             if sel_len != 0 {
                 let _ = text(sel, sel_len);
                 return -5;
@@ -543,6 +562,9 @@ mod imp {
         }
         /// The fake knows the namespace index only.
         pub unsafe fn cache_index(res: *const u8, res_len: i32, index: *const u8, index_len: i32, value: *const u8, value_len: i32, start: i32, p: *mut u8, n: i32) -> i64 {
+            if denied("cache") {
+                return -8;
+            }
             if text(index, index_len) != "namespace" {
                 return -5;
             }
@@ -550,6 +572,9 @@ mod imp {
             page(keys_of(&text(res, res_len), |k| in_namespace(k, &ns)), start, p, n)
         }
         pub unsafe fn state_get(key: *const u8, key_len: i32, p: *mut u8, n: i32, version: *mut i64) -> i32 {
+            if denied("state") {
+                return -8;
+            }
             let key = bytes(key, key_len).to_vec();
             if key.is_empty() || key.len() > 1024 {
                 return -5;
@@ -563,6 +588,9 @@ mod imp {
             })
         }
         pub unsafe fn state_set(key: *const u8, key_len: i32, val: *const u8, val_len: i32, if_version: i64) -> i64 {
+            if denied("state") {
+                return -8;
+            }
             let (key, val) = (bytes(key, key_len).to_vec(), bytes(val, val_len).to_vec());
             if key.is_empty() || key.len() > 1024 || if_version < -1 {
                 return -5;
@@ -584,6 +612,9 @@ mod imp {
             })
         }
         pub unsafe fn state_delete(key: *const u8, key_len: i32, if_version: i64) -> i32 {
+            if denied("state") {
+                return -8;
+            }
             let key = bytes(key, key_len).to_vec();
             if key.is_empty() || key.len() > 1024 || if_version == 0 || if_version < -1 {
                 return -5;
@@ -605,6 +636,9 @@ mod imp {
             })
         }
         pub unsafe fn state_list(prefix: *const u8, prefix_len: i32, after: *const u8, after_len: i32, max: i32, p: *mut u8, n: i32) -> i64 {
+            if denied("state") {
+                return -8;
+            }
             let (prefix, after) = (bytes(prefix, prefix_len).to_vec(), bytes(after, after_len).to_vec());
             if !(1..=1000).contains(&max) {
                 return -5;
@@ -621,6 +655,9 @@ mod imp {
             })
         }
         pub unsafe fn metric_declare(kind: i32, p: *const u8, n: i32) -> i32 {
+            if denied("metrics") {
+                return -8;
+            }
             let d = text(p, n);
             with(|h| {
                 if let Some(i) = h.metrics.iter().position(|m| *m == format!("{} {}", kind, d)) {

@@ -122,8 +122,62 @@ impl From<Error> for Fail {
     fn from(e: Error) -> Fail {
         // A rate limit is worth a retry (section 10); anything else fails the event.
         let code = if e == Error::RATE_LIMITED { Code::Retry } else { Code::Error };
-        Fail { code, message: e.name().to_string() }
+        // The failed cache, state or metrics call the code came from, when
+        // the kit kept one, names the call in the message.
+        let message = match take_call_error(e) {
+            Some(c) => c.to_string(),
+            None => e.name().to_string(),
+        };
+        Fail { code, message }
     }
+}
+
+thread_local! {
+    // The last failed cache, state or metrics call of the export call:
+    // those functions return a bare Error, a Copy code plugins match on
+    // (Err(Error::CONFLICT)), so what the call was is kept beside it.
+    static LAST_CALL_ERROR: std::cell::RefCell<Option<CallError>> = std::cell::RefCell::new(None);
+}
+
+/// The last cache, state or metrics call of the current export call that
+/// failed with a code other than the expected ones (a cache miss, a
+/// missing state key, a compare-and-swap conflict), as a [`CallError`]
+/// naming the call: `cache_get secrets shop/token: ERR_DENIED`. `?` on
+/// that call's [`Error`] takes it, for the handler's failure message (so
+/// that a later error of the same code is not taken for it); this gives
+/// it to a plugin that logs the error instead, before any `?`.
+pub fn last_call_error() -> Option<CallError> {
+    LAST_CALL_ERROR.with(|l| l.borrow().clone())
+}
+
+/// Takes the kept call error if it is the one of code e.
+fn take_call_error(e: Error) -> Option<CallError> {
+    LAST_CALL_ERROR.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.as_ref().map(|c| c.code) == Some(e) {
+            l.take()
+        } else {
+            None
+        }
+    })
+}
+
+/// Keeps the failure e of a cache, state or metrics call of function
+/// unless it is one of expected, the outcomes a plugin checks for on
+/// every event, which cost nothing: call builds the description only for
+/// the others. The host sets no result message for these functions
+/// (section 17 only), so none is read.
+fn call_failed(function: &'static str, expected: &[Error], e: Error, call: impl FnOnce() -> String) -> Error {
+    if !expected.contains(&e) {
+        LAST_CALL_ERROR.with(|l| *l.borrow_mut() = Some(CallError { function, call: call(), code: e, message: String::new() }));
+    }
+    e
+}
+
+/// Forgets the kept call error: each export call starts without one, as
+/// result_message does.
+fn forget_call_error() {
+    LAST_CALL_ERROR.with(|l| *l.borrow_mut() = None);
 }
 
 impl From<String> for Fail {
@@ -380,6 +434,7 @@ pub mod export {
     }
 
     pub fn handle(len: i32, f: fn(&Event) -> Result) -> i32 {
+        forget_call_error();
         let header = match read_header(len) {
             Ok(h) => h,
             Err(e) => {
@@ -399,6 +454,7 @@ pub mod export {
     }
 
     pub fn init(_len: i32, f: fn(&[u8]) -> std::result::Result<(), String>) -> i32 {
+        forget_call_error();
         match f(&config()) {
             Ok(()) => 0,
             Err(msg) => {
@@ -409,6 +465,7 @@ pub mod export {
     }
 
     pub fn synced(len: i32, f: fn(&Header)) {
+        forget_call_error();
         if let Ok(h) = read_header(len) {
             f(&h)
         }
@@ -491,7 +548,7 @@ pub mod cache {
         };
         match r {
             -1 => Ok(None),
-            r if r < 0 => Err(Error(r)),
+            r if r < 0 => Err(call_failed("cache_get", &[Error::NOT_FOUND], Error(r), || format!("{} {}", resource, key(namespace, name)))),
             h => Ok(Some(Object(h))),
         }
     }
@@ -503,6 +560,18 @@ pub mod cache {
             raw::cache_list(resource.as_ptr(), resource.len() as i32, namespace.as_ptr(), namespace.len() as i32,
                 selector.as_ptr(), selector.len() as i32, start, p, n)
         })
+        .map_err(|e| {
+            call_failed("cache_list", MISSES, e, || {
+                let mut c = resource.to_string();
+                if !namespace.is_empty() {
+                    c += &format!(" in {}", namespace);
+                }
+                if !selector.is_empty() {
+                    c += &format!(" -l {}", selector);
+                }
+                c
+            })
+        })
     }
 
     /// The keys that index `index` ("namespace", or "owner" if granted)
@@ -512,6 +581,19 @@ pub mod cache {
             raw::cache_index(resource.as_ptr(), resource.len() as i32, index.as_ptr(), index.len() as i32,
                 value.as_ptr(), value.len() as i32, start, p, n)
         })
+        .map_err(|e| call_failed("cache_index", MISSES, e, || format!("{} {}={}", resource, index, value)))
+    }
+
+    /// The codes of a read that found nothing.
+    const MISSES: &[Error] = &[Error::ABSENT, Error::NOT_FOUND];
+
+    /// namespace/name, or name when cluster-scoped.
+    fn key(namespace: &str, name: &str) -> String {
+        if namespace.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}/{}", namespace, name)
+        }
     }
 
     /// The keys of the objects of `resource` owned by the object of `uid`.
@@ -558,8 +640,13 @@ pub mod state {
         match read_sized(|p, n| unsafe { raw::state_get(key.as_ptr(), key.len() as i32, p, n, vp) } as i64) {
             Ok((_, v)) => Ok(Some((v, version))),
             Err(Error::ABSENT) => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => Err(call_failed("state_get", &[], e, || quoted(key))),
         }
+    }
+
+    /// A state key as errors show it: quoted, "phase/web".
+    fn quoted(key: &[u8]) -> String {
+        format!("{:?}", String::from_utf8_lossy(key))
     }
 
     /// Writes `key` unconditionally; returns its new version.
@@ -571,6 +658,7 @@ pub mod state {
     /// exist); `Error::CONFLICT` otherwise.
     pub fn set_if(key: &[u8], value: &[u8], version: i64) -> std::result::Result<i64, Error> {
         check(unsafe { raw::state_set(key.as_ptr(), key.len() as i32, value.as_ptr(), value.len() as i32, version) })
+            .map_err(|e| call_failed("state_set", &[Error::CONFLICT], e, || quoted(key)))
     }
 
     /// Deletes `key`; false when there was no such key.
@@ -584,7 +672,9 @@ pub mod state {
 
     /// Deletes `key` if it is at `version`; `Error::CONFLICT` otherwise.
     pub fn delete_if(key: &[u8], version: i64) -> std::result::Result<(), Error> {
-        check(unsafe { raw::state_delete(key.as_ptr(), key.len() as i32, version) } as i64).map(|_| ())
+        check(unsafe { raw::state_delete(key.as_ptr(), key.len() as i32, version) } as i64)
+            .map(|_| ())
+            .map_err(|e| call_failed("state_delete", &[Error::ABSENT, Error::CONFLICT], e, || quoted(key)))
     }
 
     /// Up to `max` (1..=1000) keys starting with `prefix`, sorting after
@@ -592,7 +682,8 @@ pub mod state {
     pub fn list(prefix: &[u8], after: &[u8], max: i32) -> std::result::Result<Vec<Vec<u8>>, Error> {
         let (count, buf) = read_sized(|p, n| unsafe {
             raw::state_list(prefix.as_ptr(), prefix.len() as i32, after.as_ptr(), after.len() as i32, max, p, n)
-        })?;
+        })
+        .map_err(|e| call_failed("state_list", &[], e, || format!("prefix {} after {}", quoted(prefix), quoted(after))))?;
         parse_list(&buf, count)
     }
 
@@ -696,7 +787,7 @@ pub mod metrics {
                 self.id.store(id, Ordering::Relaxed);
             }
             if id < 0 {
-                Err(Error(id))
+                Err(call_failed("metric_declare", &[], Error(id), || self.name.to_string()))
             } else {
                 Ok(id)
             }
@@ -705,22 +796,22 @@ pub mod metrics {
         /// Adds `v` to a counter (v >= 0) or gauge. Ok(false): the host
         /// dropped the update at the plugin's series cap (METRIC_DROPPED).
         pub fn add(&self, v: f64, labels: &[&str]) -> std::result::Result<bool, Error> {
-            self.update(v, labels, |id, v, p, n| unsafe { raw::metric_add(id, v, p, n) })
+            self.update("metric_add", v, labels, |id, v, p, n| unsafe { raw::metric_add(id, v, p, n) })
         }
         pub fn set(&self, v: f64, labels: &[&str]) -> std::result::Result<bool, Error> {
-            self.update(v, labels, |id, v, p, n| unsafe { raw::metric_set(id, v, p, n) })
+            self.update("metric_set", v, labels, |id, v, p, n| unsafe { raw::metric_set(id, v, p, n) })
         }
         pub fn observe(&self, v: f64, labels: &[&str]) -> std::result::Result<bool, Error> {
-            self.update(v, labels, |id, v, p, n| unsafe { raw::metric_observe(id, v, p, n) })
+            self.update("metric_observe", v, labels, |id, v, p, n| unsafe { raw::metric_observe(id, v, p, n) })
         }
 
-        fn update(&self, v: f64, labels: &[&str], op: impl Fn(i32, f64, *const u8, i32) -> i32) -> std::result::Result<bool, Error> {
+        fn update(&self, function: &'static str, v: f64, labels: &[&str], op: impl Fn(i32, f64, *const u8, i32) -> i32) -> std::result::Result<bool, Error> {
             let id = self.id()?;
             let values = labels.join("\0");
             match op(id, v, values.as_ptr(), values.len() as i32) {
                 0 => Ok(true),
                 1 => Ok(false),
-                r => Err(Error(r)),
+                r => Err(call_failed(function, &[], Error(r), || self.name.to_string())),
             }
         }
     }
@@ -748,16 +839,22 @@ pub mod metrics {
 /// gave with it ([`result_message`]), so that the text alone says what
 /// failed and why:
 /// `k8s_write apply configmaps demo/x: ERR_RATE_LIMITED: <message>`.
+/// A failed cache, state or metrics call is one too, without a message
+/// ([`last_call_error`]): `cache_get secrets shop/token: ERR_DENIED`.
 /// `?` in a handler gives RETRY for a rate limit, a timeout, an
 /// unavailable upstream or apiserver and a canceled call, ERROR
 /// otherwise, with this as the message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallError {
-    /// "k8s_write", "event_record", "http_request", "http_response_read".
+    /// "k8s_write", "event_record", "http_request", "http_response_read";
+    /// "cache_get", "state_set", "metric_declare" and the other cache,
+    /// state and metrics functions.
     pub function: &'static str,
     /// The arguments that tell the call apart: a write's op, resource and
     /// namespace/name, an Event's type, reason and object, a request's
-    /// upstream, method and path.
+    /// upstream, method and path; a cache read's resource and
+    /// namespace/name, selector or index; a state key, quoted; a metric's
+    /// name.
     pub call: String,
     pub code: Error,
     pub message: String,

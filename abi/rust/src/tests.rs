@@ -272,3 +272,62 @@ fn json_and_config() {
     fake::set_config(b"{key: team}");
     assert_eq!(crate::config_json(), Err("the configuration is not JSON: expected a member name at byte 1".to_string()));
 }
+
+// A denied or invalid cache read, state call or metric update is kept
+// as a CallError naming the call, which `?` makes the handler's failure;
+// a miss and a conflict keep nothing (they are what a plugin expects).
+#[test]
+fn capability_errors_name_the_call() {
+    use crate::{last_call_error, Error};
+    static REFUSED: Metric = Metric::counter("refused_total", "Updates the fake refuses.", &[]);
+    let cases: &[(&str, Option<&'static str>, fn() -> crate::Result, Option<&str>)] = &[
+        ("cache get denied", Some("cache"), || cache::get("secrets", "shop", "token").map(|_| ()).map_err(Into::into),
+            Some("cache_get secrets shop/token: ERR_DENIED")),
+        ("cache list with a selector", None, || cache::list("pods", "shop", "app=web").map(|_| ()).map_err(Into::into),
+            Some("cache_list pods in shop -l app=web: ERR_INVALID")),
+        ("cache index denied", Some("cache"), || cache::owned("pods", "u-1").map(|_| ()).map_err(Into::into),
+            Some("cache_index pods owner=u-1: ERR_DENIED")),
+        ("cache miss", None, || cache::get("pods", "shop", "gone").map(|_| ()).map_err(Into::into), None),
+        ("state get denied", Some("state"), || state::get(b"phase/web").map(|_| ()).map_err(Into::into),
+            Some(r#"state_get "phase/web": ERR_DENIED"#)),
+        ("state set of an empty key", None, || state::set(b"", b"v").map(|_| ()).map_err(Into::into),
+            Some(r#"state_set "": ERR_INVALID"#)),
+        ("state delete denied", Some("state"), || state::delete(b"k").map(|_| ()).map_err(Into::into),
+            Some(r#"state_delete "k": ERR_DENIED"#)),
+        ("state list denied", Some("state"), || state::list(b"phase/", b"", 10).map(|_| ()).map_err(Into::into),
+            Some(r#"state_list prefix "phase/" after "": ERR_DENIED"#)),
+        ("state miss", None, || state::get(b"gone").map(|_| ()).map_err(Into::into), None),
+        ("state conflict", None, || state::set_if(b"k", b"v", state::ABSENT).map(|_| ()).map_err(Into::into),
+            Some("ERR_CONFLICT")),
+        ("metric declaration denied", Some("metrics"), || REFUSED.add(1.0, &[]).map(|_| ()).map_err(Into::into),
+            Some("metric_declare refused_total: ERR_DENIED")),
+    ];
+    for (name, deny, call, want) in cases {
+        // Each case on a thread of its own: its own fake host.
+        let (name, deny, call, want) = (*name, *deny, *call, want.map(str::to_string));
+        std::thread::spawn(move || {
+            fake::reset();
+            fake::cached("pods", "shop/web", &[]);
+            state::set(b"k", b"v").unwrap();
+            if let Some(d) = deny {
+                fake::deny(d);
+            }
+            fake::event(1, 0, "pods", "shop", "web");
+            let h = |_: &crate::Event| -> crate::Result { Ok(()) };
+            fake::handle(h); // an export call: nothing kept from before
+            let r = call();
+            assert_eq!(r.err().map(|f| f.message), want, "{}", name);
+            if want.as_deref().map_or(true, |w| !w.contains(' ')) {
+                assert_eq!(last_call_error(), None, "{}: a miss or a conflict keeps no call", name);
+            }
+        })
+        .join()
+        .unwrap_or_else(|_| panic!("{} failed", name));
+    }
+    // Another code's ? does not take the kept call.
+    fake::reset();
+    fake::deny("cache");
+    assert_eq!(cache::list("pods", "", "").unwrap_err(), Error::DENIED);
+    assert_eq!(crate::Fail::from(Error::INVALID).message, "ERR_INVALID");
+    assert_eq!(last_call_error().map(|c| c.to_string()).as_deref(), Some("cache_list pods: ERR_DENIED"));
+}

@@ -5,7 +5,8 @@
 //! same calls as the AssemblyScript kit's test/kit.ts.
 
 use informer_host::writes::{Preconditions, Target};
-use informer_host::{cache, events, http, info, plugin, writes, CallError, Event, Result};
+use informer_host::metrics::Metric;
+use informer_host::{cache, events, http, info, last_call_error, plugin, state, writes, CallError, Event, Fail, Result};
 
 fn check(what: &str, got: String) {
     info!("check {}: {}", what, got);
@@ -25,7 +26,25 @@ fn unit(r: std::result::Result<(), CallError>) -> String {
     }
 }
 
+/// What `?` makes of a cache, state or metrics call's failure.
+fn failure<T>(r: std::result::Result<T, informer_host::Error>) -> String {
+    match r {
+        Ok(_) => "ok".to_string(),
+        Err(e) => Fail::from(e).message,
+    }
+}
+
+static UNGRANTED: Metric = Metric::counter("ungranted_total", "Never granted.", &[]);
+
 fn handle(ev: &Event) -> Result {
+    // Denied (secrets are not cached; the test grants no state and no
+    // metrics): the failure names the call.
+    check("cacheGet denied", failure(cache::get("secrets", "ns", "p2")));
+    check("stateSet denied", failure(state::set(b"k", b"v")));
+    let m = UNGRANTED.add(1.0, &[]);
+    check("lastCallError", last_call_error().map(|e| e.to_string()).unwrap_or_default());
+    check("metric denied", failure(m));
+    check("lastCallError after ?", last_call_error().map(|e| e.to_string()).unwrap_or_else(|| "taken".into()));
     let t = Target { resource: "pods", namespace: "ns", name: "p1", ..Default::default() };
     let none = Preconditions::default();
     match writes::create(&Target { resource: "pods", namespace: "ns", ..Default::default() }, r#"{"metadata":{"name":"nü"}}"#.as_bytes()) {

@@ -272,16 +272,20 @@ func TestKitAssemblyScriptFunctions(t *testing.T) {
 		`check cacheGet: phase Pending`,
 		`check cacheGet absent: ERR_ABSENT`,
 		`check cacheGet denied: ERR_DENIED`,
+		`check cacheGet denied call: cache_get secrets ns/p2: ERR_DENIED`,
 		`check cacheList: ns/p1,other/p3`,
 		`check cacheIndex: ns/p1,ns/p2`,
 		`check cacheIndex bad: ERR_INVALID`,
+		`check cacheIndex bad call: cache_index pods nope=x: ERR_INVALID`,
 		`check stateSet again: ERR_CONFLICT`,
 		`check stateGet: wert ü at its version`,
 		`check stateList: k/b,k/é`,
 		`check stateKeys: k/a,k/b,k/é`,
 		`check stateDelete: 0 ERR_ABSENT`,
 		`check stateGet absent: ERR_ABSENT`,
+		`check stateSet invalid: state_set \"\": ERR_INVALID`,
 		`check observe: 0`,
+		`check metric invalid: metric_declare bad-name: ERR_INVALID`,
 		`check resultMessage: []`,
 		`check lastErrorMessage: not granted`,
 	}, kitCapabilitiesIIChecks...) {
@@ -363,7 +367,13 @@ func TestKitRustFunctions(t *testing.T) {
 	if err != nil || r.Code != CodeError || r.Message != "http_request nope GET /: ERR_DENIED: not granted" {
 		t.Errorf("handle: %v %+v, want ERROR with the denied GET's CallError", err, r)
 	}
-	for _, w := range kitCapabilitiesIIChecks {
+	for _, w := range append([]string{
+		`check cacheGet denied: cache_get secrets ns/p2: ERR_DENIED`,
+		`check stateSet denied: state_set \"k\": ERR_DENIED`,
+		`check metric denied: metric_declare ungranted_total: ERR_DENIED`,
+		`check lastCallError: metric_declare ungranted_total: ERR_DENIED`,
+		`check lastCallError after ?: taken`,
+	}, kitCapabilitiesIIChecks...) {
 		if !strings.Contains(logs.String(), w) {
 			t.Errorf("log lacks %s", w)
 		}
