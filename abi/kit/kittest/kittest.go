@@ -39,6 +39,10 @@ type Host struct {
 	// Resources gives a resource name its API coordinates in the event
 	// header; a name not here is version v1, resource = the name.
 	Resources map[string]abi.Header
+	// StateMaxBytes is the state quota (grants.state.maxBytes): the sum
+	// of len(key)+len(value) past which state_set answers ERR_QUOTA, as
+	// the host's store counts it. 0: no quota.
+	StateMaxBytes int
 
 	header   []byte
 	obj, old []byte
@@ -315,6 +319,17 @@ func (h *Host) StateSet(k string, v []byte, ifVersion int64) int64 {
 	switch {
 	case ifVersion == 0 && ok, ifVersion > 0 && (!ok || e.ver != ifVersion):
 		return int64(abi.ErrConflict)
+	}
+	if h.StateMaxBytes > 0 {
+		used := len(k) + len(v)
+		for key, e := range h.state {
+			if key != k {
+				used += len(key) + len(e.v)
+			}
+		}
+		if used > h.StateMaxBytes {
+			return int64(abi.ErrQuota)
+		}
 	}
 	h.version++
 	h.state[k] = stateEntry{v: append([]byte(nil), v...), ver: h.version}
