@@ -2,6 +2,7 @@ package kittest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -107,11 +108,11 @@ func (s selector) matches(l map[string]string) bool {
 				return false
 			}
 		case "in":
-			if !ok || !contains(r.values, v) {
+			if !ok || !slices.Contains(r.values, v) {
 				return false
 			}
 		case "notin":
-			if ok && contains(r.values, v) {
+			if ok && slices.Contains(r.values, v) {
 				return false
 			}
 		case "exists":
@@ -125,13 +126,4 @@ func (s selector) matches(l map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func contains(vs []string, v string) bool {
-	for _, x := range vs {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
