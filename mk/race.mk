@@ -6,8 +6,9 @@
 #                    watchdog and call bounds, shard, state, server, the
 #                    host's reload, stop, standby, sharding and network
 #                    wait tests, the pipeline, the capabilities II
-#                    clients, and the daemons side by side of
-#                    cmd/informer-host. `make test` runs it: 2m41s on 2
+#                    clients, the daemons side by side of
+#                    internal/daemon, and cmd/informer-host. `make test`
+#                    runs it: 2m41s on 2
 #                    shared cores with the -race builds cached, and about
 #                    6 minutes more to build them the first time; the whole
 #                    of `make test` stays far inside CI's 90 minutes.
@@ -22,9 +23,11 @@ RACE_TIMEOUT ?= 30m
 RACE_FLAGS ?=
 
 # Whole packages: small, and concurrent throughout (the pipeline, the
-# clients of capabilities II, the daemons side by side).
+# clients of capabilities II, the delivery queue, the daemons side by
+# side in internal/daemon).
 RACE_PACKAGES := ./internal/shard/... ./internal/state/... ./internal/server/... ./informer/... ./internal/upstream/... ./internal/kubewrite/... \
-	./internal/kubeevents/... ./internal/pluginmetrics/... ./cmd/informer-host/
+	./internal/kubeevents/... ./internal/pluginmetrics/... ./cmd/informer-host/ \
+	./internal/daemon/ ./host/internal/delivery/
 # The engine: the watchdog, the network waits, the call bounds, the
 # start timer.
 RACE_ENGINE_TESTS := TestWatchdog|TestIO|TestCallBound|TestMaxCallTime|TestInjectedChecksBoundInstantiation|TestHTTPFunctions
@@ -32,7 +35,7 @@ RACE_ENGINE_TESTS := TestWatchdog|TestIO|TestCallBound|TestMaxCallTime|TestInjec
 # directory watcher, leases and stops run at once.
 # (One alternative per line; := joins them without spaces, which a -run
 # pattern must not have.)
-RACE_HOST_TESTS := TestDeliveryQueue|TestPrepareNeverGoesBackwards|TestMemReleaser
+RACE_HOST_TESTS := TestPrepareNeverGoesBackwards|TestMemReleaser
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestReloadsUnderChurnLoseNoEvent|TestReloadDuringAFailingCall
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestStopDrainsBuffers|TestStopAbandonsAStuckPlugin|TestStopLeavesNoGoroutines
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestStuckRetirementDoesNotWedgeTheWatcher|TestRestartKeepsListenersRegistered
