@@ -23,6 +23,8 @@ var directionRules = []struct {
 		[]string{"..."}},
 	{"host/...", "the library does not reach back into the daemon that embeds it",
 		[]string{"cmd/...", "internal/daemon", "internal/server"}},
+	{"internal/ociartifact/...", "the registry client moves bytes; what a module is and what config.yaml says are its callers'",
+		[]string{"host/...", "internal/daemon", "internal/config", "informer", "cmd/..."}},
 	{"internal/...", "nothing reaches into the command",
 		[]string{"cmd/..."}},
 }
