@@ -17,11 +17,12 @@ import (
 )
 
 // Store is a content-addressed directory of modules, each at
-// Dir/sha256/<hex>, with one record per source (Dir/sources/*.json) of
-// the last digest that source gave which was good. Writes are atomic (a
-// temporary file, fsync, rename, fsync of the directory), so a crash
-// leaves a module whole or absent, and processes sharing Dir see whole
-// files only. The zero Store is not usable; Dir must be set.
+// Dir/blobs/sha256/<hex> (as in an OCI image layout), with one record per
+// source (Dir/sources/*.json) of the last digest that source gave which
+// was good. Writes are atomic (a temporary file, fsync, rename, fsync of
+// the directory), so a crash leaves a module whole or absent, and
+// processes sharing Dir see whole files only. The zero Store is not
+// usable; Dir must be set.
 type Store struct {
 	Dir string
 }
@@ -43,7 +44,7 @@ func (s Store) Put(b []byte) (digest, path string, err error) {
 // Path is where digest's module is (or would be). digest is
 // "sha256:<hex>" or the bare hex.
 func (s Store) Path(digest string) string {
-	return filepath.Join(s.Dir, "sha256", strings.TrimPrefix(digest, "sha256:"))
+	return filepath.Join(s.Dir, "blobs", "sha256", strings.TrimPrefix(digest, "sha256:"))
 }
 
 // Has reports whether digest's module is in the store; a file whose

@@ -40,7 +40,7 @@ func TestStore(t *testing.T) {
 	if _, err := s.Read(d, 10); err == nil || !strings.Contains(err.Error(), "over the limit") {
 		t.Errorf("read over max: %v", err)
 	}
-	entries, _ := os.ReadDir(filepath.Join(dir, "sha256"))
+	entries, _ := os.ReadDir(filepath.Join(dir, "blobs", "sha256"))
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".tmp") {
 			t.Errorf("temporary file left: %s", e.Name())
