@@ -355,6 +355,19 @@ func TestMirrors(t *testing.T) {
 	if a.From != mirror.Ref("cache/team/p:v1") || !bytes.Equal(a.Bytes, wasm) {
 		t.Errorf("pulled from %s", a.From)
 	}
+	// A mirror that serves other bytes than the digest names is passed
+	// over for the next place.
+	mirror.Tamper(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+sha(wasm)) {
+			w.Write(bytes.Repeat([]byte("x"), len(wasm)))
+			return true
+		}
+		return false
+	})
+	if a, err := c.Pull(ctx, origin.Ref("team/p:v1")); err != nil || a.From != origin.Ref("team/p:v1") || !bytes.Equal(a.Bytes, wasm) {
+		t.Errorf("pull past a lying mirror: from %v, %v", a, err)
+	}
+	mirror.Tamper(nil)
 	origin.Close()
 	if _, err := c.Resolve(ctx, origin.Ref("team/p:v1")); err != nil {
 		t.Errorf("resolve through the mirror with the registry down: %v", err)
