@@ -23,6 +23,8 @@ var directionRules = []struct {
 		[]string{"..."}},
 	{"host/...", "the library does not reach back into the daemon that embeds it",
 		[]string{"cmd/...", "internal/daemon", "internal/server"}},
+	{"internal/sigverify", "verification is a library the daemon calls with a policy it built, not a part of the daemon or the host",
+		[]string{"host/...", "internal/daemon", "internal/config"}},
 	{"internal/...", "nothing reaches into the command",
 		[]string{"cmd/..."}},
 }
