@@ -5,6 +5,8 @@
 //	informer-host run      --config config.yaml   run until SIGINT/SIGTERM
 //	informer-host validate --config config.yaml   check the file; exit 1 on problems
 //	informer-host rbac     --config config.yaml   print the least-privilege RBAC for the config
+//	informer-host verify   oci://REPO@DIGEST --key KEY.pub   verify an artifact's signatures
+//	informer-host sign     oci://REPO@DIGEST --key KEY.pem   sign an artifact with a key, offline
 //	informer-host version
 //
 // The package holds flags, output and exit codes only: `run` builds
@@ -52,6 +54,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return validateCommand(ctx, args[1:], stdout, stderr)
 	case "rbac":
 		return rbacCommand(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return verifyCommand(ctx, args[1:], stdout, stderr)
+	case "sign":
+		return signCommand(ctx, args[1:], stdout, stderr)
 	case "replay", "record", "inspect", "new":
 		return toolkitCommand(ctx, args, stdout, stderr)
 	case "version":
@@ -78,6 +84,8 @@ commands:
   record    --config FILE --out FILE        record the events each plugin receives
   inspect   X.wasm                          ABI version, imports, exports, and whether it loads
   new       --lang go|c|wat|assemblyscript|rust NAME   scaffold a plugin project
+  verify    oci://REPO[:TAG|@DIGEST] --key KEY.pub | --identity ISSUER=SUBJECT --trusted-root FILE   verify an artifact's signatures; exit 1 if none verifies
+  sign      oci://REPO[:TAG|@DIGEST] --key KEY.pem   sign an artifact offline and attach the signature as a cosign v3 bundle referrer
   version                                   print the version
 
 Run "informer-host <command> -h" for a command's flags.
