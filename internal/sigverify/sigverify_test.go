@@ -2,7 +2,9 @@ package sigverify
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -660,4 +662,63 @@ func TestBadDigestIsAnError(t *testing.T) {
 	if _, err := v.Verify(context.Background(), "127.0.0.1:1/x", "latest"); err == nil || !strings.Contains(err.Error(), "sha256:") {
 		t.Fatalf("want an error asking for sha256:<hex>, got %v", err)
 	}
+}
+
+// SignWithKey takes the keys people have: cosign's encrypted key with its
+// password, RSA, Ed25519; and verification accepts each with its public
+// half.
+func TestSignWithKeyKinds(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegistry(t, true)
+	password := []byte("correct horse")
+	cases := []struct {
+		name string
+		gen  func() (priv, pub []byte, err error)
+		opts []Option
+	}{
+		{"cosign encrypted ECDSA", func() ([]byte, []byte, error) {
+			return cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), cryptoutils.StaticPasswordFunc(password))
+		}, []Option{WithKeyPassword(password)}},
+		{"RSA", func() ([]byte, []byte, error) { return cryptoutils.GeneratePEMEncodedRSAKeyPair(2048, nil) }, nil},
+		{"Ed25519", func() ([]byte, []byte, error) {
+			pub, priv, err := ed25519.GenerateKey(rand.Reader)
+			if err != nil {
+				return nil, nil, err
+			}
+			privPEM, err := cryptoutils.MarshalPrivateKeyToPEM(priv)
+			if err != nil {
+				return nil, nil, err
+			}
+			pubPEM, err := cryptoutils.MarshalPublicKeyToPEM(pub)
+			return privPEM, pubPEM, err
+		}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			priv, pub, err := c.gen()
+			if err != nil {
+				t.Fatal(err)
+			}
+			pubFile := filepath.Join(t.TempDir(), "key.pub")
+			if err := os.WriteFile(pubFile, pub, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			repo, digest := reg.pushArtifact(t, "plugins/kinds")
+			if _, err := SignWithKey(ctx, repo, digest, priv, c.opts...); err != nil {
+				t.Fatal(err)
+			}
+			res, err := mustVerifier(t, Policy{Required: true, Keys: []string{pubFile}}).Verify(ctx, repo, digest)
+			wantVerified(t, res, err, pubFile)
+		})
+	}
+	t.Run("encrypted key without its password", func(t *testing.T) {
+		priv, _, err := cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), cryptoutils.StaticPasswordFunc(password))
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo, digest := reg.pushArtifact(t, "plugins/kinds")
+		if _, err := SignWithKey(ctx, repo, digest, priv); err == nil || !strings.Contains(err.Error(), "private key") {
+			t.Fatalf("want a private key error, got %v", err)
+		}
+	})
 }
