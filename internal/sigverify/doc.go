@@ -34,9 +34,13 @@
 //     (application/vnd.dev.cosign.simplesigning.v1+json) with its
 //     signature in the dev.cosignproject.cosign/signature annotation;
 //     the simple-signing payload must name D as docker-manifest-digest.
-//     A simple-signing layer is verified with the policy's keys only: its
-//     keyless form (certificate and Rekor bundle annotations) is not
-//     supported and is reported as such.
+//     With a key, the signature is checked against the policy's keys.
+//     Keyless, the certificate comes from dev.sigstore.cosign/certificate
+//     and the Rekor entry with its signed entry timestamp from
+//     dev.sigstore.cosign/bundle, checked as a v0.1 sigstore bundle (the
+//     only version that may carry a promise without an inclusion proof);
+//     the dev.sigstore.cosign/chain and rfc3161timestamp annotations are
+//     not read, so such a signature needs the Rekor timestamp.
 //
 // Keys are verified without a transparency log entry or timestamp
 // (sigstore-go's WithNoObserverTimestamps): a key has no validity period

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -14,8 +15,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	protobundle "github.com/sigstore/protobuf-specs/gen/pb-go/bundle/v1"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
+	protorekor "github.com/sigstore/protobuf-specs/gen/pb-go/rekor/v1"
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/verify"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
 // simpleSigning is the part of cosign's simple-signing payload that binds
@@ -77,17 +80,15 @@ func (v *Verifier) checkLegacy(_ context.Context, ref name.Digest, hash v1.Hash,
 	return "", tried, nil
 }
 
-// checkSimpleSigning verifies one simple-signing layer with the policy's
-// keys: the layer is the signed payload, the annotation its signature.
-// It goes through sigstore-go as a message-signature bundle with a
-// public key, so keys are checked by the same code as everywhere else.
+// checkSimpleSigning verifies one simple-signing layer: the layer is the
+// signed payload, the annotation its signature, with a key or (when the
+// certificate annotation is there) keyless. It goes through sigstore-go
+// as a message-signature bundle, so keys and identities are checked by
+// the same code as everywhere else.
 func (v *Verifier) checkSimpleSigning(ref name.Digest, l v1.Descriptor, digest []byte, hash v1.Hash, ropts []remote.Option) (signer, why string) {
 	sigB64, ok := l.Annotations[signatureAnnotation]
 	if !ok {
 		return "", "simple-signing layer without the " + signatureAnnotation + " annotation"
-	}
-	if _, keyless := l.Annotations[certificateAnnotation]; keyless {
-		return "", "keyless cosign simple-signing (certificate annotation) is not supported: sign with cosign v3 (a sigstore bundle referrer) or with a key"
 	}
 	sig, err := base64.StdEncoding.DecodeString(sigB64)
 	if err != nil {
@@ -115,12 +116,72 @@ func (v *Verifier) checkSimpleSigning(ref name.Digest, l v1.Descriptor, digest [
 			Signature:     sig,
 		}},
 	}
+	if certPEM, keyless := l.Annotations[certificateAnnotation]; keyless {
+		if why := legacyKeyless(pb, l.Annotations, certPEM); why != "" {
+			return "", why
+		}
+	}
 	b, err := bundle.NewBundle(pb)
 	if err != nil {
 		return "", fmt.Sprintf("simple-signing as a bundle: %v", err)
 	}
-	if len(v.policy.keys) == 0 {
-		return "", "wrong key: cosign simple-signing is signed with a key, but the policy names no keys (only identities)"
-	}
 	return v.checkEntity(b, func() verify.ArtifactPolicyOption { return verify.WithArtifact(bytes.NewReader(payload)) })
+}
+
+// rekorBundle is cosign's dev.sigstore.cosign/bundle annotation: the
+// Rekor entry and its signed entry timestamp.
+type rekorBundle struct {
+	SignedEntryTimestamp []byte `json:"SignedEntryTimestamp"`
+	Payload              struct {
+		Body           string `json:"body"`
+		IntegratedTime int64  `json:"integratedTime"`
+		LogIndex       int64  `json:"logIndex"`
+		LogID          string `json:"logID"`
+	} `json:"Payload"`
+}
+
+// legacyKeyless turns pb into the v0.1 bundle sigstore-go verifies for a
+// keyless simple-signing layer: the certificate annotation, and the
+// Rekor entry with its signed entry timestamp from the bundle
+// annotation (cosign's legacy signatures carry a promise, not a proof,
+// which only a v0.1 bundle may). It returns why not, or "".
+func legacyKeyless(pb *protobundle.Bundle, ann map[string]string, certPEM string) string {
+	certs, err := cryptoutils.UnmarshalCertificatesFromPEM([]byte(certPEM))
+	if err != nil || len(certs) == 0 {
+		return fmt.Sprintf("the %s annotation is not a PEM certificate (%v)", certificateAnnotation, err)
+	}
+	pb.MediaType = "application/vnd.dev.sigstore.bundle+json;version=0.1"
+	pb.VerificationMaterial.Content = &protobundle.VerificationMaterial_Certificate{Certificate: &protocommon.X509Certificate{RawBytes: certs[0].Raw}}
+	raw, ok := ann[rekorBundleAnnotation]
+	if !ok {
+		return "keyless simple-signing without the " + rekorBundleAnnotation + " annotation: no transparency log entry to check"
+	}
+	var rb rekorBundle
+	if err := json.Unmarshal([]byte(raw), &rb); err != nil {
+		return fmt.Sprintf("the %s annotation is not JSON: %v", rekorBundleAnnotation, err)
+	}
+	body, err := base64.StdEncoding.DecodeString(rb.Payload.Body)
+	if err != nil {
+		return fmt.Sprintf("the %s annotation's body is not base64: %v", rekorBundleAnnotation, err)
+	}
+	logID, err := hex.DecodeString(rb.Payload.LogID)
+	if err != nil {
+		return fmt.Sprintf("the %s annotation's logID is not hex: %v", rekorBundleAnnotation, err)
+	}
+	var kind struct {
+		Kind       string `json:"kind"`
+		APIVersion string `json:"apiVersion"`
+	}
+	if err := json.Unmarshal(body, &kind); err != nil {
+		return fmt.Sprintf("the Rekor entry is not JSON: %v", err)
+	}
+	pb.VerificationMaterial.TlogEntries = []*protorekor.TransparencyLogEntry{{
+		LogIndex:          rb.Payload.LogIndex,
+		LogId:             &protocommon.LogId{KeyId: logID},
+		KindVersion:       &protorekor.KindVersion{Kind: kind.Kind, Version: kind.APIVersion},
+		IntegratedTime:    rb.Payload.IntegratedTime,
+		InclusionPromise:  &protorekor.InclusionPromise{SignedEntryTimestamp: rb.SignedEntryTimestamp},
+		CanonicalizedBody: body,
+	}}
+	return ""
 }

@@ -722,3 +722,60 @@ func TestSignWithKeyKinds(t *testing.T) {
 		}
 	})
 }
+
+// cosign's legacy keyless signature: a simple-signing layer with the
+// certificate and the Rekor bundle (entry and signed entry timestamp) in
+// annotations, at the tag sha256-<hex>.sig.
+func TestLegacyKeylessSimpleSigning(t *testing.T) {
+	ctx := context.Background()
+	vs := newVirtualSigstore(t)
+	policy := Policy{Required: true, TrustedRoot: trustedRootFile(t, vs), Identities: []Identity{{Issuer: testIssuer, Subject: testSubject}}}
+	layer := func(t *testing.T, payload []byte, identity string) v1.Layer {
+		t.Helper()
+		ent, err := vs.Sign(identity, testIssuer, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vc, _ := ent.VerificationContent()
+		sc, _ := ent.SignatureContent()
+		certPEM, err := cryptoutils.MarshalCertificateToPEM(vc.Certificate())
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := ent.TlogEntries()
+		e := entries[0]
+		tle := e.TransparencyLogEntry()
+		var rb rekorBundle
+		rb.Payload.Body = e.Body().(string)
+		rb.Payload.IntegratedTime = tle.IntegratedTime
+		rb.Payload.LogIndex = tle.LogIndex
+		rb.Payload.LogID = hex.EncodeToString(tle.LogId.KeyId)
+		rb.SignedEntryTimestamp, err = vs.RekorSignPayload(tlog.RekorPayload{Body: rb.Payload.Body, IntegratedTime: rb.Payload.IntegratedTime, LogIndex: rb.Payload.LogIndex, LogID: rb.Payload.LogID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rbJSON, err := json.Marshal(rb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return annotatedLayer{static.NewLayer(payload, SimpleSigningMediaType), map[string]string{
+			signatureAnnotation:   base64.StdEncoding.EncodeToString(sc.Signature()),
+			certificateAnnotation: string(certPEM),
+			rekorBundleAnnotation: string(rbJSON),
+		}}
+	}
+	t.Run("verified", func(t *testing.T) {
+		reg := startRegistry(t, false)
+		repo, digest := reg.pushArtifact(t, "plugins/legacy")
+		pushLegacy(t, repo, digest, layer(t, simpleSigningPayload(repo, digest), testSubject))
+		res, err := mustVerifier(t, policy).Verify(ctx, repo, digest)
+		wantVerified(t, res, err, testSubject+" (issuer "+testIssuer+")")
+	})
+	t.Run("wrong identity", func(t *testing.T) {
+		reg := startRegistry(t, false)
+		repo, digest := reg.pushArtifact(t, "plugins/legacy")
+		pushLegacy(t, repo, digest, layer(t, simpleSigningPayload(repo, digest), "mallory@example.com"))
+		res, err := mustVerifier(t, policy).Verify(ctx, repo, digest)
+		wantRefused(t, res, err, "wrong identity")
+	})
+}

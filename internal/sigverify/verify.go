@@ -37,6 +37,7 @@ const (
 	emptyMediaType        = "application/vnd.oci.empty.v1+json"
 	signatureAnnotation   = "dev.cosignproject.cosign/signature"
 	certificateAnnotation = "dev.sigstore.cosign/certificate"
+	rekorBundleAnnotation = "dev.sigstore.cosign/bundle"
 
 	// maxReferrers bounds how many referrers of one digest are looked
 	// at, and maxBlobBytes how large a bundle or payload may be: a
