@@ -51,7 +51,9 @@
 // of the trusted root, appear in one of its transparency logs, and carry
 // a trusted time (the log's signed entry timestamp or an RFC 3161
 // timestamp from one of its timestamp authorities) inside the
-// certificate's validity.
+// certificate's validity. The certificate's embedded SCTs are not
+// checked (cosign checks them too): the transparency log entry is the
+// proof of publication this package relies on.
 //
 // Verified results are cached by digest and policy (a policy's keys,
 // identities and trusted root, hashed), in memory and optionally in a
