@@ -225,7 +225,9 @@ func (v *Verifier) verifyRemote(ctx context.Context, ref name.Digest, hash v1.Ha
 	// (2) cosign's legacy tag.
 	signer, legacy, err := v.checkLegacy(ctx, ref, hash, digestBytes, ropts)
 	if err != nil {
-		return Result{}, err
+		// what the referrers showed still stands; the tag's trouble is
+		// one more thing found
+		legacy = append(legacy, found{"tag " + legacyTag(hash), err.Error()})
 	}
 	if signer != "" {
 		return Result{Verified: true, Signer: signer, Reason: legacy[0].why}, nil
