@@ -170,7 +170,10 @@ type generation struct {
 	// overflow repair delivers the difference between it and the store,
 	// and a live event older than what the plugin has (an event still in
 	// flight when the store was replayed) is not delivered. Bounded by the
-	// number of objects the plugin's bindings match.
+	// number of objects the plugin's bindings match. An object whose
+	// first state reached the plugin only in a call its member fenced is
+	// held unsettled (seenObject.unsettled): the plugin may have acted on
+	// it, so it is the plugin's for a delete, not for the next state.
 	seen map[delivery.Key]*seenObject
 	// reported holds the bindings whose ih_synced the current instance
 	// has had since its initial list (or the last repair) began.
@@ -210,7 +213,21 @@ type seenObject struct {
 	res *event.ResourceRef
 	obj *unstructured.Unstructured
 	rv  string
+	// unsettled: the plugin has no settled state of the object, but was
+	// handed obj in a call that its member's loss of the object fenced
+	// (sharding), and answered RETRY or ERROR. Its network wait returned
+	// ERR_CANCELED, yet the request may have reached the apiserver or the
+	// upstream already (RATIONALE.md, "Why two members never own one
+	// object"): the plugin may hold, or have caused, state of it. So the
+	// object counts as the plugin's for a delete (a handed-over one, when
+	// the replay finds it another member's; the object's own), and as
+	// not had for anything that hands a state: that goes as an add, since
+	// the plugin asked for it again.
+	unsettled bool
 }
+
+// settled reports whether s is a state the plugin took (nil: none).
+func (s *seenObject) settled() bool { return s != nil && !s.unsettled }
 
 // bindingListener feeds one binding's events into a generation's queue,
 // through the binding's filter. It runs on client-go's listener goroutine
