@@ -167,6 +167,14 @@ plugins:
 					return d.Key == key && d.Failure == 0 && d.Code == engine.CodeRetry
 				})
 			})
+			// What the member makes of the object says why (the soak
+			// prints it for a doubled object): not its own, and its
+			// plugin's only for the delete, until that delete is done.
+			if v := hs.h.Object(context.Background(), "cms", hs.ns, x); !v.Sharded || v.Owner != "b" || v.Owned ||
+				v.CacheRV != cm.ResourceVersion || len(v.Plugins) != 1 || !v.Plugins[0].Answered || v.Plugins[0].AppliedOwner != "b" ||
+				v.Plugins[0].Has && (!v.Plugins[0].Unsettled || v.Plugins[0].RV != cm.ResourceVersion) {
+				t.Errorf("the member's view of the object after the fence: %+v", v)
+			}
 			want := map[string]string{}
 			if back {
 				hs.h.SetAssignment(shard.NewAssignment("a", []string{"a"}, shard.KeyNamespaceName, true, time.Now(), time.Now().Add(time.Hour)))
@@ -186,6 +194,10 @@ plugins:
 			if !back && !slices.Contains(reports, fmt.Sprintf("3 %s %s %#x", key, cm.ResourceVersion, 0x10)) {
 				t.Errorf("no handed-over delete of %s among the reports", key)
 			}
+			eventually(t, "the member's view of the object to settle", func() bool {
+				v := hs.h.Object(context.Background(), "cms", hs.ns, x)
+				return len(v.Plugins) == 1 && v.Plugins[0].Answered && v.Plugins[0].Has == back && !v.Plugins[0].Unsettled
+			})
 		})
 	}
 }

@@ -192,6 +192,9 @@ type generation struct {
 	// object is this member's), the worker's own (shard.go).
 	shard   *shardState
 	applied *shard.Assignment
+	// queries are Host.Object's questions about one object, answered by
+	// the worker between two calls (answerQueries).
+	queries chan objectQuery
 
 	// synced is set by the worker once every binding is reported, and
 	// cleared when a restart or repair starts over; Status reads it.
@@ -336,7 +339,7 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 		conv:       newConvergence(settings.Delivery, settings.Limits),
 		byResource: map[string]*bindingListener{}, seen: map[delivery.Key]*seenObject{}, reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
-		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(),
+		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(), queries: make(chan objectQuery, objectQueries),
 	}
 	for _, b := range settings.Bindings {
 		l := &bindingListener{g: g, binding: b.Resource, counts: slot.bindingCounts(b.Resource),
@@ -551,6 +554,7 @@ const (
 func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	q := g.queue
 	g.applyAssignment()
+	g.answerQueries()
 	start, end := q.RepairStep()
 	if start {
 		g.repair()
