@@ -200,7 +200,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		ReadTimeout:       o.ReadTimeout,
 		WriteTimeout:      o.WriteTimeout,
 		IdleTimeout:       o.IdleTimeout,
-		MaxHeaderBytes:    16 << 10, // these endpoints take no parameters; a token fits
+		MaxHeaderBytes:    16 << 10, // a token fits, and /debug/plugins's one parameter (an object's name)
 		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
