@@ -710,45 +710,57 @@ func explain(t *testing.T, ctx context.Context, tr *truth, ns string, difference
 	}
 }
 
-// object is what the member makes of the object (resource/namespace/
-// name), from its /debug/plugins?object=, in a line.
-func (d *daemon) object(ctx context.Context, object string) string {
+// objectDoc is the part of /debug/plugins?object= the soak reads.
+type objectDoc struct {
+	Shard *struct {
+		Member     string    `json:"member"`
+		Active     bool      `json:"active"`
+		Members    []string  `json:"members"`
+		ValidUntil time.Time `json:"validUntil"`
+	} `json:"shard"`
+	Object *struct {
+		Owner   string `json:"owner"`
+		Owned   bool   `json:"owned"`
+		CacheRV string `json:"cacheResourceVersion"`
+		Plugins []struct {
+			File         string `json:"file"`
+			Answered     bool   `json:"answered"`
+			Has          bool   `json:"has"`
+			Unsettled    bool   `json:"unsettled"`
+			RV           string `json:"resourceVersion"`
+			AppliedOwner string `json:"appliedOwner"`
+			AppliedOwned bool   `json:"appliedOwned"`
+		} `json:"plugins"`
+	} `json:"object"`
+}
+
+// objectView asks the member what it makes of the object (resource/
+// namespace/name): its /debug/plugins?object=.
+func (d *daemon) objectView(ctx context.Context, object string) (*objectDoc, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	u := strings.TrimSuffix(d.metrics, "/metrics") + "/debug/plugins?object=" + object
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return err.Error()
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "no answer: " + err.Error()
+		return nil, fmt.Errorf("no answer: %w", err)
 	}
 	defer resp.Body.Close()
-	var doc struct {
-		Shard *struct {
-			Member     string    `json:"member"`
-			Active     bool      `json:"active"`
-			Members    []string  `json:"members"`
-			ValidUntil time.Time `json:"validUntil"`
-		} `json:"shard"`
-		Object *struct {
-			Owner   string `json:"owner"`
-			Owned   bool   `json:"owned"`
-			CacheRV string `json:"cacheResourceVersion"`
-			Plugins []struct {
-				File         string `json:"file"`
-				Answered     bool   `json:"answered"`
-				Has          bool   `json:"has"`
-				Unsettled    bool   `json:"unsettled"`
-				RV           string `json:"resourceVersion"`
-				AppliedOwner string `json:"appliedOwner"`
-				AppliedOwned bool   `json:"appliedOwned"`
-			} `json:"plugins"`
-		} `json:"object"`
-	}
+	var doc objectDoc
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || doc.Object == nil || doc.Shard == nil {
-		return fmt.Sprintf("answered %s, not a document with the object and the shard: %v", resp.Status, err)
+		return nil, fmt.Errorf("answered %s, not a document with the object and the shard: %v", resp.Status, err)
+	}
+	return &doc, nil
+}
+
+// object is objectView in a line.
+func (d *daemon) object(ctx context.Context, object string) string {
+	doc, err := d.objectView(ctx, object)
+	if err != nil {
+		return err.Error()
 	}
 	o, sh := doc.Object, doc.Shard
 	var b strings.Builder
@@ -763,6 +775,39 @@ func (d *daemon) object(ctx context.Context, object string) string {
 			p.File, p.Has, p.RV, p.Unsettled, p.AppliedOwner, p.AppliedOwned)
 	}
 	return b.String()
+}
+
+// explainsOne checks, once the group has converged, what explain would
+// print: each member answers for an object, and exactly one of them owns
+// it and counts its plugin as having it, as the checker found.
+func explainsOne(t *testing.T, ctx context.Context, cluster map[string]string, members ...*daemon) {
+	t.Helper()
+	var key string
+	for k := range cluster {
+		key = k
+		break
+	}
+	owners, holders := 0, 0
+	var lines []string
+	for _, m := range members {
+		doc, err := m.objectView(ctx, "cms/"+key)
+		if err != nil {
+			t.Errorf("member %s on %s: %v", m.name, key, err)
+			return
+		}
+		if doc.Object.Owned {
+			owners++
+		}
+		for _, p := range doc.Object.Plugins {
+			if p.Answered && p.Has && !p.Unsettled {
+				holders++
+			}
+		}
+		lines = append(lines, "member "+m.name+": "+m.object(ctx, "cms/"+key))
+	}
+	if owners != 1 || holders != 1 {
+		t.Errorf("converged, yet %s is owned by %d members and held by %d plugins:\n  %s", key, owners, holders, strings.Join(lines, "\n  "))
+	}
 }
 
 // fault is one disruption: do starts it and returns once it is over
@@ -868,7 +913,7 @@ func TestSoak(t *testing.T) {
 		re := regexp.MustCompile(*only)
 		faults = slices.DeleteFunc(faults, func(f fault) bool { return !re.MatchString(f.name) })
 	}
-	lost := 0
+	lost, explained := 0, false
 	converge := func(what string) {
 		t.Helper()
 		ch.running.Store(false)
@@ -891,6 +936,14 @@ func TestSoak(t *testing.T) {
 			explain(t, ctx, tr, ns, last, a, b)
 		} else {
 			t.Logf("%-75s reconverged in %s", what, took.Round(10*time.Millisecond))
+			if !explained {
+				// What a failure would print works: checked once, on
+				// the converged group.
+				explained = true
+				if cluster, err := clusterState(ctx, ns); err == nil && len(cluster) > 0 {
+					explainsOne(t, ctx, cluster, a, b)
+				}
+			}
 		}
 		for _, m := range members {
 			m.sample(begin)
