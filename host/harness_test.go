@@ -189,6 +189,9 @@ type harness struct {
 	// assignment, when a setup function sets it, shards the host from
 	// the start: the test plays the member (Host.SetAssignment).
 	assignment *shard.Assignment
+	// onDeliver, when a setup function sets it, is the host's sharding
+	// test hook (shardState.onDeliver), set before any plugin loads.
+	onDeliver func(plugin string, ev *event.Event, a *shard.Assignment, at time.Time)
 }
 
 // newHarness parses cfgYAML (with NS and DIR replaced by the test's
@@ -243,6 +246,7 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 			t.Logf("host log:\n%s", hs.logs.String())
 		}
 	})
+	hs.h.shard.onDeliver = hs.onDeliver
 	if hs.assignment != nil {
 		hs.h.SetAssignment(hs.assignment) // before any plugin loads, as a member does
 	}

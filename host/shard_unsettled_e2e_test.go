@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/internal/shard"
 )
@@ -199,5 +200,58 @@ plugins:
 				return len(v.Plugins) == 1 && v.Plugins[0].Answered && v.Plugins[0].Has == back && !v.Plugins[0].Unsettled
 			})
 		})
+	}
+}
+
+// A call fenced before it began (the member lost the object between the
+// decision to hand it and the call) hands the plugin nothing, and its
+// object goes back to the replay cursor, decided again under the
+// Assignment then current. It used to be dropped: an initial-list entry
+// never counted as handled, so the binding's ih_synced never came (and
+// a change was lost if the object came back before the worker applied
+// the Assignment that took it away).
+func TestShardingCallFencedBeforeItBeganIsDecidedAgain(t *testing.T) {
+	now := time.Now()
+	alone := shard.NewAssignment("a", []string{"a"}, shard.KeyNamespaceName, true, now, now.Add(time.Hour))
+	pair := shard.NewAssignment("a", []string{"a", "b"}, shard.KeyNamespaceName, true, now, now.Add(time.Hour))
+	var x string
+	var once sync.Once
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: cms, version: v1, resource: configmaps, namespaces: [NS], labelSelector: fence=yes}
+plugins:
+  directory: DIR
+  modules:
+    - file: synced.wasm
+      bindings: [{resource: cms}]
+`, map[string][]byte{"synced.wasm": testPlugin(t, "synced")}, func(hs *harness) {
+		for i := 0; x == ""; i++ {
+			if n := fmt.Sprintf("x%d", i); pair.Owner(hs.ns, n) == "b" {
+				x = n
+			}
+		}
+		// In the initial list.
+		if _, err := env.Client.CoreV1().ConfigMaps(hs.ns).Create(context.Background(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: x, Labels: map[string]string{"fence": "yes"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		hs.assignment = alone
+		// b joins and wins the object after the worker decided to hand
+		// it, before the call begins.
+		hs.onDeliver = func(_ string, ev *event.Event, _ *shard.Assignment, _ time.Time) {
+			if ev.Object != nil && ev.Object.GetName() == x {
+				once.Do(func() { hs.h.SetAssignment(pair) })
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the binding's ih_synced", func() bool {
+		return slices.ContainsFunc(hs.rec.of("synced.wasm"), func(d observed) bool { return d.Type == 0 && d.Resource == "cms" })
+	})
+	if calls := hs.rec.strings("synced.wasm"); slices.ContainsFunc(calls, func(c string) bool { return strings.Contains(c, x) }) {
+		t.Errorf("the plugin was handed b's object: %q", calls)
 	}
 }
