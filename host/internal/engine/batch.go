@@ -21,6 +21,9 @@ import (
 // batch_select, so an event in a batch gets exactly what it would get
 // alone.
 
+// BatchExport names the export in failures and logs.
+const BatchExport = abi.ExportHandleBatch
+
 // MaxBatch is the most events the host hands in one ih_handle_batch call.
 const MaxBatch = 64
 
