@@ -106,7 +106,7 @@ func (g *generation) handOne(inst *engine.Instance, d *delivery.Entry, h *handin
 // fence that cancels a call's network waits when this member loses the
 // call's object is one object per call.
 func (g *generation) batching(inst *engine.Instance) bool {
-	return g.shard == nil && inst.CanBatch()
+	return (g.shard == nil || g.shard.cur.Load() == nil) && inst.CanBatch()
 }
 
 // deliverBatch hands the entries of batch (taken by Queue.More, at most
