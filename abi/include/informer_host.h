@@ -16,7 +16,9 @@
  * IH_HANDLE_BATCH(fn) defines the optional ih_handle_batch export over the
  * plugin's own ih_handle-shaped function fn: when events wait, the host
  * hands several in one call, and fn is called for each in order, settled
- * with its result (ABI.md section 5).
+ * with its result (ABI.md section 5). Each event then costs two host
+ * calls instead of one export call: worth it only where a call is dear
+ * (abi/RATIONALE.md, "Batches"); a plain C plugin is faster without.
  *
  * ih_synced is called once per binding when the plugin has handled the
  * binding's initial list (after a start, restart, reload or overflow

@@ -2,9 +2,7 @@
  * noop-c: the benchmarks' no-op C plugin. ih_handle returns at once; on an
  * instance's first event it logs one line, "benchfirst", which the reload
  * benchmark uses to see when a new version starts receiving events (the
- * host adds the plugin's name, version and the time). It exports
- * ih_handle_batch too (IH_HANDLE_BATCH, ABI v1.4), so the host may hand it
- * a backlog several events per call.
+ * host adds the plugin's name, version and the time).
  */
 #include "informer_host.h"
 
@@ -21,5 +19,3 @@ IH_EXPORT("ih_handle") int32_t ih_handle(int32_t header_len) {
 	}
 	return IH_OK;
 }
-
-IH_HANDLE_BATCH(ih_handle)
