@@ -18,12 +18,10 @@ func batchSizes(hs *harness) []string {
 	return out
 }
 
-// A plugin exporting ih_handle_batch gets what is already queued in one
-// call, at most one event per object, and a lone event alone; each
-// object's events keep their order. The sizes are the ones the guest saw.
-func TestBatchOnlyUnderBacklog(t *testing.T) {
-	var held <-chan struct{}
-	var open func()
+// batchHarness runs the batch fixture, bound to ConfigMaps with extra
+// default settings, its worker gated after every call until open.
+func batchHarness(t *testing.T, extra string) (hs *harness, held <-chan struct{}, open func()) {
+	t.Helper()
 	hs, err := newHarness(t, `
 apiVersion: informer-host/v1
 resources:
@@ -32,10 +30,18 @@ plugins:
   directory: DIR
   default:
     bindings: [{resource: cms}]
-`, map[string][]byte{"batch.wasm": fixture(t, "batch")}, func(hs *harness) { held, open = hs.rec.gate("batch.wasm") })
+`+extra, map[string][]byte{"batch.wasm": fixture(t, "batch")}, func(hs *harness) { held, open = hs.rec.gate("batch.wasm") })
 	if err != nil {
 		t.Fatal(err)
 	}
+	return hs, held, open
+}
+
+// A plugin exporting ih_handle_batch gets what is already queued in one
+// call, at most one event per object, and a lone event alone; each
+// object's events keep their order. The sizes are the ones the guest saw.
+func TestBatchOnlyUnderBacklog(t *testing.T) {
+	hs, held, open := batchHarness(t, "")
 	hs.createCM("a0", nil)
 	<-held // the worker hangs on to a0's call, as a slow plugin would
 	b1 := hs.createCM("b1", nil)
@@ -70,21 +76,7 @@ plugins:
 // handled (parked here, parkAfter 1) and the fresh instance gets the rest
 // from the cache.
 func TestBatchFailureMidBatch(t *testing.T) {
-	var held <-chan struct{}
-	var open func()
-	hs, err := newHarness(t, `
-apiVersion: informer-host/v1
-resources:
-  - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
-plugins:
-  directory: DIR
-  default:
-    bindings: [{resource: cms}]
-    limits: {restartBackoff: 10ms, parkAfter: 1}
-`, map[string][]byte{"batch.wasm": fixture(t, "batch")}, func(hs *harness) { held, open = hs.rec.gate("batch.wasm") })
-	if err != nil {
-		t.Fatal(err)
-	}
+	hs, held, open := batchHarness(t, "    limits: {restartBackoff: 10ms, parkAfter: 1}\n")
 	hs.createCM("a0", nil)
 	<-held
 	for _, n := range []string{"b1", "e2", "c3", "t4", "d5"} {
