@@ -44,6 +44,12 @@ const (
 	// calls it once per binding when the plugin has handled the binding's
 	// initial list (after a start, restart, reload or overflow repair).
 	ExportSynced = "ih_synced"
+	// ExportHandleBatch is ih_handle_batch(count i32) -> i32; optional,
+	// since v1.4. When events wait, the host may hand up to count of them
+	// (count >= 2) in one call instead of one ih_handle call each; the
+	// plugin makes each current with batch_select, settles it with
+	// batch_result and returns how many it settled (ABI.md §5).
+	ExportHandleBatch = "ih_handle_batch"
 	// ExportPrefix is the prefix reserved for ABI entry points.
 	ExportPrefix = "ih_"
 )
@@ -105,6 +111,18 @@ const (
 	// in the current export call, with the size protocol; 0 when that call
 	// succeeded or none was made. Every plugin may call it.
 	ImportResultMessage = "result_message"
+
+	// Batches (ih_handle_batch, ABI.md §5), since v1.4. Every plugin may
+	// call them; outside ih_handle_batch they return ERR_NO_EVENT.
+
+	// ImportBatchSelect is batch_select(index i32) -> i32: makes event
+	// index of the batch the current event of header_read, object_read,
+	// field_read and event_record, and returns its header's size.
+	ImportBatchSelect = "batch_select"
+	// ImportBatchResult is batch_result(code i32) -> i32: settles the
+	// current event with code (an ih_handle result) and the set_error
+	// message given since batch_select; 0 or an error code.
+	ImportBatchResult = "batch_result"
 
 	// Kubernetes writes (capability "writes", ABI.md §17.1), since v1.2.
 
@@ -609,6 +627,8 @@ func Imports() []Func {
 		{Name: ImportEventRecord, Signature: sig(i32s(6), I32)},
 		{Name: ImportHTTPRequest, Signature: sig(i32s(10), I32)},
 		{Name: ImportHTTPResponseRead, Signature: sig(i32s(3), I32)},
+		{Name: ImportBatchSelect, Signature: sig(i32s(1), I32)},
+		{Name: ImportBatchResult, Signature: sig(i32s(1), I32)},
 	}
 }
 
@@ -622,6 +642,7 @@ func Exports() []Func {
 		{Name: ExportInit, Signature: sig(i32s(1), I32)},
 		{Name: ExportShutdown, Signature: sig(nil)},
 		{Name: ExportSynced, Signature: sig(i32s(1))},
+		{Name: ExportHandleBatch, Signature: sig(i32s(1), I32)},
 		{Name: ExportInitialize, Signature: sig(nil)},
 	}
 }

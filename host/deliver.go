@@ -90,7 +90,12 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery.Entry) (*engine.
 		g.record(d.Key, h.ev, h.seen)
 		return inst, true
 	}
-	res, cut, err := g.call(inst, d, &h)
+	return g.handOne(inst, d, &h)
+}
+
+// handOne calls the plugin with h, prepared for d, and settles its answer.
+func (g *generation) handOne(inst *engine.Instance, d *delivery.Entry, h *handing) (*engine.Instance, bool) {
+	res, cut, err := g.call(inst, d, h)
 	if cut {
 		// Stopped, or fenced just before the call: not the plugin's
 		// failure, and the plugin was handed nothing.
@@ -106,7 +111,117 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery.Entry) (*engine.
 		g.initialDone(d)
 		return inst, true
 	}
-	return g.settle(inst, d, &h, res, err)
+	return g.settle(inst, d, h, res, err)
+}
+
+// batching reports whether the worker may hand inst several waiting
+// events in one ih_handle_batch call (ABI.md §5). Not under sharding: the
+// fence that cancels a call's network waits when this member loses the
+// call's object is one object per call.
+func (g *generation) batching(inst *engine.Instance) bool {
+	return (g.shard == nil || g.shard.cur.Load() == nil) && inst.CanBatch()
+}
+
+// deliverBatch hands the entries of batch (taken by Queue.More, at most
+// one per object) to the plugin: each is prepared as deliver prepares
+// one; those to hand, if two or more, go in one ih_handle_batch call, and
+// each is settled on its own, in order, as if it had been handed alone.
+// Every entry is handed back to the queue (Done) or kept by it (a retry,
+// a restart's clear). It returns the instance to use next.
+//
+// A failed call fails the event being handled: the ones the plugin
+// settled before it are settled first, then that event is settled as a
+// failed ih_handle call would be (the object's failure, the restart),
+// and the entries after it go with the queue the restart clears (the
+// fresh instance's replay of the cache hands their objects). Entries the
+// plugin returned without settling are handed again at once, each alone.
+func (g *generation) deliverBatch(inst *engine.Instance, batch []*delivery.Entry) *engine.Instance {
+	ents, hs := g.batchEnts[:0], g.batchHands[:0]
+	for _, d := range batch {
+		h, v := g.prepare(d)
+		switch v {
+		case passOver, notOwned:
+			g.passedOver(d, v)
+			g.queue.Done(d)
+			continue
+		case droppedSelfNoop:
+			g.byResource[d.Key.Resource].counts.unchanged.Add(1)
+			g.record(d.Key, h.ev, h.seen)
+			g.queue.Done(d)
+			continue
+		}
+		ents, hs = append(ents, d), append(hs, h)
+	}
+	defer func() {
+		clear(ents)
+		clear(hs)
+		g.batchEnts, g.batchHands = ents[:0], hs[:0]
+	}()
+	if len(ents) < 2 {
+		for k, d := range ents {
+			var keep bool
+			if inst, keep = g.handOne(inst, d, &hs[k]); keep {
+				g.queue.Done(d)
+			}
+			if inst == nil {
+				return nil
+			}
+		}
+		return inst
+	}
+	items := g.batchItems[:0]
+	for k := range hs {
+		items = append(items, engine.BatchItem{Env: hs[k].env, Flags: hs[k].flags})
+	}
+	g.batchItems = items
+	ctx := g.callContext(nil)
+	results, err := inst.HandleBatch(ctx, items, g.batchResults)
+	g.callEnded()
+	clear(items)
+	var failure *engine.Failure
+	if err != nil && !errors.As(err, &failure) && (g.stopping() || ctx.Err() != nil) {
+		// Stopped just before the call: nothing was handled.
+		if !g.stopping() {
+			for _, d := range ents {
+				g.queue.Done(d)
+			}
+		}
+		return inst
+	}
+	for k, res := range results {
+		g.handled(&hs[k], res, nil)
+		var keep bool
+		if inst, keep = g.settle(inst, ents[k], &hs[k], res, nil); keep {
+			g.queue.Done(ents[k])
+		}
+	}
+	g.batchResults = results[:0]
+	m := len(results)
+	if err != nil {
+		if m < len(ents) {
+			for _, d := range ents[m+1:] {
+				d.DropBehind() // the restart clears the queue, and these with it
+			}
+			g.handled(&hs[m], engine.Result{}, err)
+			inst, _ = g.settle(inst, ents[m], &hs[m], engine.Result{}, err)
+			return inst
+		}
+		return g.failed(inst, engine.BatchExport, err)
+	}
+	for k := m; k < len(ents); k++ {
+		// Not handled: handed again, alone, before anything else.
+		var keep bool
+		if inst, keep = g.handOne(inst, ents[k], &hs[k]); keep {
+			g.queue.Done(ents[k])
+		}
+		if inst == nil {
+			for _, d := range ents[k+1:] {
+				d.DropBehind()
+			}
+			return nil
+		}
+	}
+	return inst
 }
 
 // --- prepare
@@ -334,6 +449,13 @@ func (g *generation) call(inst *engine.Instance, d *delivery.Entry, h *handing) 
 	// A fence cancels the context for good: canceled now and not
 	// stopping, the member lost the object during the call.
 	h.fenced = ctx.Err() != nil && !g.stopping()
+	g.handled(h, res, err)
+	return res, false, err
+}
+
+// handled records the plugin's answer to h (or its failed call, err):
+// the timing, the test hook, the recording.
+func (g *generation) handled(h *handing, res engine.Result, err error) {
 	s := g.slot
 	s.obs.handle.Observe(since(h.start))
 	s.lastEvent.Store(time.Now().UnixNano())
@@ -343,7 +465,6 @@ func (g *generation) call(inst *engine.Instance, d *delivery.Entry, h *handing) 
 	if s.h.recording != nil {
 		s.h.recording.handled(s.name, h.env.Event(), h.flags, res, err)
 	}
-	return res, false, err
 }
 
 // stopping reports whether the generation has been told to stop.

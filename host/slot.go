@@ -148,6 +148,13 @@ type generation struct {
 	queue    *delivery.Queue
 	// conv is the per-object retry and failure state (converge.go).
 	conv *convergence
+	// batch, batchEnts, batchHands, batchItems and batchResults are the
+	// worker's reused buffers for a batch (deliverBatch), empty between
+	// batches.
+	batch, batchEnts []*delivery.Entry
+	batchHands       []handing
+	batchItems       []engine.BatchItem
+	batchResults     []engine.Result
 
 	// bindings are the generation's listeners, one per binding, in the
 	// configuration's order; byResource indexes them. Both are set by
@@ -486,6 +493,22 @@ func (g *generation) run(inst *engine.Instance) {
 			// and the replay owes the plugin no change.
 			prev = d
 			continue
+		}
+		if !draining && g.batching(inst) {
+			// Whatever else is ready now goes with d in one call (ABI.md
+			// §5, ih_handle_batch); a lone event goes alone.
+			if batch := g.queue.More(append(g.batch[:0], d), engine.MaxBatch); len(batch) > 1 {
+				inst = g.deliverBatch(inst, batch)
+				clear(batch)
+				g.batch = batch[:0]
+				if inst == nil {
+					return
+				}
+				continue
+			} else {
+				batch[0] = nil // the queue's entries are not to be held
+				g.batch = batch[:0]
+			}
 		}
 		var keep bool
 		inst, keep = g.deliver(inst, d)

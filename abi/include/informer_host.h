@@ -11,6 +11,14 @@
  *     IH_EXPORT("ih_init")   int32_t ih_init(int32_t config_len);  // optional
  *     IH_EXPORT("ih_shutdown") void  ih_shutdown(void);           // optional
  *     IH_EXPORT("ih_synced") void ih_synced(int32_t header_len);  // optional
+ *     IH_HANDLE_BATCH(ih_handle);                     // optional (v1.4)
+ *
+ * IH_HANDLE_BATCH(fn) defines the optional ih_handle_batch export over the
+ * plugin's own ih_handle-shaped function fn: when events wait, the host
+ * hands several in one call, and fn is called for each in order, settled
+ * with its result (ABI.md section 5). Each event then costs two host
+ * calls instead of one export call: worth it only where a call is dear
+ * (abi/RATIONALE.md, "Batches"); a plain C plugin is faster without.
  *
  * ih_synced is called once per binding when the plugin has handled the
  * binding's initial list (after a start, restart, reload or overflow
@@ -114,6 +122,28 @@ IH_IMPORT("config_read") int32_t ih_config_read(void *ptr, int32_t len);
 IH_IMPORT("set_error") int32_t ih_set_error(const char *msg, int32_t len);
 /* returns 0, or 1 when the host's rate limit dropped the line */
 IH_IMPORT("log") int32_t ih_log(int32_t level, const char *msg, int32_t len);
+
+/* Batches (ABI.md section 5, ih_handle_batch; v1.4). batch_select makes
+ * event index of the batch current and returns its header size;
+ * batch_result settles the current event with an ih_handle result code
+ * (and the set_error message given since batch_select). */
+IH_IMPORT("batch_select") int32_t ih_batch_select(int32_t index);
+IH_IMPORT("batch_result") int32_t ih_batch_result(int32_t code);
+
+/* ih_batch_run hands each event of a batch of count to handle, in order,
+ * settles it with handle's result and returns how many were settled: the
+ * body of an ih_handle_batch export (IH_HANDLE_BATCH). */
+static inline int32_t ih_batch_run(int32_t count, int32_t (*handle)(int32_t header_len)) {
+	for (int32_t i = 0; i < count; i++) {
+		int32_t n = ih_batch_select(i);
+		if (n < 0) return i;
+		if (ih_batch_result(handle(n)) != 0) return i;
+	}
+	return count;
+}
+
+#define IH_HANDLE_BATCH(fn) \
+	IH_EXPORT("ih_handle_batch") int32_t ih_handle_batch(int32_t count) { return ih_batch_run(count, fn); }
 
 /* Cache reads (capability "cache", ABI.md 16.1; v1.1). Granted per
  * resource in config.yaml; ungranted calls return IH_ERR_DENIED. */

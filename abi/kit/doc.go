@@ -27,8 +27,9 @@
 // once per instance, then ih_init with the plugin's configuration (see
 // OnInit), then ih_handle for each event, one at a time.
 //
-// The kit owns the ABI exports (ih_init, ih_handle, ih_shutdown and the
-// informer_host_abi_v1 marker) and the informer_host_v1 imports; a plugin
+// The kit owns the ABI exports (ih_init, ih_handle, ih_shutdown, ih_synced,
+// ih_handle_batch and the informer_host_abi_v1 marker) and the
+// informer_host_v1 imports; a plugin
 // that uses it must not define them itself. abi/ABI.md is the contract
 // the kit implements.
 //

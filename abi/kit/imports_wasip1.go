@@ -21,6 +21,9 @@ func ihShutdown() { the.shutdown() }
 //go:wasmexport ih_synced
 func ihSynced(headerLen int32) { the.synced(headerLen) }
 
+//go:wasmexport ih_handle_batch
+func ihHandleBatch(count int32) int32 { return the.handleBatch(wasmBatch{}, count) }
+
 // The imports, module informer_host_v1 (abi.ImportModule). The host checks
 // at load that every name and signature matches ABI v1.
 
@@ -41,6 +44,18 @@ func hSetError(ptr unsafe.Pointer, n int32) int32
 
 //go:wasmimport informer_host_v1 log
 func hLog(level int32, ptr unsafe.Pointer, n int32) int32
+
+//go:wasmimport informer_host_v1 batch_select
+func hBatchSelect(index int32) int32
+
+//go:wasmimport informer_host_v1 batch_result
+func hBatchResult(code int32) int32
+
+// wasmBatch is the host's batch imports (ABI.md §5, ih_handle_batch).
+type wasmBatch struct{}
+
+func (wasmBatch) selectEvent(index int32) int32 { return hBatchSelect(index) }
+func (wasmBatch) result(code int32) int32       { return hBatchResult(code) }
 
 // wasmHost calls the real imports. Pointers into Go memory are wasm
 // addresses in the plugin's memory, which is what the host expects.

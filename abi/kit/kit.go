@@ -454,13 +454,46 @@ func (p *plugin) init(configLen int32) (rc int32) {
 	return abi.InitOK
 }
 
-func (p *plugin) handle(headerLen int32) (rc int32) {
+func (p *plugin) handle(headerLen int32) int32 {
+	defer p.yield()
+	return p.handleEvent(headerLen)
+}
+
+// batchAPI is the host's batch imports (ABI.md §5): on wasip1 the real
+// ones, in tests a stand-in.
+type batchAPI interface {
+	selectEvent(index int32) int32
+	result(code int32) int32
+}
+
+// handleBatch is ih_handle_batch: the host hands count events already
+// waiting in one call, and the handler is called for each in order,
+// exactly as ih_handle would call it; the per-call costs (the yield to
+// other goroutines, entering the export) are paid once for the batch.
+func (p *plugin) handleBatch(b batchAPI, count int32) int32 {
+	defer p.yield()
+	for i := int32(0); i < count; i++ {
+		n := b.selectEvent(i)
+		if n < 0 {
+			// Not the host's protocol; settle what was settled.
+			return i
+		}
+		if b.result(p.handleEvent(n)) != 0 {
+			return i
+		}
+	}
+	return count
+}
+
+// handleEvent handles the current event, whose header is headerLen bytes,
+// and returns its result code. A panic in the handler is the event's
+// ERROR, with the panic's message.
+func (p *plugin) handleEvent(headerLen int32) (rc int32) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.host.setError(p.panicked("panic", r))
 			rc = abi.ResultError
 		}
-		p.yield()
 	}()
 	if cap(p.hdrBuf) < int(headerLen) {
 		p.hdrBuf = make([]byte, headerLen, headerLen+headerLen/2)

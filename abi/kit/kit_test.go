@@ -283,3 +283,59 @@ func TestPanicTraceOncePerSite(t *testing.T) {
 		}
 	}
 }
+
+// fakeBatch hands the events of a batch through fakeHost, one current at
+// a time, as the host's batch_select and batch_result do.
+type fakeBatch struct {
+	h       *fakeHost
+	names   []string
+	results []int32
+	msgs    []string
+}
+
+func (b *fakeBatch) selectEvent(i int32) int32 {
+	b.h.header = abi.AppendHeader(nil, &abi.Header{Type: abi.EventAdd, Fields: [abi.HeaderFieldCount]string{
+		"pods", "", "v1", "pods", "Pod", "shop", b.names[i], "u", "1"}})
+	b.h.obj, b.h.inEvent, b.h.errMsg = []byte(`{}`), true, ""
+	return int32(len(b.h.header))
+}
+
+func (b *fakeBatch) result(code int32) int32 {
+	b.results, b.msgs = append(b.results, code), append(b.msgs, b.h.errMsg)
+	b.h.inEvent = false
+	return 0
+}
+
+// ih_handle_batch calls the handler once per event, in order, and
+// settles each with its own result and message; a panic is its event's
+// ERROR, not the batch's.
+func TestHandleBatchCallsHandlerPerEvent(t *testing.T) {
+	h := &fakeHost{}
+	var seen []string
+	p := newPlugin(h, func(e *Event) error {
+		seen = append(seen, e.Name())
+		switch e.Name() {
+		case "bad":
+			return errors.New("no good")
+		case "boom":
+			panic("boom")
+		case "later":
+			return Retry(errors.New("not yet"))
+		}
+		return nil
+	})
+	b := &fakeBatch{h: h, names: []string{"a", "bad", "boom", "later", "z"}}
+	if n := p.handleBatch(b, int32(len(b.names))); n != 5 {
+		t.Fatalf("handleBatch returned %d, want 5", n)
+	}
+	if got := strings.Join(seen, ","); got != "a,bad,boom,later,z" {
+		t.Errorf("handler saw %s", got)
+	}
+	want := []int32{abi.ResultOK, abi.ResultError, abi.ResultError, abi.ResultRetry, abi.ResultOK}
+	if fmt.Sprint(b.results) != fmt.Sprint(want) {
+		t.Errorf("results %v, want %v", b.results, want)
+	}
+	if b.msgs[1] != "no good" || !strings.Contains(b.msgs[2], "boom") || b.msgs[3] != "not yet" || b.msgs[4] != "" {
+		t.Errorf("messages %q", b.msgs)
+	}
+}

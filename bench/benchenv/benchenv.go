@@ -114,6 +114,8 @@ var Plugins = map[string]Plugin{
 	"decode-go": {"decode-go", "go", "bench/plugins/decode"},
 	// C: returns at once (logs one line on an instance's first event).
 	"noop-c": {"noop-c", "c", "bench/plugins/noop-c/noop.c"},
+	// C: noop-c with the optional ih_handle_batch export (ABI v1.4).
+	"noop-c-batch": {"noop-c-batch", "c", "bench/plugins/noop-c/batch.c"},
 	// WAT: returns at once.
 	"noop-wat": {"noop-wat", "wat", "bench/plugins/wat/noop.wat"},
 	// WAT: copies the whole object (object_read) into its memory.

@@ -22,7 +22,7 @@ type goBench struct {
 // invocation, one after the other.
 var goBenches = []goBench{
 	{"./internal/filter", "^BenchmarkDecide$"},
-	{"./host/internal/engine", "^Benchmark(Guest|Encode|State|MetricAdd|InstanceMemory)$"},
+	{"./host/internal/engine", "^Benchmark(Guest|Batch|Encode|State|MetricAdd|InstanceMemory)$"},
 	{"./host", "^Benchmark(Dispatch|Fanout|CacheRead|Write|HTTPUpstream)$"},
 }
 

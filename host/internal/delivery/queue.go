@@ -651,16 +651,68 @@ func (q *Queue) take() (*Entry, bool) {
 func (q *Queue) Next(prev *Entry) (d *Entry, wait time.Duration, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if prev != nil && q.retrying[prev.Key] != prev {
+	if prev != nil {
+		q.doneLocked(prev)
+	}
+	return q.nextLocked(nil, true)
+}
+
+// More takes, for a batch (ABI.md §5, ih_handle_batch), the entries that
+// are ready now after batch, the ones the consumer took last: up to max
+// entries in all, in the order Next would return them, never waiting and
+// never two of one object (it stops before an entry of an object already
+// in the batch, which stays first in the queue). The consumer hands each
+// back as it would one from Next: with Retry, or by passing it to Next
+// as prev or to Done.
+func (q *Queue) More(batch []*Entry, max int) []*Entry {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	in := func(k Key) bool {
+		for _, d := range batch {
+			if d.Key == k {
+				return true
+			}
+		}
+		return false
+	}
+	for len(batch) < max {
+		d, _, ok := q.nextLocked(in, false)
+		if !ok {
+			break
+		}
+		batch = append(batch, d)
+	}
+	return batch
+}
+
+// Done hands back an entry the consumer is finished with that it does not
+// pass to Next as prev (all but the last of a batch), as Next would.
+func (q *Queue) Done(d *Entry) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.doneLocked(d)
+}
+
+func (q *Queue) doneLocked(prev *Entry) {
+	if q.retrying[prev.Key] != prev {
 		if len(prev.behind) > 0 {
 			q.behind -= len(prev.behind)
 			q.prependRing(prev.behind)
 		}
 		q.recycle(prev)
 	}
+}
+
+// nextLocked is Next's take, with mu held. An entry whose object stop
+// reports (nil: none) is left where it is and ends the take; sleep: an
+// empty queue marks its consumer asleep.
+func (q *Queue) nextLocked(stop func(Key) bool, sleep bool) (d *Entry, wait time.Duration, ok bool) {
 	if len(q.retries) > 0 {
 		now := q.now()
 		if r := q.retries[0]; !r.notBefore.After(now) {
+			if stop != nil && stop(r.Key) {
+				return nil, 0, false
+			}
 			heap.Pop(&q.retries)
 			delete(q.retrying, r.Key)
 			return r, 0, true
@@ -669,14 +721,21 @@ func (q *Queue) Next(prev *Entry) (d *Entry, wait time.Duration, ok bool) {
 	}
 	for {
 		if q.replayNext || q.live == 0 {
-			if d, ok := q.takeReplay(); ok {
+			if d, ok, stopped := q.takeReplay(stop); ok {
 				q.replayNext = false
 				return d, 0, true
+			} else if stopped {
+				return nil, wait, false
 			}
 		}
 		q.replayNext = true
 		if q.live == 0 {
-			q.sleeping = true
+			if sleep {
+				q.sleeping = true
+			}
+			return nil, wait, false
+		}
+		if h := q.ring[q.head]; stop != nil && !h.dead && q.retrying[h.Key] == nil && stop(h.Key) {
 			return nil, wait, false
 		}
 		d := q.takeHead()
@@ -714,12 +773,15 @@ func (q *Queue) Next(prev *Entry) (d *Entry, wait time.Duration, ok bool) {
 // into one standing for the object: the store has moved past the retried
 // event (the cursor absorbed the live events since), so the retry, when
 // due, brings the plugin to the store's state as this entry would have.
-func (q *Queue) takeReplay() (*Entry, bool) {
+func (q *Queue) takeReplay(stop func(Key) bool) (d *Entry, ok, stopped bool) {
 	for q.replayHead < len(q.replay) {
 		k := q.replay[q.replayHead]
+		initial, ok := q.replaySet[k]
+		if ok && stop != nil && q.retrying[k] == nil && stop(k) {
+			return nil, false, true
+		}
 		q.replay[q.replayHead] = Key{}
 		q.replayHead++
-		initial, ok := q.replaySet[k]
 		if !ok {
 			continue
 		}
@@ -734,10 +796,10 @@ func (q *Queue) takeReplay() (*Entry, bool) {
 		d := q.newDelivery()
 		d.Key, d.Replay, d.Initial, d.Enqueued = k, true, initial, q.now()
 		q.compactReplay()
-		return d, true
+		return d, true, false
 	}
 	q.releaseReplay(true)
-	return nil, false
+	return nil, false, false
 }
 
 // compactReplay drops passed-over keys once they are most of the slice.

@@ -436,3 +436,52 @@ func TestDeliveryQueueRestartSkipsDeferredObjects(t *testing.T) {
 		t.Errorf("once a's backoff ended: %q", got)
 	}
 }
+
+// More takes what is ready now, in Next's order, never two entries of one
+// object: it stops before the first object already in the batch, which
+// stays first in the queue. An object retried out of a batch keeps its
+// later events behind it.
+func TestDeliveryQueueMoreTakesOnePerObject(t *testing.T) {
+	q := New(Every, 100, nil)
+	q.Push(add("a", "1"), nil)
+	q.Push(add("b", "1"), nil)
+	q.Push(update("a", "1", "2"), nil)
+	q.Push(add("c", "1"), nil)
+	d, _, ok := q.Next(nil)
+	if !ok {
+		t.Fatal("nothing to take")
+	}
+	batch := q.More([]*Entry{d}, 64)
+	var got []string
+	for _, e := range batch {
+		got = append(got, describe(e))
+	}
+	if s := strings.Join(got, ", "); s != "add a 1, add b 1" {
+		t.Fatalf("first batch: %s", s)
+	}
+	// a's add is retried; b is done.
+	q.Retry(batch[0], time.Now().Add(time.Hour))
+	q.Done(batch[1])
+	d, _, ok = q.Next(nil)
+	if !ok || describe(d) != "add c 1" {
+		t.Fatalf("after the retry: %v %v, want c (a's update waits behind its retry)", ok, d)
+	}
+	if more := q.More([]*Entry{d}, 64); len(more) != 1 {
+		t.Fatalf("More took %d entries, want only c: a's update waits behind a's retry", len(more))
+	}
+	if st := q.Stats(); st.Retrying != 1 || st.Depth != 2 {
+		t.Errorf("stats %+v, want a retrying with its update behind it", st)
+	}
+	// More caps the batch and leaves the rest.
+	q2 := New(Every, 100, nil)
+	for i := range 5 {
+		q2.Push(add(fmt.Sprint("o", i), "1"), nil)
+	}
+	d, _, _ = q2.Next(nil)
+	if n := len(q2.More([]*Entry{d}, 3)); n != 3 {
+		t.Fatalf("More took %d, want the cap 3", n)
+	}
+	if st := q2.Stats(); st.Depth != 2 {
+		t.Errorf("%d left, want 2", st.Depth)
+	}
+}

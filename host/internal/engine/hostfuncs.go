@@ -369,6 +369,9 @@ func instantiateHostModule(ctx context.Context, r wazero.Runtime) (api.Module, e
 
 		abi.ImportResultMessage: resultMessage,
 		abi.ImportK8sWrite:      k8sWrite,
+
+		abi.ImportBatchSelect: batchSelect,
+		abi.ImportBatchResult: batchResult,
 	}
 	for name, f := range metricFuncs() {
 		fns[name] = f

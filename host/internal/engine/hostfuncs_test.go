@@ -136,7 +136,8 @@ func newFuzzHarness(t testing.TB) *fuzzHarness {
 }
 
 // FuzzHostFunctions hands arbitrary pointers, lengths, selectors and paths
-// to every host function. It checks they never panic, return only
+// to every host function (and batch_select and batch_result, which take
+// an index and a code, inside and outside a batch). It checks they never panic, return only
 // documented codes, never write outside the buffer they were given, and
 // honour the size protocol.
 func FuzzHostFunctions(f *testing.F) {
@@ -148,6 +149,10 @@ func FuzzHostFunctions(f *testing.F) {
 	f.Add(uint8(4), int32(-1), uint32(5), int32(-2147483648), uint32(0), int32(0), []byte("a..b"), true)
 	f.Add(uint8(5), int32(2), uint32(0), int32(131072), uint32(0), int32(0), []byte("spec.containers[0].image"), true)
 	f.Add(uint8(6), int32(0), uint32(64), int32(10), uint32(0), int32(0), []byte("apiserver says no"), true)
+	f.Add(uint8(7), int32(0), uint32(0), int32(0), uint32(0), int32(0), []byte(""), true)
+	f.Add(uint8(7), int32(-1), uint32(0), int32(0), uint32(0), int32(0), []byte(""), true)
+	f.Add(uint8(8), int32(1), uint32(0), int32(0), uint32(0), int32(0), []byte(""), true)
+	f.Add(uint8(8), int32(0), uint32(0), int32(0), uint32(0), int32(0), []byte(""), false)
 	h := newFuzzHarness(f)
 	f.Fuzz(func(t *testing.T, fn uint8, which int32, ptr uint32, n int32, pathPtr uint32, pathLen int32, path []byte, inEvent bool) {
 		mem := h.mod.Memory()
@@ -172,11 +177,20 @@ func FuzzHostFunctions(f *testing.F) {
 		} else {
 			st.env = nil
 		}
-		defer func() { st.env = nil }()
+		// inEvent puts batch_select and batch_result inside a batch of
+		// two events, of which the first is current when which is odd.
+		if inEvent && fn%9 >= 7 {
+			st.env = nil
+			st.batch = batchState{items: []BatchItem{{Env: h.env}, {Env: h.env}}, cur: -1}
+			if which%2 != 0 {
+				st.batch.cur, st.env = 0, h.env
+			}
+		}
+		defer func() { st.env, st.batch = nil, batchState{cur: -1} }()
 		ctx := h.inst.ctx
 		stack := make([]uint64, 5)
 		var res int64
-		switch fn % 7 {
+		switch fn % 9 {
 		case 0:
 			stack[0], stack[1] = uint64(ptr), uint64(uint32(n))
 			headerRead(ctx, h.mod, stack)
@@ -209,21 +223,54 @@ func FuzzHostFunctions(f *testing.F) {
 			if res >= 0 && res != int64(len(path)) {
 				t.Fatalf("result_message returned %d for a %d-byte message", res, len(path))
 			}
+		case 7:
+			stack[0] = uint64(uint32(which))
+			batchSelect(ctx, h.mod, stack)
+			res = int64(int32(stack[0]))
+			switch {
+			case !inEvent && res != int64(abi.ErrNoEvent):
+				t.Fatalf("batch_select outside a batch returned %d", res)
+			case inEvent && which == 0 && res != int64(len(h.env.header)):
+				t.Fatalf("batch_select(0) returned %d, want the header size %d", res, len(h.env.header))
+			case inEvent && which != 0 && res != int64(abi.ErrInvalid):
+				t.Fatalf("batch_select(%d) of a batch with nothing settled returned %d", which, res)
+			}
+		case 8:
+			stack[0] = uint64(uint32(which))
+			batchResult(ctx, h.mod, stack)
+			res = int64(int32(stack[0]))
+			current := inEvent && which%2 != 0
+			switch {
+			case current && (res != 0 || len(st.batch.results) != 1):
+				t.Fatalf("batch_result of the current event returned %d, settled %d", res, len(st.batch.results))
+			case !current && res != int64(abi.ErrNoEvent):
+				t.Fatalf("batch_result without a current event returned %d", res)
+			}
+		}
+		if fn%9 >= 7 {
+			// No buffers: nothing else to check but memory untouched.
+			if res < 0 && abi.ErrorName(int32(res)) == "" {
+				t.Fatalf("fn %d: undocumented error %d", fn%9, res)
+			}
+			if after, _ := mem.Read(0, size); !bytes.Equal(after, before) {
+				t.Fatalf("fn %d wrote to memory", fn%9)
+			}
+			return
 		}
 
 		inBounds := n >= 0 && uint64(ptr)+uint64(n) <= uint64(size)
 		pathInBounds := pathLen >= 0 && uint64(pathPtr)+uint64(pathLen) <= uint64(size)
-		if (!inBounds || (fn%7 == 2 && !pathInBounds)) && res != int64(abi.ErrBounds) {
-			t.Fatalf("fn %d: out-of-bounds region returned %d, want ERR_BOUNDS", fn%7, res)
+		if (!inBounds || (fn%9 == 2 && !pathInBounds)) && res != int64(abi.ErrBounds) {
+			t.Fatalf("fn %d: out-of-bounds region returned %d, want ERR_BOUNDS", fn%9, res)
 		}
 		if res < 0 && abi.ErrorName(int32(res)) == "" {
-			t.Fatalf("fn %d: undocumented error %d", fn%7, res)
+			t.Fatalf("fn %d: undocumented error %d", fn%9, res)
 		}
-		if res >= 0 && !inEvent && (fn%7 <= 2) {
-			t.Fatalf("fn %d: outside an event returned %d", fn%7, res)
+		if res >= 0 && !inEvent && (fn%9 <= 2) {
+			t.Fatalf("fn %d: outside an event returned %d", fn%9, res)
 		}
 		var written int64 // bytes the function may have written at ptr
-		switch fn % 7 {
+		switch fn % 9 {
 		case 0, 1, 3, 6:
 			if res >= 0 && res <= int64(n) {
 				written = res
@@ -246,11 +293,11 @@ func FuzzHostFunctions(f *testing.F) {
 		after, _ := mem.Read(0, size)
 		for i := range after {
 			if after[i] != before[i] && (int64(i) < int64(ptr) || int64(i) >= int64(ptr)+written) {
-				t.Fatalf("fn %d wrote byte %d outside [%d, %d)", fn%7, i, ptr, int64(ptr)+written)
+				t.Fatalf("fn %d wrote byte %d outside [%d, %d)", fn%9, i, ptr, int64(ptr)+written)
 			}
 		}
 		// The header read with room to spare is the real header.
-		if fn%7 == 0 && res >= 0 && res <= int64(n) {
+		if fn%9 == 0 && res >= 0 && res <= int64(n) {
 			got := after[ptr : ptr+uint32(res)]
 			if !bytes.Equal(got, h.env.header) {
 				t.Fatal("header_read copied the wrong bytes")

@@ -204,6 +204,8 @@ type callState struct {
 	// flags are header flags the host adds for this plugin to the shared
 	// envelope's (abi.FlagSelfWrite), set by HandleWith for one call.
 	flags uint8
+	// batch is the batch being handled (ih_handle_batch), see batch.go.
+	batch batchState
 	// hostCalls counts the informer_host_v1 calls of the current export
 	// call (countHostCall), against maxHostCalls (Limits.
 	// MaxHostCallsPerCall; 0: no cap). Reset at every call.
@@ -354,6 +356,7 @@ type Instance struct {
 	init    api.Function
 	initz   api.Function
 	shut    api.Function
+	batch   api.Function // ih_handle_batch, nil if not exported
 	st      *callState
 	ctx     *instanceCtx
 	stdout  *lineWriter
@@ -386,6 +389,10 @@ type Instance struct {
 	// unique per instance; callState.io does not move it), callKilled
 	// once the watchdog killed the call for its total time.
 	wallStart atomic.Int64
+	// curWall is the running call's wallStart value: the call's start,
+	// or the start of its current event in a batch (nextEvent). Caller
+	// goroutine only.
+	curWall int64
 }
 
 // callStart values besides start times (which are positive).
@@ -539,6 +546,7 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 	i.init = mod.ExportedFunction(abi.ExportInit)
 	i.initz = mod.ExportedFunction(abi.ExportInitialize)
 	i.shut = mod.ExportedFunction(abi.ExportShutdown)
+	i.batch = mod.ExportedFunction(abi.ExportHandleBatch)
 	if i.handle == nil { // checked at Load; belt and braces
 		return nil, &Failure{Plugin: name, Phase: "instantiate", Kind: KindABI, Err: errors.New("no ih_handle export")}
 	}
@@ -646,24 +654,7 @@ func (i *Instance) HandleWith(ctx context.Context, ev *Envelope, flags uint8) (R
 	if err != nil {
 		return Result{}, i.failure(ctx, abi.ExportHandle, err, true)
 	}
-	raw := int32(uint32(i.stack[0]))
-	r := Result{Raw: raw}
-	switch raw {
-	case abi.ResultOK:
-		r.Code = CodeOK
-	case abi.ResultRetry:
-		r.Code = CodeRetry
-	case abi.ResultDrop:
-		r.Code = CodeDrop
-	default:
-		r.Code = CodeError
-	}
-	if i.st.errSet {
-		r.Message = string(i.st.errMsg)
-	} else if r.Code == CodeError && raw != abi.ResultError {
-		r.Message = fmt.Sprintf("ih_handle returned %d, which is not a result code", raw)
-	}
-	return r, nil
+	return i.st.result(int32(uint32(i.stack[0])), abi.ExportHandle), nil
 }
 
 // call runs fn with the instance's deadline. The results are in i.stack.
@@ -701,12 +692,12 @@ func (i *Instance) call(fn api.Function) (err error) {
 	if start <= i.lastStart {
 		start = i.lastStart + 1
 	}
-	i.lastStart, i.curStart = start, start
+	i.lastStart, i.curStart, i.curWall = start, start, start
 	i.wallStart.Store(start)
 	i.callStart.Store(start)
 	err = fn.CallWithStack(i.ctx, i.stack)
 	cpuOK := i.callStart.CompareAndSwap(i.curStart, 0)
-	if wallOK := i.wallStart.CompareAndSwap(start, 0); !cpuOK || !wallOK {
+	if wallOK := i.wallStart.CompareAndSwap(i.curWall, 0); !cpuOK || !wallOK {
 		// The watchdog killed this call. It may have returned normally an
 		// instant later, but its module is closed: it is a timeout.
 		if err == nil {

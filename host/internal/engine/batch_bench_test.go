@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/informer-host/informer-host/bench/benchenv"
+)
+
+// BenchmarkBatch is the cost per event of handing a backlog to a plugin
+// that exports ih_handle_batch (ABI.md §5): batch=1 is the baseline, one
+// ih_handle call per event (what the host does for a lone event, and for
+// every event of a plugin without the export); batch=8 and batch=64 hand
+// that many events per ih_handle_batch call. The plugins' handlers return
+// at once, so the figure is the call and the ABI's per-event work: noop-go
+// through the Go kit (which calls its handler once per event either way),
+// noop-c-batch (noop-c with informer_host.h's IH_HANDLE_BATCH). ns/op is
+// per event.
+func BenchmarkBatch(b *testing.B) {
+	obj := benchenv.Objects[0]
+	o := obj.New()
+	for _, plugin := range []string{"noop-go", "noop-c-batch"} {
+		for _, size := range []int{1, 8, 64} {
+			b.Run(fmt.Sprintf("%s/batch=%d", plugin, size), func(b *testing.B) {
+				i, err := guestModule(b, plugin, "on").Instantiate(context.Background(), InstanceOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer i.Close(context.Background())
+				env := guestEnvelope(b, o, obj.Ref)
+				ctx := context.Background()
+				if size == 1 {
+					runHandle(b, i, env)
+					return
+				}
+				if !i.CanBatch() {
+					b.Fatalf("%s does not export ih_handle_batch", plugin)
+				}
+				items := make([]BatchItem, size)
+				for k := range items {
+					items[k] = BatchItem{Env: env}
+				}
+				var res []Result
+				b.ReportAllocs()
+				b.ResetTimer()
+				for n := 0; n < b.N; n += size {
+					res, err = i.HandleBatch(ctx, items, res)
+					if err != nil || len(res) != size {
+						b.Fatalf("%d of %d settled: %v", len(res), size, err)
+					}
+				}
+			})
+		}
+	}
+}
