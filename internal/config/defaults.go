@@ -247,7 +247,7 @@ func (s PluginSettings) clone() PluginSettings {
 		s.Bindings = bs
 	}
 	s.Grants = s.Grants.clone()
-	s.Verify = s.Verify.clone()
+	s.Verify = s.Verify.Clone()
 	return s
 }
 

@@ -75,7 +75,8 @@ type Identity struct {
 	Subject string `yaml:"subject" json:"subject"`
 }
 
-func (v *Verify) clone() *Verify {
+// Clone returns a deep copy (nil for nil).
+func (v *Verify) Clone() *Verify {
 	if v == nil {
 		return nil
 	}

@@ -34,6 +34,14 @@ func (d *Daemon) reload(ctx context.Context, why string) {
 	if err := d.host.ApplyConfig(ctx, next); err != nil {
 		d.log.Error("config reload: some plugins keep their previous settings", "err", err)
 	}
+	// After the host has the new settings: a source that changed loads
+	// its version under them; a removed one unloads its plugin, and the
+	// directory watch's next look loads a file of that name, if any.
+	if d.sources != nil {
+		if err := d.sources.apply(next); err != nil {
+			d.log.Error("config reload: plugin sources", "err", err)
+		}
+	}
 	if d.server != nil {
 		if err := d.server.SetResources(resourceNames(next)); err != nil {
 			d.log.Error("config reload: event counters", "err", err)

@@ -23,6 +23,8 @@ var directionRules = []struct {
 		[]string{"..."}},
 	{"host/...", "the library does not reach back into the daemon that embeds it",
 		[]string{"cmd/...", "internal/daemon", "internal/server"}},
+	{"internal/pluginsource", "the sources reach the host through an interface, and the daemon only by being run",
+		[]string{"host/...", "internal/daemon", "internal/server", "cmd/..."}},
 	{"internal/...", "nothing reaches into the command",
 		[]string{"cmd/..."}},
 }

@@ -48,7 +48,7 @@ func TestDebugPluginsJSON(t *testing.T) {
 	camel := regexp.MustCompile(`^[a-z][a-zA-Z0-9]*$`)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := json.Marshal(pluginsDocument(tc.st, tc.shard))
+			b, err := json.Marshal(pluginsDocument(tc.st, tc.shard, nil))
 			if err != nil {
 				t.Fatal(err)
 			}
