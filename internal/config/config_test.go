@@ -253,8 +253,6 @@ func TestParseProblems(t *testing.T) {
 			[]string{`config.yaml:10: plugins.modules[0].failurePolicy: unknown failure policy "open"`}},
 		{"pullPolicy without a source", withHead("plugins:", "  modules:", "  - file: a.wasm", "    pullPolicy: Always"),
 			[]string{`config.yaml:9: plugins.modules[0].pullPolicy: applies only to a module with a source`}},
-		{"missing file:// source", withHead("plugins:", "  modules:", "  - file: a.wasm", "    source: file://no/such/a.wasm"),
-			[]string{`config.yaml:9: plugins.modules[0].source: cannot read no/such/a.wasm`}},
 		{"verify key file missing", withHead("plugins:", "  modules:", "  - file: a.wasm", "    source: oci://ghcr.io/org/a:v1",
 			"    verify: {required: true, keys: [no-such-key.pem]}"),
 			[]string{`config.yaml:10: plugins.modules[0].verify.keys[0]: cannot read no-such-key.pem`}},

@@ -323,12 +323,9 @@ func validateModuleSource(p *problems, mp path, m *Module) {
 			p.add(mp.key("sha256"), "an OCI source is pinned by its digest: write %s@sha256:<manifest digest> instead of sha256:", ref.Registry+"/"+ref.Repository)
 		}
 	case SchemeFile:
-		if _, err := os.Stat(ref.Path); err != nil {
-			// A warning at run time would do for a file written later, but
-			// a typo here is the likelier cause; the daemon reports it
-			// again as the source's error if the file goes away.
-			p.add(sp, "cannot read %s: %v (relative paths are relative to the config file)", ref.Path, err)
-		}
+		// Not checked for existence: like a registry, the file (a mounted
+		// volume) may be missing for a while, and the source then runs
+		// from its cached last good version, degraded, until it is back.
 	}
 	pinned := m.SHA256 != "" || ref.Digest != ""
 	switch m.PullPolicy {

@@ -25,7 +25,8 @@ type Loader interface {
 }
 
 // Verifier checks a module's signature against a policy
-// (internal/sigverify, adapted).
+// (internal/sigverify, adapted). The policy's Keys and TrustedRoot are
+// paths resolved against the config file.
 type Verifier interface {
 	Verify(ctx context.Context, policy config.Verify, repo, digest string) (VerifyResult, error)
 }
@@ -146,9 +147,17 @@ func specsOf(cfg *config.Config) map[string]spec {
 		if !ok {
 			continue // Load validated it
 		}
+		// The verifier gets the policy's files as paths it can open:
+		// resolved against the config file, as the config means them.
+		v := m.Verify.Clone()
+		if v != nil {
+			for i, k := range v.Keys {
+				v.Keys[i] = cfg.ResolvePath(k)
+			}
+			v.TrustedRoot = cfg.ResolvePath(v.TrustedRoot)
+		}
 		out[m.File] = spec{name: m.File, src: Source{Ref: ref, SHA256: m.SHA256}, key: m.Source,
-			pullPolicy: m.PullPolicy, failurePolicy: m.FailurePolicy, refresh: m.RefreshInterval.Duration,
-			verify: m.Verify.Clone()}
+			pullPolicy: m.PullPolicy, failurePolicy: m.FailurePolicy, refresh: m.RefreshInterval.Duration, verify: v}
 	}
 	return out
 }
