@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -78,45 +76,7 @@ func TestSourceMovesUnderChurnLoseNoEvent(t *testing.T) {
 		return len(st) == 1 && st[0].SHA256 == sha(current) && st[0].State == StateRunning
 	})
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 2 {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 7))
-			var live []string
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				cms := env.Client.CoreV1().ConfigMaps(hs.ns)
-				switch {
-				case len(live) > 0 && rng.IntN(4) == 0:
-					k := rng.IntN(len(live))
-					if err := cms.Delete(context.Background(), live[k], metav1.DeleteOptions{}); err != nil {
-						t.Errorf("delete: %v", err)
-						return
-					}
-					live = append(live[:k], live[k+1:]...)
-				case len(live) > 0 && rng.IntN(3) == 0:
-					cm, err := cms.Get(context.Background(), live[rng.IntN(len(live))], metav1.GetOptions{})
-					if err == nil {
-						cm.Data = map[string]string{"i": fmt.Sprint(i)}
-						_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
-					}
-					if err != nil {
-						t.Errorf("update: %v", err)
-						return
-					}
-				default:
-					name := fmt.Sprintf("w%d-%d", w, i)
-					hs.createCM(name, nil)
-					live = append(live, name)
-				}
-			}
-		})
-	}
+	stopChurn := hs.churn(7)
 
 	broken := append(append([]byte(nil), wasmMagic...), []byte("\x01\x05junk!")...)
 	swaps := 0
@@ -147,8 +107,7 @@ func TestSourceMovesUnderChurnLoseNoEvent(t *testing.T) {
 		seen := counted()
 		eventually(t, fmt.Sprintf("version %d to handle a live event", r), func() bool { return counted() > seen })
 	}
-	close(stop)
-	wg.Wait()
+	stopChurn()
 
 	list, err := env.Client.CoreV1().ConfigMaps(hs.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {

@@ -362,19 +362,7 @@ func validateVerify(p *problems, vp path, v *Verify) {
 	if v.Required && len(v.Keys) == 0 && len(v.Identities) == 0 {
 		p.add(vp, "required: true needs keys or identities to verify against")
 	}
-	dir := ""
-	if p.file != "" {
-		dir = filepath.Dir(p.file)
-	}
-	readable := func(at path, f string) {
-		fp := f
-		if !filepath.IsAbs(fp) {
-			fp = filepath.Join(dir, fp)
-		}
-		if _, err := os.Stat(fp); err != nil {
-			p.add(at, "cannot read %s: %v (relative paths are relative to the config file)", f, err)
-		}
-	}
+	readable := func(at path, f string) { readableFile(p, at, f) }
 	for i, k := range v.Keys {
 		if k == "" {
 			p.add(vp.key("keys").index(i), "empty key file name")
@@ -398,19 +386,7 @@ func validateVerify(p *problems, vp path, v *Verify) {
 
 // validateRegistries checks plugins.registries and the credentials file.
 func validateRegistries(p *problems, c *Config) {
-	dir := ""
-	if p.file != "" {
-		dir = filepath.Dir(p.file)
-	}
-	readable := func(at path, f string) {
-		fp := f
-		if !filepath.IsAbs(fp) {
-			fp = filepath.Join(dir, fp)
-		}
-		if _, err := os.Stat(fp); err != nil {
-			p.add(at, "cannot read %s: %v (relative paths are relative to the config file)", f, err)
-		}
-	}
+	readable := func(at path, f string) { readableFile(p, at, f) }
 	if c.Plugins.DockerConfig != "" {
 		readable(path{"plugins", "dockerConfig"}, c.Plugins.DockerConfig)
 	}
@@ -451,4 +427,16 @@ func isLoopbackHost(hostport string) bool {
 	}
 	ip := net.ParseIP(strings.Trim(h, "[]"))
 	return ip != nil && ip.IsLoopback()
+}
+
+// readableFile reports the file f names at at when it cannot be read
+// (relative to the config file).
+func readableFile(p *problems, at path, f string) {
+	fp := f
+	if !filepath.IsAbs(fp) && p.file != "" {
+		fp = filepath.Join(filepath.Dir(p.file), fp)
+	}
+	if _, err := os.Stat(fp); err != nil {
+		p.add(at, "cannot read %s: %v (relative paths are relative to the config file)", f, err)
+	}
 }
