@@ -191,6 +191,10 @@ func TestInformerHostCommands(t *testing.T) {
 		{[]string{"rbac", "--config", "deploy/base/config.yaml", "--config-map-key", "config.yaml"}, "kind: ClusterRole"},
 		{[]string{"inspect", "build/plugins/pod-logger.wasm"}, "ABI:        v1"},
 		{[]string{"new", "-h"}, "-lang"},
+		{[]string{"push", "-h"}, "-docker-config"},
+		{[]string{"pull", "-h"}, "-insecure"},
+		{[]string{"bundle", "save", "-h"}, "-o"},
+		{[]string{"bundle", "load", "-h"}, "-cache"},
 		{[]string{"record", "-h"}, "-out"},
 		{[]string{"replay", "-h"}, "-events"},
 	}

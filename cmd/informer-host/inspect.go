@@ -19,9 +19,14 @@ func inspectCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	startTimeout := fs.Duration("start-timeout", 10*time.Second, "how long the start functions, _initialize and ih_init may take, as in run")
-	path, code, ok := parseOneArg(fs, args, stderr, "usage: informer-host inspect [--json] X.wasm")
+	var rf registryFlags
+	rf.register(fs)
+	path, code, ok := parseOneArg(fs, args, stderr, "usage: informer-host inspect [--json] [--docker-config FILE] [--insecure] X.wasm|oci://registry/repository:tag")
 	if !ok {
 		return code
+	}
+	if ociRef(path) {
+		return inspectRemote(ctx, path, rf, *asJSON, inspect.Options{StartTimeout: *startTimeout}, stdout, stderr)
 	}
 	wasm, err := os.ReadFile(path)
 	if err != nil {

@@ -5,6 +5,7 @@
 //	informer-host run      --config config.yaml   run until SIGINT/SIGTERM
 //	informer-host validate --config config.yaml   check the file; exit 1 on problems
 //	informer-host rbac     --config config.yaml   print the least-privilege RBAC for the config
+//	informer-host push X.wasm oci://registry/repo:tag    publish a module
 //	informer-host version
 //
 // The package holds flags, output and exit codes only: `run` builds
@@ -54,6 +55,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return rbacCommand(ctx, args[1:], stdout, stderr)
 	case "replay", "record", "inspect", "new":
 		return toolkitCommand(ctx, args, stdout, stderr)
+	case "push", "pull", "bundle":
+		return registryCommand(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "informer-host", versionString())
 		return 0
@@ -76,7 +79,11 @@ commands:
   rbac      --config FILE                   print the least-privilege RBAC (ClusterRole, Roles, bindings) the config needs
   replay    --plugin X.wasm --events FILE   run one plugin offline on recorded events
   record    --config FILE --out FILE        record the events each plugin receives
-  inspect   X.wasm                          ABI version, imports, exports, and whether it loads
+  inspect   X.wasm | oci://REF              ABI version, imports, exports, and whether it loads (of a module in a registry too)
+  push      X.wasm oci://REGISTRY/REPO:TAG  publish a module as a Wasm OCI artifact; prints its digest
+  pull      oci://REF [-o FILE]             fetch a module from a registry
+  bundle    save -o F.tar oci://REF...      the modules as one OCI layout tar, for a site with no registry
+  bundle    load --cache DIR F.tar          a bundle into the daemon's module cache
   new       --lang go|c|wat|assemblyscript|rust NAME   scaffold a plugin project
   version                                   print the version
 

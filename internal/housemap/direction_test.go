@@ -25,6 +25,8 @@ var directionRules = []struct {
 		[]string{"cmd/...", "internal/daemon", "internal/server"}},
 	{"internal/pluginsource", "the sources reach the host through an interface, and the daemon only by being run",
 		[]string{"host/...", "internal/daemon", "internal/server", "cmd/..."}},
+	{"internal/ociartifact/...", "the registry client moves bytes; what a module is and what config.yaml says are its callers'",
+		[]string{"host/...", "internal/daemon", "internal/config", "informer", "cmd/..."}},
 	{"internal/...", "nothing reaches into the command",
 		[]string{"cmd/..."}},
 }

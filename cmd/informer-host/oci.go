@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/informer-host/informer-host/host/inspect"
+	"github.com/informer-host/informer-host/internal/ociartifact"
+)
+
+// registryFlags are the flags every registry command takes.
+type registryFlags struct {
+	dockerConfig string
+	insecure     bool
+}
+
+func (f *registryFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.dockerConfig, "docker-config", "", "a docker config.json (or a pull Secret's .dockerconfigjson) with the registry's credentials; none: anonymous")
+	fs.BoolVar(&f.insecure, "insecure", false, "plain HTTP / no TLS verification for the references' registries (loopback registries only)")
+}
+
+// client builds the client for refs: --insecure marks each ref's
+// registry insecure, which ociartifact.New refuses for a host that is
+// not loopback.
+func (f *registryFlags) client(refs ...string) (*ociartifact.Client, error) {
+	o := ociartifact.Options{DockerConfig: f.dockerConfig, UserAgent: "informer-host/" + versionString()}
+	if f.insecure {
+		o.Registries = map[string]ociartifact.Registry{}
+		probe, err := ociartifact.New(ociartifact.Options{})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range refs {
+			ref, err := probe.ParseReference(r)
+			if err != nil {
+				return nil, err
+			}
+			o.Registries[ref.Context().RegistryStr()] = ociartifact.Registry{Insecure: true}
+		}
+	}
+	return ociartifact.New(o)
+}
+
+func ociRef(s string) bool { return strings.HasPrefix(s, "oci://") }
+
+// registryCommand dispatches push, pull and bundle.
+func registryCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	switch args[0] {
+	case "push":
+		return pushCommand(ctx, args[1:], stdout, stderr)
+	case "pull":
+		return pullCommand(ctx, args[1:], stdout, stderr)
+	case "bundle":
+		return bundleCommand(ctx, args[1:], stdout, stderr)
+	}
+	return 2
+}
+
+// pushCommand publishes a module as a CNCF Wasm artifact, annotated with
+// the ABI version and capabilities it imports, and prints its digest.
+func pushCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("push", flag.ContinueOnError)
+	var rf registryFlags
+	rf.register(fs)
+	var extra multiFlag
+	fs.Var(&extra, "annotation", "KEY=VALUE, another manifest annotation (repeatable)")
+	if code, ok := parseOnly(fs, args, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 2 || !ociRef(fs.Arg(1)) {
+		fmt.Fprintln(stderr, "usage: informer-host push [--docker-config FILE] [--insecure] [--annotation K=V] FILE.wasm oci://registry/repository:tag")
+		return 2
+	}
+	file, ref := fs.Arg(0), fs.Arg(1)
+	wasm, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(stderr, "informer-host push: %v\n", err)
+		return 1
+	}
+	r, err := inspect.Module(ctx, file, wasm, inspect.Options{})
+	if err != nil {
+		fmt.Fprintf(stderr, "informer-host push: %v\n", err)
+		return 1
+	}
+	if !r.Loads {
+		fmt.Fprintf(stderr, "informer-host push: %s would not load, so it is not pushed:\n", file)
+		for _, p := range r.Problems {
+			fmt.Fprintln(stderr, "  -", p)
+		}
+		fmt.Fprintln(stderr, "  `informer-host inspect", file+"` says more")
+		return 1
+	}
+	ann := moduleAnnotations(r, filepath.Base(file))
+	for _, kv := range extra {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			fmt.Fprintf(stderr, "informer-host push: --annotation %q: want KEY=VALUE\n", kv)
+			return 2
+		}
+		ann[k] = v
+	}
+	c, err := rf.client(ref)
+	if err != nil {
+		fmt.Fprintf(stderr, "informer-host push: %v\n", err)
+		return 1
+	}
+	d, err := c.Push(ctx, wasm, ref, ann)
+	if err != nil {
+		fmt.Fprintf(stderr, "informer-host push: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, d.Digest)
+	return 0
+}
+
+// moduleAnnotations are what push records of a module: the ABI versions
+// and capabilities it imports (host/inspect reads them; ociartifact
+// knows nothing of modules), its file name and when.
+func moduleAnnotations(r *inspect.Report, title string) map[string]string {
+	vs := make([]string, len(r.ABIVersions))
+	for i, v := range r.ABIVersions {
+		vs[i] = fmt.Sprintf("v%d", v)
+	}
+	caps := slices.Clone(r.Requested)
+	slices.Sort(caps)
+	return map[string]string{
+		ociartifact.AnnotationABIVersion:   strings.Join(vs, ","),
+		ociartifact.AnnotationCapabilities: strings.Join(caps, ","),
+		ociartifact.AnnotationTitle:        title,
+		ociartifact.AnnotationCreated:      time.Now().UTC().Format(time.RFC3339),
+	}
+}
+
+// pullCommand writes a module from a registry to a file.
+func pullCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pull", flag.ContinueOnError)
+	var rf registryFlags
+	rf.register(fs)
+	out := fs.String("o", "", "the file to write; default: the repository's last part + .wasm, in the current directory")
+	ref, code, ok := parseOneArg(fs, args, stderr, "usage: informer-host pull [--docker-config FILE] [--insecure] [-o FILE] oci://registry/repository:tag")
+	if !ok {
+		return code
+	}
+	if !ociRef(ref) {
+		fmt.Fprintf(stderr, "informer-host pull: %q is not an oci:// reference\n", ref)
+		return 2
+	}
+	c, err := rf.client(ref)
+	if err != nil {
+		fmt.Fprintf(stderr, "informer-host pull: %v\n", err)
+		return 1
+	}
+	a, err := c.Pull(ctx, ref)
+	if err != nil {
+		fmt.Fprintf(stderr, "informer-host pull: %v\n", err)
+		return 1
+	}
+	file := *out
+	if file == "" {
+		r, _ := c.ParseReference(ref)
+		file = path.Base(r.Context().RepositoryStr()) + ".wasm"
+	}
+	if err := os.WriteFile(file, a.Bytes, 0o644); err != nil {
+		fmt.Fprintf(stderr, "informer-host pull: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: %s (%s, manifest %s) -> %s\n", ref, a.ModuleDigest, a.Format, a.ManifestDigest, file)
+	return 0
+}
+
+// remoteReport is inspect's report of a module in a registry: the
+// artifact, then the module as inspect reports a file.
+type remoteReport struct {
+	Reference      string            `json:"reference"`
+	From           string            `json:"from"`
+	ManifestDigest string            `json:"manifestDigest"`
+	IndexDigest    string            `json:"indexDigest,omitempty"`
+	Format         string            `json:"format"`
+	ModuleDigest   string            `json:"moduleDigest"`
+	Size           int               `json:"size"`
+	Annotations    map[string]string `json:"annotations,omitempty"`
+	Module         *inspect.Report   `json:"module"`
+}
+
+// inspectRemote is `inspect oci://...`: pull, describe the artifact, and
+// inspect the module it holds.
+func inspectRemote(ctx context.Context, ref string, rf registryFlags, asJSON bool, o inspect.Options, stdout, stderr io.Writer) int {
+	c, err := rf.client(ref)
+	if err != nil {
+		fmt.Fprintf(stderr, "informer-host inspect: %v\n", err)
+		return 1
+	}
+	a, err := c.Pull(ctx, ref)
+	if err != nil {
+		fmt.Fprintf(stderr, "informer-host inspect: %v\n", err)
+		return 1
+	}
+	r, _ := c.ParseReference(ref)
+	name := path.Base(r.Context().RepositoryStr()) + ".wasm"
+	if t := a.Annotations[ociartifact.AnnotationTitle]; t != "" {
+		name = t
+	}
+	mr, err := inspect.Module(ctx, name, a.Bytes, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "informer-host inspect: %v\n", err)
+		return 1
+	}
+	rr := remoteReport{Reference: a.Ref, From: a.From, ManifestDigest: a.ManifestDigest, IndexDigest: a.IndexDigest,
+		Format: string(a.Format), ModuleDigest: a.ModuleDigest, Size: len(a.Bytes), Annotations: a.Annotations, Module: mr}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rr)
+	} else {
+		fmt.Fprintf(stdout, "reference:  %s\n", rr.Reference)
+		if rr.From != rr.Reference {
+			fmt.Fprintf(stdout, "from:       %s\n", rr.From)
+		}
+		fmt.Fprintf(stdout, "manifest:   %s\n", rr.ManifestDigest)
+		if rr.IndexDigest != "" {
+			fmt.Fprintf(stdout, "index:      %s\n", rr.IndexDigest)
+		}
+		fmt.Fprintf(stdout, "format:     %s\n", rr.Format)
+		fmt.Fprintf(stdout, "module:     %s\n", rr.ModuleDigest)
+		fmt.Fprintf(stdout, "size:       %d bytes\n", rr.Size)
+		keys := make([]string, 0, len(rr.Annotations))
+		for k := range rr.Annotations {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if len(keys) > 0 {
+			fmt.Fprintln(stdout, "annotations:")
+		}
+		for _, k := range keys {
+			fmt.Fprintf(stdout, "  %s=%s\n", k, rr.Annotations[k])
+		}
+		printInspect(stdout, mr)
+	}
+	if !mr.Loads {
+		return 1
+	}
+	return 0
+}
+
+// bundleCommand is `bundle save` and `bundle load`.
+func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const usage = "usage: informer-host bundle save -o FILE.tar oci://... [oci://...]\n       informer-host bundle load --cache DIR FILE.tar"
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "save":
+		fs := flag.NewFlagSet("bundle save", flag.ContinueOnError)
+		var rf registryFlags
+		rf.register(fs)
+		out := fs.String("o", "", "the tar to write (required)")
+		if code, ok := parseOnly(fs, args[1:], stderr); !ok {
+			return code
+		}
+		refs := fs.Args()
+		if *out == "" || len(refs) == 0 {
+			fmt.Fprintln(stderr, usage)
+			return 2
+		}
+		for _, r := range refs {
+			if !ociRef(r) {
+				fmt.Fprintf(stderr, "informer-host bundle save: %q is not an oci:// reference\n", r)
+				return 2
+			}
+		}
+		c, err := rf.client(refs...)
+		if err != nil {
+			fmt.Fprintf(stderr, "informer-host bundle save: %v\n", err)
+			return 1
+		}
+		// Written beside the target and renamed, so a failed save leaves
+		// no half bundle under the name.
+		f, err := os.CreateTemp(filepath.Dir(*out), ".bundle-*.tar")
+		if err != nil {
+			fmt.Fprintf(stderr, "informer-host bundle save: %v\n", err)
+			return 1
+		}
+		defer os.Remove(f.Name())
+		err = c.SaveBundle(ctx, refs, f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(f.Name(), *out)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "informer-host bundle save: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: %d module(s)\n", *out, len(refs))
+		return 0
+	case "load":
+		fs := flag.NewFlagSet("bundle load", flag.ContinueOnError)
+		cache := fs.String("cache", "", "the module cache directory to load into: the daemon's plugins.sourceCache (required)")
+		file, code, ok := parseOneArg(fs, args[1:], stderr, usage)
+		if !ok {
+			return code
+		}
+		if *cache == "" {
+			fmt.Fprintln(stderr, "informer-host bundle load: --cache DIR is required (the daemon's module cache, plugins.sourceCache)")
+			return 2
+		}
+		f, err := os.Open(file)
+		if err != nil {
+			fmt.Fprintf(stderr, "informer-host bundle load: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		loaded, err := ociartifact.LoadBundle(ctx, f, ociartifact.Store{Dir: *cache}, 0)
+		for _, l := range loaded {
+			line := fmt.Sprintf("%s: %s (%s)", cmpOr(l.Ref, l.ManifestDigest), l.ModuleDigest, l.Format)
+			if !l.Recorded {
+				line += " (no full reference: in the cache, but no source's last good version)"
+			}
+			fmt.Fprintln(stdout, line)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "informer-host bundle load: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintln(stderr, usage)
+	return 2
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }

@@ -1,0 +1,33 @@
+// Package ociartifact moves plugin modules between this machine and where
+// they are published: OCI registries (pull, push, resolve a tag to a
+// digest), HTTPS URLs pinned by a sha256, local files, and OCI image
+// layout tarballs for sites without a registry; and it keeps what it
+// fetched in a content-addressed store on disk, with each source's last
+// good digest, so a daemon restarted while a registry is down starts
+// from what it had.
+//
+// What it reads from a registry is one WebAssembly module, in one of
+// three forms (Format): the CNCF TAG Runtime Wasm artifact (config
+// application/vnd.wasm.config.v0+json, one application/wasm layer; what
+// Push writes), wasm-to-oci's (one
+// application/vnd.wasm.content.layer.v1+wasm layer), and Istio's image
+// form (a docker or OCI image of exactly one tar or tar+gzip layer
+// holding plugin.wasm). Anything else is refused with the media types it
+// has. Sizes are checked against MaxModuleSize before a blob is read
+// (its descriptor) and while it is read (a registry that lies), and every
+// blob against its digest.
+//
+// An image index is accepted when exactly one of its manifests is one of
+// those forms: that one is chosen, whatever its platform says, and
+// Artifact.IndexDigest records the index. Two or none is an error naming
+// them.
+//
+// Rule of direction: ociartifact imports go-containerregistry and the
+// standard library, nothing of host/ or the daemon (internal/daemon,
+// internal/config): it knows refs, bytes and directories, not
+// config.yaml or plugins. What a module imports (the ABI version and
+// capabilities Push records as annotations) is the caller's to read,
+// with host/inspect, and pass in. The daemon's source manager and
+// cmd/informer-host's push, pull, inspect and bundle commands import it;
+// its registrytest subpackage is for tests only.
+package ociartifact
