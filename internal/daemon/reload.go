@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"reflect"
 
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
@@ -22,6 +23,11 @@ func (d *Daemon) reload(ctx context.Context, why string) {
 	}
 	if next.PluginDir() != d.cfg.PluginDir() || next.Kubeconfig != d.cfg.Kubeconfig || next.Server != d.cfg.Server {
 		d.log.Warn("plugins.directory, kubeconfig and server take effect only after a restart")
+	}
+	if d.sources != nil && d.sources.m != nil && (!reflect.DeepEqual(next.Plugins.Registries, d.cfg.Plugins.Registries) ||
+		next.Plugins.DockerConfig != d.cfg.Plugins.DockerConfig || next.Plugins.AllowInsecureRemote != d.cfg.Plugins.AllowInsecureRemote ||
+		next.Plugins.SourceCache != d.cfg.Plugins.SourceCache) {
+		d.log.Warn("plugins.registries, dockerConfig, allowInsecureRemote and sourceCache take effect only after a restart")
 	}
 	if next.Sharding != d.cfg.Sharding || next.LeaderElection != d.cfg.LeaderElection {
 		d.log.Warn("sharding and leaderElection take effect only after a restart")

@@ -15,9 +15,9 @@ type sources struct {
 	d   *Daemon
 	m   *pluginsource.Manager
 	ctx context.Context // the sources' goroutines end with it
-	// seams the OCI client and the signature verifier plug into; nil
-	// until they are wired (pluginsource.ErrNoOCIClient, "no verifier").
-	oci      pluginsource.Fetcher
+	// verifier checks signatures: the seam internal/sigverify plugs into.
+	// nil: a module whose verify policy is required is refused ("no
+	// signature verifier in this build"), others load unverified.
 	verifier pluginsource.Verifier
 }
 
@@ -36,8 +36,14 @@ func (s *sources) apply(cfg *config.Config) error {
 		if err != nil {
 			return err
 		}
+		// The registry client is built from the config the sources start
+		// with; a reload warns that its settings need a restart.
+		oci, err := pluginsource.NewOCI(cfg)
+		if err != nil {
+			return fmt.Errorf("plugin sources: registry client: %w", err)
+		}
 		m, err := pluginsource.New(pluginsource.Options{Host: s.d.host, Store: store, Logger: s.d.log,
-			Fetcher: &pluginsource.Fetchers{OCI: s.oci, MaxBytes: cfg.ModuleSizeLimit()}, Verifier: s.verifier})
+			Fetcher: &pluginsource.Fetchers{OCI: oci, MaxBytes: cfg.ModuleSizeLimit()}, Verifier: s.verifier})
 		if err != nil {
 			return err
 		}

@@ -13,8 +13,8 @@ import (
 )
 
 // The daemon runs sourced plugins: one from a file:// source loads and is
-// reported in /debug/plugins and /metrics; one whose source cannot be
-// pulled keeps /readyz at 503 with the reason while it is fail-closed,
+// reported in /debug/plugins and /metrics; one whose registry is not there
+// keeps /readyz at 503 with the reason while it is fail-closed,
 // and not once a reload makes it fail-open. Restarted with its source
 // gone, the daemon starts the plugin from the source cache.
 func TestDaemonRunsSourcedPlugins(t *testing.T) {
@@ -65,7 +65,7 @@ server:`, 1)
 	testenv.Eventually(t, "/readyz to name the fail-closed source", func() bool {
 		code, body := testenv.Get(t, r.url+"/readyz")
 		return code == 503 && strings.Contains(body, "plugin pending.wasm: source oci://localhost:1/none:v1 has no good version") &&
-			strings.Contains(body, "OCI registry client")
+			strings.Contains(body, "resolve oci://localhost:1/none:v1")
 	})
 	_, metrics := testenv.Get(t, r.url+"/metrics")
 	for _, want := range []string{`informer_host_plugin_source_pulls_total{plugin="counter.wasm",result="pulled"} 1`,

@@ -18,13 +18,14 @@
 // What it needs from the world is three small interfaces: a Fetcher
 // (Resolve a source to a digest, Fetch the bytes of a digest), a Verifier
 // (sigstore policy over a repository and digest) and a Store (blobs by
-// digest, last good digest by source). file:// and https:// fetching and
-// an on-disk Store are here; the OCI client (internal/ociartifact) and the
-// signature verifier (internal/sigverify) plug in through Options.
+// digest, last good digest by source). file:// and https:// fetching, an
+// on-disk Store and the oci:// Fetcher over internal/ociartifact's client
+// (oci.go) are here; the signature verifier (internal/sigverify) plugs in
+// through Options.Verifier.
 //
 // Rule of direction: imported by internal/daemon (which runs a Manager
 // beside the host) and internal/server (which reports its Status); it
-// imports internal/config and client-go's workqueue, and reaches the host
-// only through the Loader interface, so it does not import host and host
-// does not import it.
+// imports internal/config, internal/ociartifact and client-go's
+// workqueue, and reaches the host only through the Loader interface, so
+// it does not import host and host does not import it.
 package pluginsource
