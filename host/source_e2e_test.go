@@ -131,4 +131,22 @@ func TestSourceMovesUnderChurnLoseNoEvent(t *testing.T) {
 		t.Errorf("counters after %d swaps and one refusal: %+v", swaps, st.Counters)
 	}
 	t.Logf("%d swaps, %d objects at the end, %d events delivered", swaps, want, st.Counters.Delivered)
+
+	// New settings reload the plugin from its cached module, not from the
+	// directory's same-named file.
+	next, err := config.Parse(hs.cfg.File, []byte(strings.NewReplacer("NS", hs.ns, "DIR", hs.dir).Replace(cfgText)+
+		"      config: {note: reloaded}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hs.h.ApplyConfig(context.Background(), next); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the reload with new settings", func() bool {
+		st := hs.status("counter.wasm")
+		return st.Counters.Reloads == uint64(swaps)+1 && st.State == StateRunning
+	})
+	if got := hs.status("counter.wasm").SHA256; got != sha(current) {
+		t.Errorf("after new settings the plugin runs %.12s, want the source's %.12s", got, sha(current))
+	}
 }
