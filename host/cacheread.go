@@ -1,6 +1,8 @@
 package host
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -28,6 +30,56 @@ type cacheReader struct {
 	// f is the List/Index callback, built once; keys is where it appends.
 	keys []string
 	f    func(*unstructured.Unstructured)
+	// last is the last list or index read's answer, sorted, with the
+	// stamp of the caches it was read from: the same read while the
+	// stamp stays is answered from it (informer.CacheStamp says why that
+	// is what reading afresh would give).
+	last keysMemo
+}
+
+// keysMemo is one list (index "") or index read and its sorted keys.
+type keysMemo struct {
+	ok        bool
+	index     bool // cache_index, else cache_list
+	res, a, b string
+	stamp     informer.CacheStamp
+	keys      []string
+}
+
+// memoMaxKeys bounds the answers kept: a plugin reading one page after
+// another of a large list would otherwise hold its every key.
+const memoMaxKeys = 4 * abi.MaxListPage
+
+// memoized appends the kept answer to keys if it is the answer to this
+// read of these caches.
+func (r *cacheReader) memoized(keys []string, index bool, res, a, b []byte, stamp informer.CacheStamp) ([]string, bool) {
+	m := &r.last
+	if !m.ok || m.index != index || m.stamp != stamp || m.res != string(res) || m.a != string(a) || m.b != string(b) {
+		return keys, false
+	}
+	return append(keys, m.keys...), true
+}
+
+// memoize keeps keys[from:], sorted, as the answer to this read.
+func (r *cacheReader) memoize(keys []string, from int, index bool, res, a, b []byte, stamp informer.CacheStamp) {
+	got := keys[from:]
+	if len(got) > memoMaxKeys {
+		r.last = keysMemo{}
+		return
+	}
+	slices.Sort(got) // the engine sorts the page anyway; sorted, it only checks
+	m := &r.last
+	m.ok, m.index, m.stamp = true, index, stamp
+	if m.res != string(res) {
+		m.res = string(res)
+	}
+	if m.a != string(a) {
+		m.a = string(a)
+	}
+	if m.b != string(b) {
+		m.b = string(b)
+	}
+	m.keys = append(m.keys[:0], got...)
 }
 
 var _ engine.CacheReader = (*cacheReader)(nil)
@@ -74,6 +126,23 @@ func (r *cacheReader) List(keys []string, res, ns, sel []byte) ([]string, int32)
 	if !ok {
 		return keys, abi.ErrDenied
 	}
+	// The stamp before the read: a change during it moves the stamp
+	// again, so what is kept is never older than its stamp.
+	stamp, active := r.p.CacheStamp(g.Resource)
+	if active {
+		if out, hit := r.memoized(keys, false, res, ns, sel, stamp); hit {
+			return out, 0
+		}
+	}
+	from := len(keys)
+	keys, code := r.list(keys, g, ns, sel)
+	if code == 0 && active {
+		r.memoize(keys, from, false, res, ns, sel, stamp)
+	}
+	return keys, code
+}
+
+func (r *cacheReader) list(keys []string, g config.CacheGrant, ns, sel []byte) ([]string, int32) {
 	if len(sel) == 0 {
 		// No selector: the keys straight from the index, no object touched.
 		index := informer.NamespaceIndex
@@ -113,9 +182,19 @@ func (r *cacheReader) Index(keys []string, res, index, value []byte) ([]string, 
 	default:
 		return keys, abi.ErrInvalid
 	}
+	stamp, active := r.p.CacheStamp(g.Resource)
+	if active {
+		if out, hit := r.memoized(keys, true, res, index, value, stamp); hit {
+			return out, 0
+		}
+	}
+	from := len(keys)
 	keys, err := r.p.CacheKeys(keys, g.Resource, string(index), string(value))
 	if err != nil {
 		return keys, abi.ErrInternal
+	}
+	if active {
+		r.memoize(keys, from, true, res, index, value, stamp)
 	}
 	return keys, 0
 }

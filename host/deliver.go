@@ -55,8 +55,8 @@ const (
 // and its settling need of it.
 type handing struct {
 	ev *event.Event
-	// seen is the plugin's view of the object, nil if it has none.
-	seen *seenObject
+	// seen is the plugin's view of the object, the zero one if it has none.
+	seen seenObject
 	// built: prepare built ev from the store (a replay entry), so ev is
 	// no event other plugins were handed and the envelope is this
 	// plugin's own.
@@ -137,13 +137,13 @@ func (g *generation) prepare(d *delivery.Entry) (handing, verdict) {
 // an update of an object it has not seen arrives as an add, and a delete
 // of one it does not have is not delivered (for bindings that take adds:
 // the others keep no view to check against).
-func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen *seenObject, built bool, v verdict) {
+func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen seenObject, built bool, v verdict) {
 	l := g.byResource[d.Key.Resource]
 	if l == nil {
-		return nil, nil, false, passOver
+		return nil, seen, false, passOver
 	}
-	seen = g.seen[d.Key]
-	have := seen != nil
+	seen = g.seen.get(d.Key)
+	have := seen.has()
 	if d.Replay {
 		reg := l.registration()
 		if reg == nil {
@@ -156,7 +156,7 @@ func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen *seenObj
 		case found && !have:
 			e = event.Event{Type: event.EventAdd, Resource: ref, Object: obj, IsInInitialList: d.Initial}
 		case found:
-			if delivery.ResourceVersion(obj) == seen.rv {
+			if delivery.ResourceVersion(obj) == seen.rv() {
 				return nil, seen, false, passOver
 			}
 			e = event.Event{Type: event.EventUpdate, Resource: ref, Object: obj, OldObject: seen.obj}
@@ -209,15 +209,15 @@ func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen *seenObj
 // and for the same version: a repeat of the state the plugin has is
 // delivered (as client-go repeats one on a relist), only a step back is
 // not.
-func older(a *unstructured.Unstructured, b *seenObject) bool {
+func older(a *unstructured.Unstructured, b seenObject) bool {
 	if a == b.obj {
 		return false
 	}
-	rv := delivery.ResourceVersion(a)
-	if rv == b.rv {
+	rv, brv := delivery.ResourceVersion(a), b.rv()
+	if rv == brv {
 		return false
 	}
-	c, err := resourceversion.CompareResourceVersion(rv, b.rv)
+	c, err := resourceversion.CompareResourceVersion(rv, brv)
 	return err == nil && c < 0
 }
 
@@ -455,18 +455,14 @@ func (g *generation) initialDone(d *delivery.Entry) {
 }
 
 // record notes ev as the plugin's view of its object; seen is the
-// object's entry, nil if it has none.
-func (g *generation) record(k delivery.Key, ev *event.Event, seen *seenObject) {
+// object's entry (view.go), the zero one if it has none.
+func (g *generation) record(k delivery.Key, ev *event.Event, seen seenObject) {
 	switch {
 	case ev.Type == event.EventDelete:
-		if seen != nil {
-			delete(g.seen, k)
+		if seen.has() {
+			g.seen.delete(k, seen)
 		}
-	case seen != nil:
-		if seen.obj != ev.Object {
-			seen.res, seen.obj, seen.rv = ev.Resource, ev.Object, delivery.ResourceVersion(ev.Object)
-		}
-	default:
-		g.seen[k] = &seenObject{res: ev.Resource, obj: ev.Object, rv: delivery.ResourceVersion(ev.Object)}
+	case seen.obj != ev.Object:
+		g.seen.set(k, ev.Resource, ev.Object, seen)
 	}
 }

@@ -57,11 +57,11 @@ func TestPrepareNeverGoesBackwards(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g := &generation{seen: map[delivery.Key]*seenObject{}}
+			g := &generation{seen: newCacheView(nil)}
 			l := &bindingListener{g: g, binding: "cms", add: true, update: true, delete: true}
 			g.byResource = map[string]*bindingListener{"cms": l}
 			if tc.seen != "" {
-				g.seen[k] = &seenObject{res: res, obj: obj("u-a", tc.seen), rv: tc.seen}
+				g.seen.set(k, res, obj("u-a", tc.seen), seenObject{})
 			}
 			out, _, _, v := g.eventFor(&delivery.Entry{Event: *tc.ev, Key: k})
 			got := ""
@@ -74,7 +74,8 @@ func TestPrepareNeverGoesBackwards(t *testing.T) {
 		})
 	}
 	// A delete of an older incarnation than the one the plugin has.
-	g := &generation{seen: map[delivery.Key]*seenObject{k: {res: res, obj: recreated.Object, rv: "9"}}}
+	g := &generation{seen: newCacheView(nil)}
+	g.seen.set(k, res, recreated.Object, seenObject{})
 	g.byResource = map[string]*bindingListener{"cms": {g: g, binding: "cms", add: true, delete: true}}
 	if _, _, _, v := g.eventFor(&delivery.Entry{Event: *ev(event.EventDelete, "", "5"), Key: k}); v == hand {
 		t.Error("a delete of the object's previous incarnation was delivered")

@@ -86,8 +86,9 @@
 // Host.unmatchedMu comes before Host.mu (a look reads the config) and is
 // never taken under it. shardState.callsMu, convergence.mu, the
 // memReleaser's (taken under the queue's lock, by its onReleased), the
-// recording's and the directory watch's locks are leaves: nothing else
-// is taken under them. PluginSlot.mu is never held
+// recording's and the directory watch's locks, and viewKeys.mu and each
+// keyTable.mu (the plugins' views' shared keys, view.go), are leaves:
+// nothing else is taken under them. PluginSlot.mu is never held
 // while taking regsMu or calling into the pipeline; Status copies what it
 // needs from the slot and reads the generation after unlocking. Each
 // field says at its declaration which lock guards it, or that it is the

@@ -80,6 +80,9 @@ type Host struct {
 	logRate   engine.LogRate
 	envelopes *envelopeCache
 	writes    *kubewrite.Client // nil: no writes
+	// viewKeys interns the keys of the plugins' views of the cache,
+	// shared by every generation (view.go).
+	viewKeys *viewKeys
 
 	// pluginMetrics holds the metrics plugins declare (metric_*); a
 	// plugin's outlive its instances and go when its file is removed.
@@ -174,7 +177,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	h := &Host{
 		filters: filters, filterErrors: filter.NewErrorLimiter(time.Minute), overflowWarnings: filter.NewErrorLimiter(time.Minute),
 		denials: filter.NewErrorLimiter(time.Minute),
-		log:     log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(),
+		log:     log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(), viewKeys: newViewKeys(),
 		observe: opts.observe, recording: opts.recording, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
 		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{}, paths: map[string]string{},

@@ -209,7 +209,7 @@ func (g *generation) applyAssignment() {
 			}
 		}
 	}
-	for k := range g.seen {
+	for _, k := range g.seen.appendKeys(nil) {
 		if !cur.OwnsKey(k.Namespace, k.Name) {
 			keys = append(keys, k)
 		}

@@ -170,8 +170,9 @@ type generation struct {
 	// overflow repair delivers the difference between it and the store,
 	// and a live event older than what the plugin has (an event still in
 	// flight when the store was replayed) is not delivered. Bounded by the
-	// number of objects the plugin's bindings match.
-	seen map[delivery.Key]*seenObject
+	// number of objects the plugin's bindings match; the keys are the
+	// Host's, shared by every generation (view.go).
+	seen *cacheView
 	// reported holds the bindings whose ih_synced the current instance
 	// has had since its initial list (or the last repair) began.
 	reported map[string]bool
@@ -202,14 +203,6 @@ type generation struct {
 	drainCh   chan struct{} // closed to let the worker finish the queue, then stop
 	abandoned atomic.Bool   // Host.Stop gave up waiting for the worker
 	done      chan struct{} // closed when the worker has returned
-}
-
-// seenObject is the last state of an object a plugin was given, and that
-// state's resourceVersion.
-type seenObject struct {
-	res *event.ResourceRef
-	obj *unstructured.Unstructured
-	rv  string
 }
 
 // bindingListener feeds one binding's events into a generation's queue,
@@ -317,7 +310,7 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 		slot: slot, log: slot.log.With("version", mod.SHA256()[:12]), module: mod, settings: settings, config: configJSON,
 		queue:      delivery.New(mode, settings.Delivery.BufferSize, released),
 		conv:       newConvergence(settings.Delivery, settings.Limits),
-		byResource: map[string]*bindingListener{}, seen: map[delivery.Key]*seenObject{}, reported: map[string]bool{},
+		byResource: map[string]*bindingListener{}, seen: newCacheView(slot.h.viewKeys), reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
 		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(),
 	}
@@ -427,6 +420,9 @@ func (g *generation) stop() {
 // quarantined, or when it failed after being replaced.
 func (g *generation) run(inst *engine.Instance) {
 	defer close(g.done)
+	// The view's keys are shared with the other generations: let go of
+	// them (view.go).
+	defer g.seen.clear()
 	// Objects still waiting out a retry are given up explicitly, not
 	// silently abandoned.
 	defer g.giveUpWaiting("the version stopped")
@@ -583,7 +579,7 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	}
 	if all {
 		g.synced.Store(true)
-		if len(g.seen) > delivery.ReplayKeep && g.slot.h != nil {
+		if g.seen.len() > delivery.ReplayKeep && g.slot.h != nil {
 			g.slot.h.memRelease.soon() // a large initial list is over: give its garbage back
 		}
 	}
@@ -602,9 +598,7 @@ func (g *generation) repair() {
 			keys = append(keys, delivery.KeysOf(l.binding, reg.Keys())...)
 		}
 	}
-	for k := range g.seen {
-		keys = append(keys, k)
-	}
+	keys = g.seen.appendKeys(keys)
 	st := g.queue.Stats()
 	if ok, suppressed := s.h.overflowWarnings.Allow(s.name); ok {
 		g.log.Warn("plugin's buffer overflowed: events were dropped; repairing the plugin from the cache",
@@ -734,7 +728,7 @@ func (s *PluginSlot) failedLocked(l config.Limits, now time.Time) (n int, quaran
 func (g *generation) replayAll() {
 	superseded := g.queue.Restart()
 	g.slot.c.superseded.Add(uint64(superseded))
-	clear(g.seen)
+	g.seen.clear()
 	clear(g.reported)
 	g.synced.Store(false)
 	g.syncDue = true

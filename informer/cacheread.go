@@ -25,13 +25,55 @@ const (
 // were not built with.
 var ErrNoIndex = errors.New("the resource's informers have no such index")
 
-// indexers are the indexers an informer for key is built with.
-func indexers(key watchKey) cache.Indexers {
-	ix := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	if key.ownerIndex {
+// changesIndex is the name of the index that indexes nothing: its
+// function counts the store's changes (sharedWatch.changes). No reader can
+// name it: cache reads take only the index names above.
+const changesIndex = "informer-host/changes"
+
+// indexers are the indexers the watch's informer is built with.
+func (w *sharedWatch) indexers() cache.Indexers {
+	ix := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+		changesIndex: func(any) ([]string, error) { w.changes.Add(1); return nil, nil }}
+	if w.key.ownerIndex {
 		ix[OwnerIndex] = ownerUIDs
 	}
 	return ix
+}
+
+// CacheStamp identifies the state of a resource's informer caches: two
+// stamps of one resource are equal only if no object was added, changed
+// or removed between them and the resource's informers are the same
+// ones. A reader that keeps what it computed from the caches with the
+// stamp taken before computing it may answer with it again while
+// CacheStamp returns the same: the answer is what reading the caches
+// afresh would give, as of the moment the stamp was taken, which is the
+// consistency of CacheGet (a change CacheGet sees has moved the stamp).
+//
+// Why it holds: client-go calls every index function under the store's
+// write lock for each add, update, delete and replace, so a change
+// counts before a read can see it, and the counts only grow, so their
+// sum is equal only when none moved. The stamp holds the array of the
+// resource's watches, which is only appended to (the length tells) and
+// replaced when the resource is deactivated, so new informers cannot
+// take its address.
+type CacheStamp struct {
+	watches **sharedWatch // the slice's array: only ever appended to, replaced when deactivated
+	n       int
+	changes uint64
+}
+
+// CacheStamp returns the stamp of the configured resource's caches now;
+// ok is false when the resource is not active.
+func (p *Pipeline) CacheStamp(resource string) (s CacheStamp, ok bool) {
+	ws, ok := p.indexersOf(resource)
+	if !ok || len(ws) == 0 {
+		return CacheStamp{}, ok
+	}
+	s = CacheStamp{watches: &ws[0], n: len(ws)}
+	for _, w := range ws {
+		s.changes += w.changes.Load()
+	}
+	return s, true
 }
 
 // ownerUIDs is the OwnerIndex function: the uid of every owner reference.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,6 +60,11 @@ type sharedWatch struct {
 	// mu guards calls, the current run of failed list and watch calls.
 	mu    sync.Mutex
 	calls failureRun
+
+	// changes counts the changes to the store (CacheStamp): its
+	// changesIndex function increments it, which client-go calls under
+	// the store's lock for every add, update, delete and replace.
+	changes atomic.Uint64
 }
 
 func newSharedWatch(client dynamic.Interface, key watchKey, opts watchOptions) *sharedWatch {
@@ -89,7 +95,7 @@ func newSharedWatch(client dynamic.Interface, key watchKey, opts watchOptions) *
 	w.informer = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client),
 		&unstructured.Unstructured{}, cache.SharedIndexInformerOptions{
 			ResyncPeriod:      key.resync,
-			Indexers:          indexers(key),
+			Indexers:          w.indexers(),
 			ObjectDescription: key.gvr.String(),
 		})
 	if key.stripManagedFields {

@@ -6,6 +6,8 @@
 //	informer-host validate --config config.yaml   check the file; exit 1 on problems
 //	informer-host rbac     --config config.yaml   print the least-privilege RBAC for the config
 //	informer-host push X.wasm oci://registry/repo:tag    publish a module
+//	informer-host verify   oci://REPO@DIGEST --key KEY.pub   verify an artifact's signatures
+//	informer-host sign     oci://REPO@DIGEST --key KEY.pem   sign an artifact with a key, offline
 //	informer-host version
 //
 // The package holds flags, output and exit codes only: `run` builds
@@ -53,6 +55,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return validateCommand(ctx, args[1:], stdout, stderr)
 	case "rbac":
 		return rbacCommand(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return verifyCommand(ctx, args[1:], stdout, stderr)
+	case "sign":
+		return signCommand(ctx, args[1:], stdout, stderr)
 	case "replay", "record", "inspect", "new":
 		return toolkitCommand(ctx, args, stdout, stderr)
 	case "push", "pull", "bundle":
@@ -85,6 +91,8 @@ commands:
   bundle    save -o F.tar oci://REF...      the modules as one OCI layout tar, for a site with no registry
   bundle    load --cache DIR F.tar          a bundle into the daemon's module cache
   new       --lang go|c|wat|assemblyscript|rust NAME   scaffold a plugin project
+  verify    oci://REPO[:TAG|@DIGEST] --key KEY.pub | --identity ISSUER=SUBJECT --trusted-root FILE   verify an artifact's signatures; exit 1 if none verifies
+  sign      oci://REPO[:TAG|@DIGEST] --key KEY.pem   sign an artifact offline and attach the signature as a cosign v3 bundle referrer
   version                                   print the version
 
 Run "informer-host <command> -h" for a command's flags.

@@ -27,6 +27,8 @@ var directionRules = []struct {
 		[]string{"host/...", "internal/daemon", "internal/server", "cmd/..."}},
 	{"internal/ociartifact/...", "the registry client moves bytes; what a module is and what config.yaml says are its callers'",
 		[]string{"host/...", "internal/daemon", "internal/config", "informer", "cmd/..."}},
+	{"internal/sigverify", "verification is a library the daemon calls with a policy it built, not a part of the daemon or the host",
+		[]string{"host/...", "internal/daemon", "internal/config"}},
 	{"internal/...", "nothing reaches into the command",
 		[]string{"cmd/..."}},
 }

@@ -101,9 +101,13 @@ type Engine struct {
 	// validDir records modules wazero validated, across restarts (a
 	// directory in Options.CacheDir; "" without one). See validateOriginal.
 	validDir string
-	wasiSigs map[string]abi.Signature // read-only after New
-	wd       *watchdog
-	epoch    time.Time // origin of the monotonic clock instances use for deadlines
+	// rewriteDir keeps modules rewritten with injected checks, by the
+	// original's sha256 (a directory in Options.CacheDir; "" without
+	// one). See rewrite.
+	rewriteDir string
+	wasiSigs   map[string]abi.Signature // read-only after New
+	wd         *watchdog
+	epoch      time.Time // origin of the monotonic clock instances use for deadlines
 
 	// mode selects how call deadlines are enforced; tests and benchmarks
 	// switch it to measure the alternatives. Set before any Instantiate.
@@ -196,6 +200,9 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		}
 		e.cache = c
 		e.validDir = filepath.Join(opts.CacheDir, "informer-host-validated-"+wazeroVersion())
+		if fp, err := rewriteFingerprint(); err == nil {
+			e.rewriteDir = filepath.Join(opts.CacheDir, "informer-host-rewritten-"+fp)
+		}
 	} else {
 		e.cache = wazero.NewCompilationCache()
 	}
@@ -455,7 +462,7 @@ func (e *Engine) compileInjected(ctx context.Context, name string, c *compiled, 
 	start := time.Now()
 	valid := make(chan error, 1)
 	go func() { valid <- e.validateOriginal(ctx, c.key.sum, wasm) }()
-	rw, err := wasmbin.Instrument(wasmbin.MergeData(wasm))
+	rw, err := e.rewrite(c.key.sum, wasm)
 	injected := time.Since(start)
 	var cls *class
 	var cm wazero.CompiledModule

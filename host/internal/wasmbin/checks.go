@@ -158,6 +158,12 @@ func AppendSection(out []byte, id byte, body []byte) []byte {
 	return append(out, body...)
 }
 
+// RewriteVersion names what Instrument makes of a module. The engine
+// keeps rewritten modules on disk by the original's sha256 under it
+// (with a fingerprint of Instrument's output for a reference module, a
+// tripwire): raise it with any change to what Instrument writes.
+const RewriteVersion = 1
+
 // Instrumented is a module with injected termination checks.
 type Instrumented struct {
 	Wasm []byte

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/informer-host/informer-host/internal/sigverify"
+)
+
+// listFlag is a flag that may be given more than once.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// verifyCommand checks the signatures of one artifact in a registry
+// against keys or keyless identities (package sigverify): exit 0 when one
+// verifies, 1 when none does, 2 on bad usage.
+func verifyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	var keys, identities, identityRes listFlag
+	fs.Var(&keys, "key", "a PEM public key file (cosign.pub) to verify with; may be repeated")
+	fs.Var(&identities, "identity", "a keyless signer, ISSUER=SUBJECT (exact OIDC issuer and certificate subject); may be repeated; needs --trusted-root")
+	fs.Var(&identityRes, "identity-regexp", "a keyless signer as regular expressions, ISSUER_REGEXP=SUBJECT_REGEXP; may be repeated; needs --trusted-root")
+	trustedRoot := fs.String("trusted-root", "", "trusted_root.json of the sigstore instance (read from disk, never fetched)")
+	cache := fs.String("cache", "", "a JSON file of verified digests to read and update (the daemon's, next to its module store)")
+	const usage = "usage: informer-host verify oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] (--key KEY.pub | --identity ISSUER=SUBJECT --trusted-root trusted_root.json)"
+	refArg, code, ok := parseInterleaved(fs, args, stderr, usage)
+	if !ok {
+		return code
+	}
+	p := sigverify.Policy{Required: true, Keys: keys, TrustedRoot: *trustedRoot}
+	for _, kind := range []struct {
+		values listFlag
+		flag   string
+		regexp bool
+	}{{identities, "--identity", false}, {identityRes, "--identity-regexp", true}} {
+		for _, v := range kind.values {
+			issuer, subject, found := strings.Cut(v, "=")
+			if !found || issuer == "" || subject == "" {
+				fmt.Fprintf(stderr, "informer-host verify: %s %q: want ISSUER=SUBJECT, for example https://token.actions.githubusercontent.com=https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main\n", kind.flag, v)
+				return 2
+			}
+			if kind.regexp {
+				p.Identities = append(p.Identities, sigverify.Identity{IssuerRegExp: issuer, SubjectRegExp: subject})
+			} else {
+				p.Identities = append(p.Identities, sigverify.Identity{Issuer: issuer, Subject: subject})
+			}
+		}
+	}
+	if len(p.Keys) == 0 && len(p.Identities) == 0 {
+		fmt.Fprintln(stderr, "informer-host verify: nothing to verify with: give --key, or --identity with --trusted-root")
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	opts := []sigverify.Option{sigverify.WithRemoteOptions(remoteOptions(ctx)...)}
+	if *cache != "" {
+		c, err := sigverify.OpenCache(*cache)
+		if err != nil {
+			fmt.Fprintln(stderr, "informer-host verify:", err)
+			return 1
+		}
+		opts = append(opts, sigverify.WithCache(c))
+	}
+	v, err := sigverify.New(p, opts...)
+	if err != nil {
+		fmt.Fprintln(stderr, "informer-host verify:", err)
+		return 1
+	}
+	repo, digest, err := resolveOCI(ctx, refArg)
+	if err != nil {
+		fmt.Fprintln(stderr, "informer-host verify:", err)
+		return 1
+	}
+	res, err := v.Verify(ctx, repo, digest)
+	if err != nil {
+		if !errors.Is(err, sigverify.ErrRefused) {
+			fmt.Fprintln(stderr, "informer-host verify:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s@%s: NOT verified: %s\n", repo, digest, res.Reason)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s@%s: verified, signed by %s\n%s\n", repo, digest, res.Signer, res.Reason)
+	return 0
+}
+
+// signCommand signs one artifact in a registry with a private key,
+// offline, and attaches the signature as a cosign v3 bundle referrer.
+func signCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sign", flag.ContinueOnError)
+	key := fs.String("key", "", "the PEM private key (cosign.key; its password from $COSIGN_PASSWORD, as cosign reads it)")
+	const usage = "usage: informer-host sign oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] --key KEY.pem"
+	refArg, code, ok := parseInterleaved(fs, args, stderr, usage)
+	if !ok {
+		return code
+	}
+	if *key == "" {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	pem, err := os.ReadFile(*key)
+	if err != nil {
+		fmt.Fprintln(stderr, "informer-host sign: --key:", err)
+		return 1
+	}
+	repo, digest, err := resolveOCI(ctx, refArg)
+	if err != nil {
+		fmt.Fprintln(stderr, "informer-host sign:", err)
+		return 1
+	}
+	opts := []sigverify.Option{sigverify.WithRemoteOptions(remoteOptions(ctx)...)}
+	if pw, ok := os.LookupEnv("COSIGN_PASSWORD"); ok {
+		opts = append(opts, sigverify.WithKeyPassword([]byte(pw)))
+	}
+	ref, err := sigverify.SignWithKey(ctx, repo, digest, pem, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "informer-host sign: %s: %v\n", *key, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s@%s: signed; signature %s@%s\n", repo, digest, repo, ref)
+	return 0
+}
+
+// parseInterleaved parses flags before and after the one argument, so
+// both `verify oci://x --key k` and `verify --key k oci://x` work.
+func parseInterleaved(fs *flag.FlagSet, args []string, stderr io.Writer, usage string) (arg string, code int, ok bool) {
+	var positional []string
+	for {
+		if code, ok := parseOnly(fs, args, stderr); !ok {
+			return "", code, false
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(positional) != 1 {
+		fmt.Fprintln(stderr, usage)
+		return "", 2, false
+	}
+	return positional[0], 0, true
+}
+
+func remoteOptions(ctx context.Context) []remote.Option {
+	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+}
+
+// resolveOCI turns oci://registry/repo:tag or @sha256:... into the
+// repository and the manifest digest, asking the registry for a tag's.
+func resolveOCI(ctx context.Context, s string) (repo, digest string, err error) {
+	raw, found := strings.CutPrefix(s, "oci://")
+	if !found {
+		return "", "", fmt.Errorf("%q: want oci://REGISTRY/REPO[:TAG|@sha256:DIGEST]", s)
+	}
+	ref, err := name.ParseReference(raw)
+	if err != nil {
+		return "", "", fmt.Errorf("%q: %v", s, err)
+	}
+	if d, ok := ref.(name.Digest); ok {
+		return d.Context().Name(), d.DigestStr(), nil
+	}
+	desc, err := remote.Head(ref, remoteOptions(ctx)...)
+	if err != nil {
+		return "", "", fmt.Errorf("resolving %s: %w", s, err)
+	}
+	return ref.Context().Name(), desc.Digest.String(), nil
+}

@@ -1,0 +1,68 @@
+// Package sigverify decides whether a plugin artifact in an OCI registry is
+// signed by someone the operator trusts, with sigstore-go and nothing on
+// the network but the registry holding the artifact.
+//
+// A Policy names what to trust: PEM public keys (files) and keyless
+// identities (an OIDC issuer and a certificate subject, exact or as a
+// regular expression) checked against a trusted_root.json read from disk.
+// There is never a TUF fetch: the trusted root is what the operator
+// mounted, so verification works offline and changes only when the
+// operator changes that file.
+//
+// What is signed is the manifest digest D the artifact is pulled by. A
+// signature counts for D only when it names D: a DSSE envelope holding an
+// in-toto statement of predicate type https://sigstore.dev/cosign/sign/v1
+// (what cosign v3 writes for `cosign sign`) whose subjects include
+// sha256:D, or a message signature whose message digest is D (the
+// manifest bytes signed as a blob). Because the manifest names the module
+// layer by digest, binding to D binds the module too; a signature over
+// the layer digest alone is not accepted, since the same layer under
+// another manifest could carry other annotations or config. A statement
+// of another predicate type (SBOM, provenance) is an attestation, not a
+// signature, and does not count.
+//
+// Where signatures are found for D in repository R, in this order:
+//
+//  1. the OCI referrers of D (remote.Referrers, which itself falls back to
+//     the referrers tag sha256-<hex> when the registry has no referrers
+//     API): manifests whose artifactType (or, for registries that report
+//     the config media type instead, whose own artifactType field or
+//     layer) is application/vnd.dev.sigstore.bundle.v0.3+json, with one
+//     layer holding the sigstore bundle JSON — cosign v3's layout;
+//  2. the legacy tag sha256-<hex>.sig: a layer of that bundle media type,
+//     or cosign's simple-signing layer
+//     (application/vnd.dev.cosign.simplesigning.v1+json) with its
+//     signature in the dev.cosignproject.cosign/signature annotation;
+//     the simple-signing payload must name D as docker-manifest-digest.
+//     With a key, the signature is checked against the policy's keys.
+//     Keyless, the certificate comes from dev.sigstore.cosign/certificate
+//     and the Rekor entry with its signed entry timestamp from
+//     dev.sigstore.cosign/bundle, checked as a v0.1 sigstore bundle (the
+//     only version that may carry a promise without an inclusion proof);
+//     the dev.sigstore.cosign/chain and rfc3161timestamp annotations are
+//     not read, so such a signature needs the Rekor timestamp.
+//
+// Keys are verified without a transparency log entry or timestamp
+// (sigstore-go's WithNoObserverTimestamps): a key has no validity period
+// to check a signing time against, it is trusted for as long as the
+// policy names it, and SignWithKey signs offline with neither Rekor nor a
+// timestamp authority. Keyless signatures are the opposite: the Fulcio
+// certificate lives minutes, so it must chain to a certificate authority
+// of the trusted root, appear in one of its transparency logs, and carry
+// a trusted time (the log's signed entry timestamp or an RFC 3161
+// timestamp from one of its timestamp authorities) inside the
+// certificate's validity. The certificate's embedded SCTs are not
+// checked (cosign checks them too): the transparency log entry is the
+// proof of publication this package relies on.
+//
+// Verified results are cached by digest and policy (a policy's keys,
+// identities and trusted root, hashed), in memory and optionally in a
+// JSON file next to the module store, so a restart neither re-verifies
+// nor needs the registry. Only verified results are cached: a refusal is
+// looked at again next time, since a signature can be attached later.
+//
+// Rule of direction: sigverify imports sigstore-go, go-containerregistry
+// and the standard library; it imports neither host/ nor internal/daemon
+// nor internal/config. The daemon (and the command) build a Policy from
+// the config and call it.
+package sigverify
