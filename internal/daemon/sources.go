@@ -15,10 +15,6 @@ type sources struct {
 	d   *Daemon
 	m   *pluginsource.Manager
 	ctx context.Context // the sources' goroutines end with it
-	// verifier checks signatures: the seam internal/sigverify plugs into.
-	// nil: a module whose verify policy is required is refused ("no
-	// signature verifier in this build"), others load unverified.
-	verifier pluginsource.Verifier
 }
 
 // apply makes the sources follow cfg. Only the reload loop and run call it,
@@ -43,7 +39,7 @@ func (s *sources) apply(cfg *config.Config) error {
 			return fmt.Errorf("plugin sources: registry client: %w", err)
 		}
 		m, err := pluginsource.New(pluginsource.Options{Host: s.d.host, Store: store, Logger: s.d.log,
-			Fetcher: &pluginsource.Fetchers{OCI: oci, MaxBytes: cfg.ModuleSizeLimit()}, Verifier: s.verifier})
+			Fetcher: &pluginsource.Fetchers{OCI: oci, MaxBytes: cfg.ModuleSizeLimit()}, Verifier: pluginsource.NewSigstore(oci)})
 		if err != nil {
 			return err
 		}

@@ -19,13 +19,13 @@
 // (Resolve a source to a digest, Fetch the bytes of a digest), a Verifier
 // (sigstore policy over a repository and digest) and a Store (blobs by
 // digest, last good digest by source). file:// and https:// fetching, an
-// on-disk Store and the oci:// Fetcher over internal/ociartifact's client
-// (oci.go) are here; the signature verifier (internal/sigverify) plugs in
-// through Options.Verifier.
+// on-disk Store, the oci:// Fetcher over internal/ociartifact's client
+// (oci.go) and the Verifier over internal/sigverify (sigstore.go) are
+// here; the tests use fakes of each beside the real ones.
 //
 // Rule of direction: imported by internal/daemon (which runs a Manager
 // beside the host) and internal/server (which reports its Status); it
-// imports internal/config, internal/ociartifact and client-go's
-// workqueue, and reaches the host only through the Loader interface, so
+// imports internal/config, internal/ociartifact, internal/sigverify and
+// client-go's workqueue, and reaches the host only through the Loader interface, so
 // it does not import host and host does not import it.
 package pluginsource
