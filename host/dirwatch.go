@@ -252,6 +252,11 @@ func (d *dirWatch) allNames() []string {
 // sync brings one plugin in step with its file. It reports true when the
 // file looks incomplete and should be looked at again.
 func (d *dirWatch) sync(ctx context.Context, name string) (retry bool) {
+	if d.h.config().IsSourced(name) {
+		// Its source loads and unloads it (LoadModule); a file of that
+		// name here is ignored, and warnUnmatched says so.
+		return false
+	}
 	path := filepath.Join(d.dir, name)
 	st, err := os.Stat(path) // follows links: a dangling link is a removed file
 	if errors.Is(err, fs.ErrNotExist) {

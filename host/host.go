@@ -132,6 +132,10 @@ type Host struct {
 	// guarded by mu.
 	standby bool
 	held    map[string]*heldModule
+	// paths holds, by plugin name, the module file of a plugin loaded
+	// from outside the directory (LoadModule), for a reload with new
+	// settings. Guarded by mu.
+	paths map[string]string
 
 	// shard is the sharding Assignment plugins are fed by (shard.go).
 	shard shardState
@@ -176,7 +180,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		log:     log, dir: opts.Config.PluginDir(), metrics: newMetrics(), pipeline: opts.Pipeline, engine: eng, envelopes: newEnvelopeCache(), viewKeys: newViewKeys(),
 		observe: opts.observe, recording: opts.recording, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
-		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{},
+		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{}, paths: map[string]string{},
 		pluginMetrics: pluginmetrics.New(pluginmetrics.Options{}),
 		writes:        opts.Writes,
 	}
@@ -220,9 +224,12 @@ func (h *Host) LoadDir(ctx context.Context) error {
 		return fmt.Errorf("host: plugin directory: %w", err)
 	}
 	h.warnUnmatched()
-	files := make([]string, len(names))
-	for i, n := range names {
-		files[i] = filepath.Join(dir, n)
+	cfg := h.config()
+	files := make([]string, 0, len(names))
+	for _, n := range names {
+		if !cfg.IsSourced(n) { // its source loads it (LoadModule); warnUnmatched says the file is ignored
+			files = append(files, filepath.Join(dir, n))
+		}
 	}
 	return perCPU(files, func(f string) error { return h.Load(ctx, f) })
 }
@@ -255,13 +262,33 @@ func perCPU(items []string, f func(string) error) error {
 // plugins.maxModuleSize bytes is read; anything else is refused, and
 // reported once, not on every look.
 func (h *Host) Load(ctx context.Context, path string) error {
-	return h.load(ctx, path, false)
+	return h.load(ctx, filepath.Base(path), path, false)
 }
 
-// load is Load; force loads even unchanged bytes (new settings).
-func (h *Host) load(ctx context.Context, path string, force bool) error {
-	name := filepath.Base(path)
+// LoadModule is Load for a module kept outside the plugin directory (a
+// plugin source's cached blob, internal/pluginsource): the module at path
+// is loaded, or swapped in, as the plugin called name, a plugins.modules
+// file name. The same rules hold: an unchanged sha256 is not loaded again,
+// and a version that fails leaves the running one running. A config
+// reload that changes the plugin's settings reloads it from path.
+func (h *Host) LoadModule(ctx context.Context, name, path string) error {
+	if name == "" || filepath.Base(name) != name || filepath.Ext(name) != ".wasm" {
+		return fmt.Errorf("host: plugin name %q must be a plain file name ending in .wasm", name)
+	}
+	return h.load(ctx, name, path, false)
+}
+
+// load is Load of the module at path as plugin name; force loads even
+// unchanged bytes (new settings).
+func (h *Host) load(ctx context.Context, name, path string, force bool) error {
 	defer h.lockFile(name)()
+	h.mu.Lock()
+	if path == filepath.Join(h.dir, name) {
+		delete(h.paths, name)
+	} else {
+		h.paths[name] = path
+	}
+	h.mu.Unlock()
 
 	slot := h.slot(name)
 	wasm, err := readModule(path, h.config().ModuleSizeLimit())
@@ -405,6 +432,7 @@ func (h *Host) unload(ctx context.Context, name string) {
 	delete(h.slots, name)
 	held := h.held[name]
 	delete(h.held, name)
+	delete(h.paths, name)
 	h.mu.Unlock()
 	if held != nil {
 		_ = held.mod.Close(context.Background())
@@ -578,11 +606,21 @@ func (h *Host) ApplyConfig(ctx context.Context, cfg *config.Config) error {
 		for _, b := range settings.Bindings {
 			watchChanged = watchChanged || changedWatch[b.Resource]
 		}
-		if reflect.DeepEqual(old.SettingsFor(name), settings) && bytes.Equal(oldJSON, newJSON) && !watchChanged {
+		// verify is the plugin source's business (it is checked before
+		// the bytes get here), not the running plugin's.
+		was := old.SettingsFor(name)
+		was.Verify, settings.Verify = nil, nil
+		if reflect.DeepEqual(was, settings) && bytes.Equal(oldJSON, newJSON) && !watchChanged {
 			continue
 		}
+		h.mu.Lock()
+		path, ok := h.paths[name]
+		h.mu.Unlock()
+		if !ok {
+			path = filepath.Join(h.dir, name)
+		}
 		h.log.Info("plugin settings or watched resources changed; reloading", "plugin", name)
-		errs = append(errs, h.load(ctx, filepath.Join(h.dir, name), true))
+		errs = append(errs, h.load(ctx, name, path, true))
 	}
 	h.warnUnmatched()
 	return errors.Join(errs...)

@@ -58,7 +58,7 @@ func (h *Host) warnUnmatched() {
 	sort.Strings(names)
 	var entries []string
 	for _, m := range cfg.Plugins.Modules {
-		entries = append(entries, m.File)
+		entries = append(entries, m.File+"<"+m.Source)
 	}
 	look := strings.Join(names, "/") + "//" + strings.Join(entries, "/")
 	if look == h.unmatchedLook {
@@ -67,5 +67,8 @@ func (h *Host) warnUnmatched() {
 	h.unmatchedLook = look
 	for _, p := range cfg.UnmatchedModules(h.dir, names) {
 		h.log.Warn("plugins.modules entry matches no file in the plugin directory", "dir", h.dir, "problem", p.String())
+	}
+	for _, p := range cfg.ShadowedFiles(h.dir, names) {
+		h.log.Warn("plugin file ignored: a plugin source of that name loads it", "dir", h.dir, "problem", p.String())
 	}
 }

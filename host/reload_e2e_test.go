@@ -108,46 +108,7 @@ func TestReloadsUnderChurnLoseNoEvent(t *testing.T) {
 	hs.watch(fastWatch)
 
 	// Churn: creates, updates and deletes from two goroutines until told to stop.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 2 {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 42))
-			var live []string
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				cms := env.Client.CoreV1().ConfigMaps(hs.ns)
-				switch {
-				case len(live) > 0 && rng.IntN(4) == 0:
-					k := rng.IntN(len(live))
-					if err := cms.Delete(context.Background(), live[k], metav1.DeleteOptions{}); err != nil {
-						t.Errorf("delete: %v", err)
-						return
-					}
-					live = append(live[:k], live[k+1:]...)
-				case len(live) > 0 && rng.IntN(3) == 0:
-					cm, err := cms.Get(context.Background(), live[rng.IntN(len(live))], metav1.GetOptions{})
-					if err == nil {
-						cm.Data = map[string]string{"i": fmt.Sprint(i)}
-						_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
-					}
-					if err != nil {
-						t.Errorf("update: %v", err)
-						return
-					}
-				default:
-					name := fmt.Sprintf("w%d-%d", w, i)
-					hs.createCM(name, nil)
-					live = append(live, name)
-				}
-			}
-		})
-	}
-
+	stopChurn := hs.churn(42)
 	current := counter
 	broken := append(append([]byte(nil), wasmMagic...), []byte("\x01\x05junk!")...)
 	reloads := 0
@@ -181,8 +142,7 @@ func TestReloadsUnderChurnLoseNoEvent(t *testing.T) {
 		seen := counted()
 		eventually(t, fmt.Sprintf("version %d to handle a live event", r), func() bool { return counted() > seen })
 	}
-	close(stop)
-	wg.Wait()
+	stopChurn()
 
 	list, err := env.Client.CoreV1().ConfigMaps(hs.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -446,4 +406,51 @@ plugins:
 	if lines := hs.logs.lines("plugin=healthy.wasm", "msg=bye"); len(lines) != 1 {
 		t.Errorf("the healthy plugin's shutdown export did not run")
 	}
+}
+
+// churn creates, updates and deletes ConfigMaps in the harness's
+// namespace from two goroutines (seeded by seed) until the returned stop
+// is called, which waits for them.
+func (hs *harness) churn(seed uint64) (stop func()) {
+	t := hs.t
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), seed))
+			var live []string
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				cms := env.Client.CoreV1().ConfigMaps(hs.ns)
+				switch {
+				case len(live) > 0 && rng.IntN(4) == 0:
+					k := rng.IntN(len(live))
+					if err := cms.Delete(context.Background(), live[k], metav1.DeleteOptions{}); err != nil {
+						t.Errorf("delete: %v", err)
+						return
+					}
+					live = append(live[:k], live[k+1:]...)
+				case len(live) > 0 && rng.IntN(3) == 0:
+					cm, err := cms.Get(context.Background(), live[rng.IntN(len(live))], metav1.GetOptions{})
+					if err == nil {
+						cm.Data = map[string]string{"i": fmt.Sprint(i)}
+						_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
+					}
+					if err != nil {
+						t.Errorf("update: %v", err)
+						return
+					}
+				default:
+					name := fmt.Sprintf("w%d-%d", w, i)
+					hs.createCM(name, nil)
+					live = append(live, name)
+				}
+			}
+		})
+	}
+	return func() { close(done); wg.Wait() }
 }

@@ -178,11 +178,45 @@ type Plugins struct {
 	Modules       []Module       `yaml:"modules" json:"modules"`
 	// State configures the plugins' key-value state (grants.state).
 	State StateSettings `yaml:"state" json:"state"`
+
+	// SourceCache is the content-addressed cache of modules pulled from
+	// sources (modules[].source), with each source's last good digest;
+	// relative to the config file. "" = beside the compilation cache
+	// (Config.SourceCacheDir).
+	SourceCache string `yaml:"sourceCache" json:"sourceCache,omitempty"`
+	// Registries configures OCI registries by host ("ghcr.io",
+	// "localhost:5000"): a CA bundle, mirrors, plain HTTP (sources.go).
+	Registries map[string]Registry `yaml:"registries" json:"registries,omitempty"`
+	// AllowInsecureRemote lets registries[].insecure name a host that is
+	// not loopback.
+	AllowInsecureRemote bool `yaml:"allowInsecureRemote" json:"allowInsecureRemote,omitempty"`
+	// DockerConfig is a docker config.json (a mounted pull secret's
+	// .dockerconfigjson) with the registries' credentials; relative to
+	// the config file. "": anonymous pulls.
+	DockerConfig string `yaml:"dockerConfig" json:"dockerConfig,omitempty"`
 }
 
 // Module names one plugin file and overrides plugins.default for it.
 type Module struct {
-	File           string `yaml:"file" json:"file"` // base name in the plugin directory, e.g. "pod-logger.wasm"; unique; must end in .wasm and contain no '/'
+	File string `yaml:"file" json:"file"` // base name in the plugin directory, e.g. "pod-logger.wasm"; unique; must end in .wasm and contain no '/'
+	// Source, when set, is where the module comes from instead of the
+	// plugin directory: oci://registry/repo:tag, oci://registry/repo@sha256:...,
+	// https://... (with SHA256) or file://path. File is then the plugin's
+	// name, and a same-named file in the directory is ignored (sources.go).
+	Source string `yaml:"source" json:"source,omitempty"`
+	// SHA256 pins the module's bytes: required for https://, allowed for
+	// file://. "sha256:<hex>" or the bare hex; Load stores "sha256:<hex>".
+	SHA256 string `yaml:"sha256" json:"sha256,omitempty"`
+	// PullPolicy is Always, IfNotPresent or Never (PullAlways...); default
+	// IfNotPresent for a pinned source, Always for a tag or an unpinned file.
+	PullPolicy string `yaml:"pullPolicy" json:"pullPolicy,omitempty"`
+	// RefreshInterval is how often a movable source (a tag, an unpinned
+	// file) is resolved again; default 5m with pullPolicy Always, none
+	// otherwise; refused for a pinned source.
+	RefreshInterval Duration `yaml:"refreshInterval" json:"refreshInterval,omitzero"`
+	// FailurePolicy is what /readyz says while a sourced plugin has no good
+	// version: "fail-closed" (not ready; the default) or "fail-open".
+	FailurePolicy  string `yaml:"failurePolicy" json:"failurePolicy,omitempty"`
 	PluginSettings `yaml:",inline"`
 }
 
@@ -198,6 +232,10 @@ type PluginSettings struct {
 	Config any `yaml:"config" json:"config,omitempty"`
 	// Grants are the capabilities the plugin may use; none by default.
 	Grants Grants `yaml:"grants" json:"grants,omitempty"`
+	// Verify is the signature policy of a module with a source (nil: none);
+	// plugins.default's applies to every sourced module without its own.
+	// It has no effect on the directory's modules.
+	Verify *Verify `yaml:"verify" json:"verify,omitempty"`
 }
 
 // Binding subscribes a plugin to one configured resource.

@@ -38,8 +38,9 @@ const (
 	setGrantHTTP
 	setMaxCallTime
 	setMaxHostCallsPerCall
+	setVerify
 
-	allFields = setMaxHostCallsPerCall<<1 - 1
+	allFields = setVerify<<1 - 1
 )
 
 // fieldsSet says which of s's fields the document sets under sp. Bindings
@@ -78,6 +79,7 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 		{setGrantHTTP, sp.key("grants").key("http")},
 		{setMaxCallTime, l.key("maxCallTime")},
 		{setMaxHostCallsPerCall, l.key("maxHostCallsPerCall")},
+		{setVerify, sp.key("verify")},
 	} {
 		if p.present(x.at) {
 			f |= x.bit
@@ -128,6 +130,7 @@ func setByValue(s PluginSettings) fieldSet {
 	mark(setGrantHTTP, s.Grants.HTTP != nil)
 	mark(setMaxCallTime, isSet(s.Limits.MaxCallTime))
 	mark(setMaxHostCallsPerCall, s.Limits.MaxHostCallsPerCall != 0)
+	mark(setVerify, s.Verify != nil)
 	return f
 }
 
@@ -224,6 +227,10 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 	if s, ok := pick(setGrantHTTP); ok {
 		out.Grants.HTTP = s.Grants.HTTP
 	}
+	// A module's verify replaces the default's whole, like grants.http.
+	if s, ok := pick(setVerify); ok {
+		out.Verify = s.Verify
+	}
 	return out.clone()
 }
 
@@ -240,6 +247,7 @@ func (s PluginSettings) clone() PluginSettings {
 		s.Bindings = bs
 	}
 	s.Grants = s.Grants.clone()
+	s.Verify = s.Verify.Clone()
 	return s
 }
 
@@ -272,6 +280,7 @@ func applyDefaults(c *Config, p *problems) {
 		m := &c.Plugins.Modules[i]
 		mp := path{"plugins", "modules", i}
 		m.PluginSettings = resolveSettings(m.PluginSettings, fieldsSet(m.PluginSettings, p, mp), def, allFields)
+		m.applySourceDefaults(c, p, mp)
 	}
 
 	if c.Server.Address == "" {

@@ -51,8 +51,8 @@ func (c *Config) UnmatchedModules(dir string, present []string) Errors {
 	}
 	var out Errors
 	for i, m := range c.Plugins.Modules {
-		if m.File == "" || have[m.File] {
-			continue
+		if m.File == "" || have[m.File] || m.Source != "" {
+			continue // a sourced module is not looked for in the directory
 		}
 		out = append(out, c.problemAt(path{"plugins", "modules", i, "file"},
 			"no file %q in the plugin directory %s; %s. Fix the name here or put the module there: until then these settings apply to no plugin",

@@ -55,7 +55,10 @@ func validate(p *problems, c *Config) {
 			}
 		}
 		validateSettings(p, mp, &m.PluginSettings, names, complete)
+		validateModuleSource(p, mp, m)
 	}
+	validateVerify(p, path{"plugins", "default", "verify"}, c.Plugins.Default.Verify)
+	validateRegistries(p, c)
 	validateRestartBackoff(p, c)
 	validateOutbound(p, c)
 	validateStateSettings(p, c.Plugins.State)

@@ -86,6 +86,8 @@ type Daemon struct {
 	server   *server.Server
 	// cfg is the configuration in force; only the reload loop swaps it.
 	cfg *config.Config
+	// sources runs the sourced plugins (sources.go).
+	sources *sources
 }
 
 // Pipeline is the daemon's informer pipeline.
@@ -190,6 +192,16 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 		}
 		defer srv.Detach("stopped")
 	}
+	// Sourced plugins before the directory: each starts from its cached
+	// last good version, if any, before LoadDir (which skips their
+	// names), and then refreshes on its own goroutine.
+	srcCtx, cancelSources := context.WithCancel(ctx)
+	defer cancelSources()
+	d.sources = &sources{d: d, ctx: srcCtx}
+	if err := d.sources.apply(cfg); err != nil {
+		return err
+	}
+	stopSources := func() { cancelSources(); d.sources.stop() }
 	// A module that does not load is logged and reported in the plugin
 	// status; the others run.
 	if err := h.LoadDir(ctx); err != nil && errors.Is(err, fs.ErrNotExist) {
@@ -212,6 +224,7 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 	if err != nil {
 		cancelBG()
 		watches.Wait()
+		stopSources()
 		h.Stop(ctx)
 		return err
 	}
@@ -231,6 +244,8 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 	}
 	cancelBG()
 	watches.Wait()
+	// No source swaps a plugin in while the host drains or halts.
+	stopSources()
 	if lost {
 		el.leave()      // waits for an activation the lost lease cut short
 		h.Halt(stopCtx) // a plugin a reload or that activation started meanwhile

@@ -14,6 +14,9 @@
 //     election; then the election joins (a shard member hands the host
 //     its first, empty Assignment before any plugin loads, so no plugin
 //     sees an object that is not its member's), the endpoint is attached,
+//     the plugin sources start (sources.go: before the directory, so each
+//     sourced plugin runs its cached last good version at once, even with
+//     its registry down, and the directory's same-named file is skipped),
 //     and the plugin directory is loaded;
 //  4. the plugin directory watch and the config file watch with the
 //     reload loop: last, since a reload changes what 2 and 3 run;
@@ -22,7 +25,8 @@
 //     already delivers what it owns.
 //
 // They stop in the reverse order: the election ends (ctx ended, or a lost
-// lease), the watches stop (no reload during a drain), the plugins drain
+// lease), the watches and the plugin sources stop (no reload or swap
+// during a drain), the plugins drain
 // for at most Options.DrainTimeout and run their shutdown exports, the
 // election leaves (the lease is given up, the member's Lease deleted:
 // after the drain, so two replicas never deliver the same objects), the
@@ -37,6 +41,6 @@
 //
 // Rule of direction: only cmd/informer-host (and its tests) import this
 // package. It imports host, informer and the internal packages of the
-// endpoint, the config, the file watch and sharding; none of them import
-// it.
+// endpoint, the config, the file watch, sharding and the plugin sources;
+// none of them import it.
 package daemon

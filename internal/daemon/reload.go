@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"reflect"
 
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
@@ -23,6 +24,11 @@ func (d *Daemon) reload(ctx context.Context, why string) {
 	if next.PluginDir() != d.cfg.PluginDir() || next.Kubeconfig != d.cfg.Kubeconfig || next.Server != d.cfg.Server {
 		d.log.Warn("plugins.directory, kubeconfig and server take effect only after a restart")
 	}
+	if d.sources != nil && d.sources.m != nil && (!reflect.DeepEqual(next.Plugins.Registries, d.cfg.Plugins.Registries) ||
+		next.Plugins.DockerConfig != d.cfg.Plugins.DockerConfig || next.Plugins.AllowInsecureRemote != d.cfg.Plugins.AllowInsecureRemote ||
+		next.Plugins.SourceCache != d.cfg.Plugins.SourceCache) {
+		d.log.Warn("plugins.registries, dockerConfig, allowInsecureRemote and sourceCache take effect only after a restart")
+	}
 	if next.Sharding != d.cfg.Sharding || next.LeaderElection != d.cfg.LeaderElection {
 		d.log.Warn("sharding and leaderElection take effect only after a restart")
 	}
@@ -33,6 +39,14 @@ func (d *Daemon) reload(ctx context.Context, why string) {
 	warnResources(d.log, next, d.pipeline)
 	if err := d.host.ApplyConfig(ctx, next); err != nil {
 		d.log.Error("config reload: some plugins keep their previous settings", "err", err)
+	}
+	// After the host has the new settings: a source that changed loads
+	// its version under them; a removed one unloads its plugin, and the
+	// directory watch's next look loads a file of that name, if any.
+	if d.sources != nil {
+		if err := d.sources.apply(next); err != nil {
+			d.log.Error("config reload: plugin sources", "err", err)
+		}
 	}
 	if d.server != nil {
 		if err := d.server.SetResources(resourceNames(next)); err != nil {

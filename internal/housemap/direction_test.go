@@ -23,6 +23,8 @@ var directionRules = []struct {
 		[]string{"..."}},
 	{"host/...", "the library does not reach back into the daemon that embeds it",
 		[]string{"cmd/...", "internal/daemon", "internal/server"}},
+	{"internal/pluginsource", "the sources reach the host through an interface, and the daemon only by being run",
+		[]string{"host/...", "internal/daemon", "internal/server", "cmd/..."}},
 	{"internal/ociartifact/...", "the registry client moves bytes; what a module is and what config.yaml says are its callers'",
 		[]string{"host/...", "internal/daemon", "internal/config", "informer", "cmd/..."}},
 	{"internal/sigverify", "verification is a library the daemon calls with a policy it built, not a part of the daemon or the host",

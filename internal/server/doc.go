@@ -38,6 +38,7 @@
 //	...
 //	srv.Shutdown(ctx)
 //
-// Rule of direction: server imports host, informer and event, for what
-// it reports; only the daemon's command imports it.
+// Rule of direction: server imports host, informer and event, and
+// internal/pluginsource for the sources' Status, for what it reports;
+// only the daemon's command imports it.
 package server

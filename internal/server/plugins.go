@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"sort"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/informer-host/informer-host/host"
+	"github.com/informer-host/informer-host/internal/pluginsource"
 )
 
 // The JSON of /debug/plugins: the host's reports (host.PluginStatus,
@@ -87,7 +89,14 @@ type pluginJSON struct {
 	GaveUp      []objectFailureJSON    `json:"gaveUp,omitempty"`
 	LoadedAt    time.Time              `json:"loadedAt,omitzero"`
 	LastEventAt time.Time              `json:"lastEventAt,omitzero"`
+	// Source is where a sourced plugin comes from (plugins.modules[].source)
+	// and how that goes; absent for the directory's plugins.
+	Source *pluginsource.Status `json:"source,omitempty"`
 }
+
+// statePending is the state served for a sourced plugin the host does not
+// have yet: its source has produced no version that loaded.
+const statePending host.PluginState = "pending"
 
 // objectFailureJSON is host.ObjectFailure as served.
 type objectFailureJSON struct {
@@ -112,9 +121,11 @@ type shardJSON struct {
 }
 
 // pluginsDocument renders the host's reports for /debug/plugins.
-func pluginsDocument(st []host.PluginStatus, sh *host.ShardStatus) pluginsJSON {
+func pluginsDocument(st []host.PluginStatus, sh *host.ShardStatus, sources map[string]pluginsource.Status) pluginsJSON {
 	doc := pluginsJSON{Plugins: make([]pluginJSON, 0, len(st))}
+	seen := map[string]bool{}
 	for _, s := range st {
+		seen[s.File] = true
 		p := pluginJSON{File: s.File, SHA256: s.SHA256, ABIVersion: s.ABIVersion, State: s.State, Bindings: s.Bindings,
 			Synced: s.Synced, Degraded: s.Degraded, Repairs: s.Repairs, Queue: camelObject{s.Queue}, Counters: camelObject{s.Counters},
 			Requested: s.Requested, Granted: s.Granted, LastError: s.LastError, Failures: s.Failures,
@@ -125,7 +136,22 @@ func pluginsDocument(st []host.PluginStatus, sh *host.ShardStatus) pluginsJSON {
 				p.Filtered[b] = camelObject{c}
 			}
 		}
+		if src, ok := sources[s.File]; ok {
+			p.Source = &src
+		}
 		doc.Plugins = append(doc.Plugins, p)
+	}
+	var pending []string
+	for name := range sources {
+		if !seen[name] {
+			pending = append(pending, name)
+		}
+	}
+	sort.Strings(pending)
+	for _, name := range pending {
+		src := sources[name]
+		doc.Plugins = append(doc.Plugins, pluginJSON{File: name, State: statePending, LastError: src.LastError,
+			Queue: camelObject{host.QueueStats{}}, Counters: camelObject{host.Counters{}}, Source: &src})
 	}
 	if sh != nil {
 		doc.Shard = &shardJSON{Member: sh.Member, Active: sh.Active, Members: sh.Members, Key: sh.Key, Owned: sh.Owned,

@@ -48,7 +48,7 @@ func TestDebugPluginsJSON(t *testing.T) {
 	camel := regexp.MustCompile(`^[a-z][a-zA-Z0-9]*$`)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := json.Marshal(pluginsDocument(tc.st, tc.shard))
+			b, err := json.Marshal(pluginsDocument(tc.st, tc.shard, nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +103,7 @@ func TestDebugPluginsObject(t *testing.T) {
 	}
 	v := &host.ObjectView{Resource: "cms", Namespace: "ns", Name: "x", Sharded: true, Owner: "b", CacheRV: "7",
 		Plugins: []host.PluginObjectView{{File: "checker.wasm", Answered: true, Has: true, Unsettled: true, RV: "7", AppliedOwner: "b"}}}
-	doc := pluginsDocument(nil, nil)
+	doc := pluginsDocument(nil, nil, nil)
 	doc.Object = objectDocument(v)
 	b, err := json.Marshal(doc)
 	if err != nil {

@@ -22,6 +22,8 @@ import (
 	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/pluginsource"
 )
 
 // Options configure the server.
@@ -142,7 +144,8 @@ type Server struct {
 	pipeline *informer.Pipeline
 	host     *host.Host
 	counts   *resourceCounts
-	waiting  string // why nothing is attached yet, for /readyz
+	sources  Sources // nil: no plugin sources
+	waiting  string  // why nothing is attached yet, for /readyz
 	// standby: nothing is attached on purpose (another replica leads), and
 	// /readyz answers 200, so a Deployment's rollout does not wait forever
 	// for a standby that will never run anything.
@@ -277,6 +280,31 @@ func (s *Server) Attach(p *informer.Pipeline, h *host.Host, resources []string) 
 	return nil
 }
 
+// Sources is what the endpoint reports of the plugins' sources
+// (internal/pluginsource.Manager): their metrics, each sourced plugin's
+// source in /debug/plugins, and in /readyz a fail-closed one with no good
+// version.
+type Sources interface {
+	prometheus.Collector
+	Status() map[string]pluginsource.Status
+	NotReady() []string
+}
+
+// AttachSources reports src from now on; it stays attached until
+// Shutdown.
+func (s *Server) AttachSources(src Sources) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sources != nil {
+		return errors.New("server: plugin sources already attached")
+	}
+	if err := s.reg.Register(src); err != nil {
+		return fmt.Errorf("server: register plugin source metrics: %w", err)
+	}
+	s.sources = src
+	return nil
+}
+
 // Detach undoes Attach; /readyz then reports why.
 func (s *Server) Detach(why string) {
 	s.mu.Lock()
@@ -315,6 +343,17 @@ func (s *Server) SetResources(names []string) error {
 
 // NotReady lists why the process is not ready; empty means ready.
 func NotReady(p *informer.Pipeline, h *host.Host) []string {
+	return notReady(p, h, nil)
+}
+
+// notReady is NotReady with the plugin sources: a sourced plugin with
+// failurePolicy fail-open is no reason, whatever its state, and one that
+// is fail-closed with no good version is, even before the host has it.
+func notReady(p *informer.Pipeline, h *host.Host, src Sources) []string {
+	var sources map[string]pluginsource.Status
+	if src != nil {
+		sources = src.Status()
+	}
 	var why []string
 	if p != nil {
 		for _, r := range p.Status() {
@@ -334,6 +373,9 @@ func NotReady(p *informer.Pipeline, h *host.Host) []string {
 			why = append(why, r)
 		}
 		for _, pl := range h.Status() {
+			if st, ok := sources[pl.File]; ok && st.FailurePolicy == config.FailOpen {
+				continue
+			}
 			switch pl.State {
 			case host.StateQuarantined, host.StateStandby: // deliberately off: not a reason to stop traffic
 			case host.StateRunning:
@@ -345,12 +387,15 @@ func NotReady(p *informer.Pipeline, h *host.Host) []string {
 			}
 		}
 	}
+	if src != nil {
+		why = append(why, src.NotReady()...)
+	}
 	return why
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
-	p, h, waiting, standby := s.pipeline, s.host, s.waiting, s.standby
+	p, h, waiting, standby, src := s.pipeline, s.host, s.waiting, s.standby, s.sources
 	s.mu.Unlock()
 	if p == nil && standby {
 		fmt.Fprintln(w, waiting)
@@ -360,7 +405,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if p == nil {
 		why = []string{waiting}
 	} else {
-		why = NotReady(p, h)
+		why = notReady(p, h, src)
 	}
 	if len(why) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -374,11 +419,12 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) debugPlugins(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	h := s.host
+	h, src := s.host, s.sources
 	s.mu.Unlock()
 	var (
-		st []host.PluginStatus
-		sh *host.ShardStatus
+		st      []host.PluginStatus
+		sh      *host.ShardStatus
+		sources map[string]pluginsource.Status
 	)
 	var object *host.ObjectView
 	if q := r.URL.Query().Get("object"); q != "" {
@@ -398,10 +444,13 @@ func (s *Server) debugPlugins(w http.ResponseWriter, r *http.Request) {
 	if h != nil {
 		st, sh = h.Status(), h.ShardStatus()
 	}
+	if src != nil {
+		sources = src.Status()
+	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	doc := pluginsDocument(st, sh)
+	doc := pluginsDocument(st, sh, sources)
 	doc.Object = objectDocument(object)
 	_ = enc.Encode(doc)
 }

@@ -1,0 +1,119 @@
+package pluginsource
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/ociartifact/registrytest"
+	"github.com/informer-host/informer-host/internal/sigverify"
+)
+
+// Against a real registry on loopback (go-containerregistry's, and the
+// CNCF Distribution registry): a tag that moves is swapped in; the
+// registry going away leaves the last good version running, degraded.
+func TestOCITagMovesInARealRegistry(t *testing.T) {
+	registrytest.Each(t, func(t *testing.T, reg *registrytest.Server) {
+		dir := t.TempDir()
+		in := "apiVersion: informer-host/v1\nresources: [{name: pods, version: v1, resource: pods}]\nplugins:\n" +
+			"  registries:\n    " + reg.Host + ": {insecure: true}\n" +
+			"  modules:\n  - file: a.wasm\n    source: oci://" + reg.Host + "/org/a:v1\n"
+		cfg, err := config.Parse(filepath.Join(dir, "config.yaml"), []byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Plugins.Modules[0].RefreshInterval = config.NewDuration(10 * time.Millisecond)
+		oci, err := NewOCI(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		one := append([]byte("\x00asm\x01\x00\x00\x00"), "one"...)
+		two := append([]byte("\x00asm\x01\x00\x00\x00"), "two"...)
+		d1, err := oci.Client.Push(t.Context(), one, reg.Ref("org/a:v1"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newFakeHost()
+		m := newManager(t, h, &Fetchers{OCI: oci}, store(t), nil)
+		m.Apply(t.Context(), cfg)
+		eventually(t, "v1", func() bool { return h.get("a.wasm") == string(one) && m.Status()["a.wasm"].RunningDigest == d1.Digest })
+		d2, err := oci.Client.Push(t.Context(), two, reg.Ref("org/a:v1"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the moved tag", func() bool { return h.get("a.wasm") == string(two) && m.Status()["a.wasm"].RunningDigest == d2.Digest })
+		reg.Close()
+		eventually(t, "degraded with the registry gone", func() bool { return m.Status()["a.wasm"].Degraded })
+		if h.get("a.wasm") != string(two) || !strings.Contains(m.Status()["a.wasm"].LastError, "resolve") {
+			t.Errorf("after the registry went: running %q, status %+v", h.get("a.wasm"), m.Status()["a.wasm"])
+		}
+		_ = os.Remove(dir)
+	})
+}
+
+// With a verify policy through sigverify against a real registry: a
+// module signed with the policy's key loads, with its signer; an
+// unsigned one is refused with the reason.
+func TestSignedAndUnsignedFromARealRegistry(t *testing.T) {
+	reg := registrytest.GGCR(t)
+	dir := t.TempDir()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&priv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cosign.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := "apiVersion: informer-host/v1\nresources: [{name: pods, version: v1, resource: pods}]\nplugins:\n" +
+		"  registries:\n    " + reg.Host + ": {insecure: true}\n" +
+		"  default:\n    verify: {required: true, keys: [cosign.pub]}\n" +
+		"  modules:\n  - file: signed.wasm\n    source: oci://" + reg.Host + "/org/signed:v1\n" +
+		"  - file: unsigned.wasm\n    source: oci://" + reg.Host + "/org/unsigned:v1\n"
+	cfg, err := config.Parse(filepath.Join(dir, "config.yaml"), []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oci, err := NewOCI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := append([]byte("\x00asm\x01\x00\x00\x00"), "signed"...)
+	d, err := oci.Client.Push(t.Context(), mod, reg.Ref("org/signed:v1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sigverify.SignWithKey(t.Context(), reg.Host+"/org/signed", d.Digest, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
+		sigverify.WithRemoteOptions(oci.Client.RemoteOptions(t.Context())...)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oci.Client.Push(t.Context(), append([]byte("\x00asm\x01\x00\x00\x00"), "unsigned"...), reg.Ref("org/unsigned:v1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	h := newFakeHost()
+	m := newManager(t, h, &Fetchers{OCI: oci}, store(t), NewSigstore(oci))
+	m.Apply(t.Context(), cfg)
+	eventually(t, "the signed module to run", func() bool { return m.Status()["signed.wasm"].RunningDigest == d.Digest })
+	if st := m.Status()["signed.wasm"]; !st.Verified || !strings.Contains(st.Signer, "cosign.pub") {
+		t.Errorf("signed: %+v", st)
+	}
+	eventually(t, "the unsigned one to be refused", func() bool { return m.Status()["unsigned.wasm"].Degraded })
+	if st := m.Status()["unsigned.wasm"]; h.get("unsigned.wasm") != "" || !strings.Contains(st.LastError, "not verified") {
+		t.Errorf("unsigned: %+v (running %q)", st, h.get("unsigned.wasm"))
+	}
+}
