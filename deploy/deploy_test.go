@@ -3,20 +3,33 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +37,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/rbacgen"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -64,24 +78,33 @@ func manifests(t *testing.T, dir string) []*unstructured.Unstructured {
 			if target == nil {
 				t.Fatalf("%s: patches %s %s, which the resources lack", p.Path, patch.GetKind(), patch.GetName())
 			}
-			merge(target.Object, patch.Object)
+			target.Object = merge(t, p.Path, target.Object, patch.Object)
 		}
 	}
 	return out
 }
 
-// merge applies patch to obj as a JSON merge patch does. The overlays'
-// patches set map fields only (no lists), where kustomize's strategic
-// merge does the same.
-func merge(obj, patch map[string]any) {
-	for k, v := range patch {
-		pm, ok := v.(map[string]any)
-		if om, isMap := obj[k].(map[string]any); ok && isMap {
-			merge(om, pm)
-			continue
-		}
-		obj[k] = v
+// merge applies patch to obj as kustomize's patches do: a strategic
+// merge patch, with the merge keys of the kind's Go type (a container by
+// its name, a volume by its name, a volume mount by its path) and null
+// deleting a field (the image-volume overlay drops the base's configMap
+// source that way).
+func merge(t *testing.T, file string, obj, patch map[string]any) map[string]any {
+	t.Helper()
+	kind, _ := obj["kind"].(string)
+	typed, ok := map[string]any{"Deployment": appsv1.Deployment{}, "ConfigMap": corev1.ConfigMap{}}[kind]
+	if !ok {
+		t.Fatalf("%s: patches a %s, whose merge keys the test does not know", file, kind)
 	}
+	meta, err := strategicpatch.NewPatchMetaFromStruct(typed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := strategicpatch.StrategicMergeMapPatchUsingLookupPatchMeta(obj, patch, meta)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return out
 }
 
 func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
@@ -209,54 +232,21 @@ func TestShardedOverlay(t *testing.T) {
 }
 
 // apply creates (or updates) the objects of the kustomization in dir,
-// checks that the config they ship validates and that the service account
-// may watch what it names, and returns the config and a question to the
-// apiserver: may the service account do this?
-func apply(t *testing.T, dir string) (*config.Config, func(authzv1.ResourceAttributes) bool, []*unstructured.Unstructured) {
+// then operatorObjs (what the operator creates by hand, as the
+// kustomization's comments say, in the namespace the manifests create), checks that the config they ship
+// validates as the daemon reads it in its pod and that the service
+// account may watch what it names, and returns the config and a question
+// to the apiserver: may the service account do this?
+func apply(t *testing.T, dir string, operatorObjs ...*unstructured.Unstructured) (*config.Config, func(authzv1.ResourceAttributes) bool, []*unstructured.Unstructured) {
 	t.Helper()
 	objs := manifests(t, dir)
-	dyn := dynamic.NewForConfigOrDie(env.Config)
 	ctx := context.Background()
-	var shipped *config.Config
-	for _, u := range objs {
-		gvk := u.GroupVersionKind()
-		gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: map[string]string{
-			"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
-			"ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
-			"ConfigMap": "configmaps", "Deployment": "deployments", "Service": "services",
-			"PodDisruptionBudget": "poddisruptionbudgets",
-			"FlowSchema":          "flowschemas", "PriorityLevelConfiguration": "prioritylevelconfigurations",
-		}[gvk.Kind]}
-		if gvr.Resource == "" {
-			t.Fatalf("no resource known for kind %s", gvk.Kind)
-		}
-		var r dynamic.ResourceInterface = dyn.Resource(gvr)
-		if ns := u.GetNamespace(); ns != "" {
-			r = dyn.Resource(gvr).Namespace(ns)
-		}
-		_, err := r.Create(ctx, u, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			// The other kustomization's test applied it first.
-			var cur *unstructured.Unstructured
-			if cur, err = r.Get(ctx, u.GetName(), metav1.GetOptions{}); err == nil {
-				u = u.DeepCopy()
-				u.SetResourceVersion(cur.GetResourceVersion())
-				_, err = r.Update(ctx, u, metav1.UpdateOptions{})
-			}
-		}
-		if err != nil {
-			t.Errorf("apply %s %s: %v", gvk.Kind, u.GetName(), err)
-		}
-		if gvk.Kind == "ConfigMap" && u.GetName() == "informer-host-config" {
-			text, _, _ := unstructured.NestedString(u.Object, "data", "config.yaml")
-			if shipped, err = config.Parse(filepath.Join("deploy", dir, "config.yaml"), []byte(text)); err != nil {
-				t.Errorf("the config the manifests ship does not validate:\n%v", err)
-			}
+	for _, u := range append(objs[:len(objs):len(objs)], operatorObjs...) {
+		if err := createOrUpdate(ctx, u); err != nil {
+			t.Errorf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 	}
-	if shipped == nil {
-		t.Fatal("the manifests ship no config")
-	}
+	shipped := podConfig(t, append(objs[:len(objs):len(objs)], operatorObjs...))
 
 	// Ask the apiserver, as the daemon's service account, whether it may
 	// do what the shipped config makes it do.
@@ -287,6 +277,189 @@ func apply(t *testing.T, dir string) (*config.Config, func(authzv1.ResourceAttri
 	return shipped, may, objs
 }
 
+// resources are the plural names of the kinds the manifests hold.
+var resources = map[string]string{
+	"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
+	"ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
+	"ConfigMap": "configmaps", "Secret": "secrets", "Deployment": "deployments", "Service": "services",
+	"PodDisruptionBudget": "poddisruptionbudgets",
+	"FlowSchema":          "flowschemas", "PriorityLevelConfiguration": "prioritylevelconfigurations",
+}
+
+// createOrUpdate creates u, or updates it when it exists: the tests of the
+// other kustomizations apply objects of the same names.
+func createOrUpdate(ctx context.Context, u *unstructured.Unstructured) error {
+	gvk := u.GroupVersionKind()
+	gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: resources[gvk.Kind]}
+	if gvr.Resource == "" {
+		return fmt.Errorf("no resource known for kind %s", gvk.Kind)
+	}
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	var r dynamic.ResourceInterface = dyn.Resource(gvr)
+	if ns := u.GetNamespace(); ns != "" {
+		r = dyn.Resource(gvr).Namespace(ns)
+	}
+	_, err := r.Create(ctx, u, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		var cur *unstructured.Unstructured
+		if cur, err = r.Get(ctx, u.GetName(), metav1.GetOptions{}); err == nil {
+			u = u.DeepCopy()
+			u.SetResourceVersion(cur.GetResourceVersion())
+			_, err = r.Update(ctx, u, metav1.UpdateOptions{})
+		}
+	}
+	return err
+}
+
+// daemon returns the Deployment of objs and its informer-host container.
+func daemon(t *testing.T, objs []*unstructured.Unstructured) (*appsv1.Deployment, *corev1.Container) {
+	t.Helper()
+	u := find(objs, "Deployment", "informer-host")
+	if u == nil {
+		t.Fatal("the manifests have no Deployment informer-host")
+	}
+	var dep appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &dep); err != nil {
+		t.Fatalf("Deployment informer-host: %v", err)
+	}
+	for i, c := range dep.Spec.Template.Spec.Containers {
+		if c.Name == "informer-host" {
+			return &dep, &dep.Spec.Template.Spec.Containers[i]
+		}
+	}
+	t.Fatal("the Deployment has no container informer-host")
+	return nil, nil
+}
+
+// podConfig returns the config the daemon of objs reads in its pod, and
+// fails the test when it does not validate there.
+func podConfig(t *testing.T, objs []*unstructured.Unstructured) *config.Config {
+	t.Helper()
+	file := podView(t, objs)
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Parse(file, text)
+	if err != nil {
+		t.Fatalf("the config the manifests ship does not validate as the pod sees it:\n%v", err)
+	}
+	return c
+}
+
+// mustYAML returns the YAML document b, decoded and encoded again.
+func mustYAML(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var v map[string]any
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	out, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// podView writes the files the daemon's container sees in its
+// ConfigMap, Secret and projected volumes, as the kubelet lays them out
+// from the objects in objs, under a temporary root, and returns the path
+// there of the config file its --config names: so the config is parsed
+// with the files it names where the pod has them, and a path that no
+// mount provides fails validation here as it would in the pod.
+func podView(t *testing.T, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	dep, c := daemon(t, objs)
+	root := t.TempDir()
+	object := func(kind, name string, optional *bool) map[string][]byte {
+		u := find(objs, kind, name)
+		if u == nil {
+			if optional != nil && *optional {
+				return nil
+			}
+			t.Fatalf("the pod mounts %s %s, which neither the manifests nor the operator create: the kubelet would not start it", kind, name)
+		}
+		data := map[string][]byte{}
+		switch kind {
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cm); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range cm.Data {
+				data[k] = []byte(v)
+			}
+			maps.Copy(data, cm.BinaryData)
+		case "Secret":
+			var s corev1.Secret
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s); err != nil {
+				t.Fatal(err)
+			}
+			maps.Copy(data, s.Data)
+			for k, v := range s.StringData {
+				data[k] = []byte(v)
+			}
+		}
+		return data
+	}
+	write := func(dir, kind, name string, items []corev1.KeyToPath, optional *bool) {
+		data := object(kind, name, optional)
+		if data == nil {
+			return
+		}
+		files := map[string][]byte{}
+		if len(items) == 0 {
+			files = data
+		}
+		for _, it := range items {
+			v, ok := data[it.Key]
+			if !ok {
+				t.Fatalf("the pod mounts key %s of %s %s, which it lacks: the kubelet would not start it", it.Key, kind, name)
+			}
+			files[it.Path] = v
+		}
+		for p, v := range files {
+			f := filepath.Join(root, dir, p)
+			if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(f, v, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	for _, m := range c.VolumeMounts {
+		v, ok := volumes[m.Name]
+		if !ok {
+			t.Fatalf("the container mounts volume %s, which the pod lacks", m.Name)
+		}
+		switch {
+		case v.ConfigMap != nil:
+			write(m.MountPath, "ConfigMap", v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional)
+		case v.Secret != nil:
+			write(m.MountPath, "Secret", v.Secret.SecretName, v.Secret.Items, v.Secret.Optional)
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				switch {
+				case src.ConfigMap != nil:
+					write(m.MountPath, "ConfigMap", src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional)
+				case src.Secret != nil:
+					write(m.MountPath, "Secret", src.Secret.Name, src.Secret.Items, src.Secret.Optional)
+				}
+			}
+		}
+	}
+	i := slices.Index(c.Args, "--config")
+	if i < 0 || i+1 >= len(c.Args) {
+		t.Fatalf("the container's args %q name no --config", c.Args)
+	}
+	return filepath.Join(root, c.Args[i+1])
+}
+
 // allowed waits until the apiserver says the service account may do
 // attrs: its RBAC authorizer learns of new Roles through informers, a
 // moment after they are created.
@@ -294,4 +467,210 @@ func allowed(t *testing.T, may func(authzv1.ResourceAttributes) bool, attrs auth
 	t.Helper()
 	testenv.Eventually(t, fmt.Sprintf("the service account to be allowed to %s %s in %q", attrs.Verb, attrs.Resource, attrs.Namespace),
 		func() bool { return may(attrs) })
+}
+
+// The image-volume overlay mounts an image at the plugin directory,
+// read-only, and keeps the base's config. What this proves, against the
+// real kube-apiserver (1.37): the overlay's objects apply; the apiserver
+// keeps the Pod template's image volume (were the ImageVolume feature off,
+// it would drop the volume and its mounts, not refuse them, so the test
+// reads the Deployment back); a Pod made from the template passes the
+// apiserver's Pod validation and admission (a server-side dry run), while
+// the same Pod with an invalid pullPolicy is refused there, so the image
+// volume's fields are validated, not ignored. What it does not prove:
+// there is no kubelet or container runtime here, so nothing pulls or
+// mounts the image; whether the node's runtime accepts the image's media
+// types (deployment-patch.yaml says which do), and that the daemon then
+// finds the modules in /plugins, is untested.
+func TestImageVolumeOverlay(t *testing.T) {
+	env.Require(t)
+	_, _, objs := apply(t, "image-volume")
+	want, err := os.ReadFile(filepath.Join("base", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := yaml.Marshal(find(objs, "ConfigMap", "informer-host-config").Object); !bytes.Equal(got, mustYAML(t, want)) {
+		t.Errorf("the overlay's config is not the base's:\n%s", got)
+	}
+	shipped := podConfig(t, objs)
+	ctx := context.Background()
+	cur, err := env.Client.AppsV1().Deployments("informer-host").Get(ctx, "informer-host", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vol *corev1.Volume
+	for i, v := range cur.Spec.Template.Spec.Volumes {
+		if v.Name == "plugins" {
+			vol = &cur.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	if vol == nil || vol.Image == nil {
+		t.Fatalf("the apiserver kept no image volume named plugins: %+v", cur.Spec.Template.Spec.Volumes)
+	}
+	if vol.ConfigMap != nil {
+		t.Errorf("the plugins volume still has the base's ConfigMap source: %+v", vol)
+	}
+	if vol.Image.Reference == "" || vol.Image.PullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("the image volume is %+v; want a reference and pullPolicy IfNotPresent", vol.Image)
+	}
+	var mounted bool
+	for _, m := range cur.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if m.Name == "plugins" {
+			mounted = true
+			if m.MountPath != shipped.PluginDir() || !m.ReadOnly {
+				t.Errorf("the image is mounted at %s (read-only %v); want read-only at the config's plugin directory %s", m.MountPath, m.ReadOnly, shipped.PluginDir())
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("the daemon's container does not mount the plugins volume: %+v", cur.Spec.Template.Spec.Containers[0].VolumeMounts)
+	}
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "informer-host-", Namespace: "informer-host", Labels: cur.Spec.Template.Labels},
+		Spec:       *cur.Spec.Template.Spec.DeepCopy(),
+	}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	got, err := env.Client.CoreV1().Pods("informer-host").Create(ctx, pod, dry)
+	if err != nil {
+		t.Fatalf("a Pod of the overlay's template is refused: %v", err)
+	}
+	if !slices.ContainsFunc(got.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "plugins" && v.Image != nil }) {
+		t.Errorf("the dry-run Pod lost its image volume: %+v", got.Spec.Volumes)
+	}
+	bad := pod.DeepCopy()
+	for i := range bad.Spec.Volumes {
+		if bad.Spec.Volumes[i].Image != nil {
+			bad.Spec.Volumes[i].Image.PullPolicy = "Sometimes"
+		}
+	}
+	if _, err := env.Client.CoreV1().Pods("informer-host").Create(ctx, bad, dry); !apierrors.IsInvalid(err) {
+		t.Errorf("a Pod whose image volume has pullPolicy Sometimes: got %v, want the apiserver to refuse it as invalid", err)
+	} else if !strings.Contains(err.Error(), "image.pullPolicy") {
+		t.Errorf("the apiserver refused the bad pullPolicy, but not for the image volume: %v", err)
+	}
+}
+
+// The registry overlay: a plugin from an OCI registry (source: oci://, a
+// refreshInterval), the pull Secret and the signing key as files beside
+// the config, and a volume for the sources' cache. Its objects apply to
+// the real apiserver (which checks that the Secret's .dockerconfigjson is
+// a docker config); its config validates as the daemon reads it in the pod
+// (config.Parse checks that the files it names exist: podView lays them
+// out from the Secret and ConfigMaps as the kubelet would); and its RBAC is
+// the base's, since the daemon reads the Secret from its mount, not the
+// API: the RBAC generated from the overlay's config is deploy/base/rbac.yaml
+// byte for byte, the overlay ships the base's RBAC objects and no other,
+// and the service account may not read Secrets.
+//
+// It needs the config schema of plugin sources (plugins.modules[].source,
+// refreshInterval, verify, plugins.dockerConfig, plugins.sourceCache);
+// before that schema is in internal/config, config.Parse refuses the
+// overlay's config as unknown fields.
+func TestRegistryOverlay(t *testing.T) {
+	env.Require(t)
+	shipped, may, objs := apply(t, "registry", trustConfigMap(t))
+	text, _, _ := unstructured.NestedString(find(objs, "ConfigMap", "informer-host-config").Object, "data", "config.yaml")
+	var raw struct {
+		Plugins struct {
+			SourceCache  string `json:"sourceCache"`
+			DockerConfig string `json:"dockerConfig"`
+			Modules      []struct {
+				Source          string `json:"source"`
+				RefreshInterval string `json:"refreshInterval"`
+			} `json:"modules"`
+		} `json:"plugins"`
+	}
+	if err := yaml.Unmarshal([]byte(text), &raw); err != nil {
+		t.Fatal(err)
+	}
+	var sourced bool
+	for _, m := range raw.Plugins.Modules {
+		if strings.HasPrefix(m.Source, "oci://") && m.RefreshInterval != "" {
+			sourced = true
+		}
+	}
+	if !sourced {
+		t.Errorf("the overlay's config has no module with an oci:// source and a refreshInterval: %+v", raw.Plugins.Modules)
+	}
+	if raw.Plugins.DockerConfig == "" {
+		t.Error("the overlay's config names no dockerConfig (the pull Secret's file)")
+	}
+	// The cache is a volume of its own, writable, and not the compilation
+	// cache's: a PersistentVolumeClaim can replace it alone.
+	_, c := daemon(t, objs)
+	cache := -1
+	for i, m := range c.VolumeMounts {
+		if strings.HasPrefix(raw.Plugins.SourceCache+"/", strings.TrimSuffix(m.MountPath, "/")+"/") {
+			cache = i
+		}
+	}
+	if cache < 0 || c.VolumeMounts[cache].ReadOnly || c.VolumeMounts[cache].MountPath == "/var/cache/informer-host" {
+		t.Errorf("plugins.sourceCache %q is not on a writable volume of its own: mounts %+v", raw.Plugins.SourceCache, c.VolumeMounts)
+	}
+	if sec := find(objs, "Secret", "informer-host-registry"); sec == nil {
+		t.Error("the overlay ships no pull Secret")
+	} else if typ, _, _ := unstructured.NestedString(sec.Object, "type"); typ != string(corev1.SecretTypeDockerConfigJson) {
+		t.Errorf("the pull Secret is of type %q, want %s", typ, corev1.SecretTypeDockerConfigJson)
+	}
+
+	// RBAC: what the overlay's config needs is what the base ships.
+	gen, err := rbacgen.Generate(context.Background(), shipped, rbacgen.Options{Namespace: "informer-host", ServiceAccount: "informer-host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	header := "The least-privilege RBAC of informer-host for deploy/base/config.yaml, generated by\n" +
+		"  informer-host rbac --config deploy/base/config.yaml --config-map-key config.yaml\n" +
+		"Do not edit: change the config and run the command again."
+	if err := gen.Write(&out, header); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("base", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != string(want) {
+		t.Errorf("the overlay's config needs other RBAC than deploy/base/rbac.yaml:\n%s", out.String())
+	}
+	if got, base := rbacObjects(objs), rbacObjects(manifests(t, ".")); !reflect.DeepEqual(got, base) {
+		t.Errorf("the overlay's RBAC objects differ from the base's:\n%v\nwant\n%v", got, base)
+	}
+	for _, verb := range []string{"get", "list", "watch"} {
+		if may(authzv1.ResourceAttributes{Namespace: "informer-host", Resource: "secrets", Verb: verb, Name: "informer-host-registry"}) {
+			t.Errorf("the service account may %s the pull Secret through the API; it reads the mounted file", verb)
+		}
+	}
+}
+
+// trustConfigMap is the ConfigMap the registry overlay tells the operator
+// to create (kubectl create configmap informer-host-trust
+// --from-file=cosign.pub): a freshly made public key.
+func trustConfigMap(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "informer-host-trust", "namespace": "informer-host"},
+		"data":     map[string]any{"cosign.pub": string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))},
+	}}
+}
+
+// rbacObjects returns the RBAC objects of objs by kind and name.
+func rbacObjects(objs []*unstructured.Unstructured) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			out[u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName()] = u.Object
+		}
+	}
+	return out
 }
