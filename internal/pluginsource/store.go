@@ -2,14 +2,13 @@ package pluginsource
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/informer-host/informer-host/internal/ociartifact"
 )
 
 // Store keeps fetched modules by digest and each source's last good
@@ -34,111 +33,125 @@ type Record struct {
 	At       time.Time `json:"at"`
 }
 
-// DirStore is a Store in a directory: blobs/sha256/<hex> holds each
-// module, lastgood.json the records. Writes go to a temporary file renamed
-// into place, so a crash leaves either the old file or the new one.
+// DirStore is a Store over the registry client's content-addressed
+// module store (ociartifact.Store) in one directory, so that what
+// `informer-host bundle load --cache DIR` puts there is what a daemon
+// with plugins.sourceCache: DIR starts from, with no registry.
+//
+// The manager names a version by its Digest: an OCI artifact's manifest
+// digest, a file's sha256 otherwise. The module store names files by the
+// module's own sha256 only (a file whose content does not match its name
+// is removed as damaged). So a version that is not its module's sha256
+// (a manifest digest) is mapped to it: by versions/<hex> for what this
+// store put, and by the sources' records (which hold both digests) for
+// what a bundle loaded.
 type DirStore struct {
-	dir string
-	mu  sync.Mutex // serialises lastgood.json's read-modify-write
+	s ociartifact.Store
 }
 
 // NewDirStore opens (creating) a store in dir.
 func NewDirStore(dir string) (*DirStore, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "blobs", "sha256"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "versions"), 0o755); err != nil {
 		return nil, fmt.Errorf("plugin source cache %s: %w", dir, err)
 	}
-	return &DirStore{dir: dir}, nil
+	return &DirStore{s: ociartifact.Store{Dir: dir}}, nil
 }
 
-func (s *DirStore) blob(digest string) (string, error) {
-	hex, ok := strings.CutPrefix(digest, "sha256:")
-	if !ok || len(hex) != 64 || strings.ContainsAny(hex, "/.") {
+func hexOf(digest string) (string, error) {
+	h, ok := strings.CutPrefix(digest, "sha256:")
+	if !ok || len(h) != 64 || strings.ContainsAny(h, "/.") {
 		return "", fmt.Errorf("not a sha256 digest: %q", digest)
 	}
-	return filepath.Join(s.dir, "blobs", "sha256", hex), nil
+	return h, nil
+}
+
+func (d *DirStore) versionFile(h string) string { return filepath.Join(d.s.Dir, "versions", h) }
+
+// module returns the module digest of the version digest, "" when the
+// store cannot tell.
+func (d *DirStore) module(version string) string {
+	h, err := hexOf(version)
+	if err != nil {
+		return ""
+	}
+	if b, err := os.ReadFile(d.versionFile(h)); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	if d.s.Has(version) {
+		return version
+	}
+	// Loaded from a bundle: the record of some source holds the pair.
+	entries, _ := filepath.Glob(filepath.Join(d.s.Dir, "sources", "*.json"))
+	for _, e := range entries {
+		if r, ok := readRecordFile(e); ok && r.ManifestDigest == version {
+			return r.ModuleDigest
+		}
+	}
+	return ""
 }
 
 // Put implements Store.
-func (s *DirStore) Put(digest string, module []byte) (string, error) {
-	p, err := s.blob(digest)
+func (d *DirStore) Put(version string, module []byte) (string, error) {
+	h, err := hexOf(version)
 	if err != nil {
 		return "", err
 	}
-	if err := writeAtomic(p, module); err != nil {
+	mod, path, err := d.s.Put(module)
+	if err != nil {
 		return "", fmt.Errorf("plugin source cache: %w", err)
 	}
-	return p, nil
+	if mod != version {
+		if err := os.WriteFile(d.versionFile(h), []byte(mod+"\n"), 0o644); err != nil {
+			return "", fmt.Errorf("plugin source cache: %w", err)
+		}
+	}
+	return path, nil
 }
 
 // Path implements Store.
-func (s *DirStore) Path(digest string) (string, bool) {
-	p, err := s.blob(digest)
-	if err != nil {
+func (d *DirStore) Path(version string) (string, bool) {
+	mod := d.module(version)
+	if mod == "" || !d.s.Has(mod) {
 		return "", false
 	}
-	st, err := os.Stat(p)
-	return p, err == nil && st.Mode().IsRegular()
-}
-
-func (s *DirStore) records() (map[string]Record, error) {
-	b, err := os.ReadFile(filepath.Join(s.dir, "lastgood.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]Record{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]Record{}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w (delete it to start the sources afresh)", filepath.Join(s.dir, "lastgood.json"), err)
-	}
-	return m, nil
+	return d.s.Path(mod), true
 }
 
 // LastGood implements Store.
-func (s *DirStore) LastGood(source string) (Record, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, err := s.records()
-	if err != nil {
+func (d *DirStore) LastGood(source string) (Record, bool) {
+	r, ok, err := d.s.LoadRecord(source)
+	if err != nil || !ok {
 		return Record{}, false
 	}
-	r, ok := m[source]
-	return r, ok
+	v := r.ManifestDigest
+	if v == "" {
+		v = r.ModuleDigest
+	}
+	return Record{Digest: v, Verified: r.Verified, Signer: r.Signer, At: r.Time}, true
 }
 
 // SetLastGood implements Store.
-func (s *DirStore) SetLastGood(source string, r Record) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, err := s.records()
-	if err != nil {
-		m = map[string]Record{} // a broken record file is replaced
+func (d *DirStore) SetLastGood(source string, r Record) error {
+	mod := d.module(r.Digest)
+	if mod == "" {
+		return fmt.Errorf("plugin source cache: no module stored for %s", r.Digest)
 	}
-	m[source] = r
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
+	rec := ociartifact.Record{Source: source, ModuleDigest: mod, Verified: r.Verified, Signer: r.Signer, Time: r.At}
+	if old, ok, _ := d.s.LoadRecord(source); ok && old.ModuleDigest == mod {
+		rec.Format, rec.Annotations = old.Format, old.Annotations
 	}
-	return writeAtomic(filepath.Join(s.dir, "lastgood.json"), b)
+	if mod != r.Digest {
+		rec.ManifestDigest = r.Digest
+	}
+	return d.s.SaveRecord(rec)
 }
 
-func writeAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+// readRecordFile reads one of the module store's source records.
+func readRecordFile(path string) (ociartifact.Record, bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return ociartifact.Record{}, false
 	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	var r ociartifact.Record
+	return r, json.Unmarshal(b, &r) == nil
 }
