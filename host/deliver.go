@@ -65,6 +65,9 @@ type handing struct {
 	flags uint8  // the header flags of ev for this plugin (self-write)
 	rv    string // ev's object's resourceVersion
 	start time.Time
+	// fenced: the member stopped owning the object while the call was
+	// under way, and the call's network waits were canceled (sharding).
+	fenced bool
 }
 
 // deliver hands d to the plugin once. A RETRY answer, or an ERROR one
@@ -89,9 +92,19 @@ func (g *generation) deliver(inst *engine.Instance, d *delivery.Entry) (*engine.
 	}
 	res, cut, err := g.call(inst, d, &h)
 	if cut {
-		// Stopped, or handed over (the handover replays it), just before
-		// the call: not the plugin's failure.
-		return inst, !g.stopping()
+		// Stopped, or fenced just before the call: not the plugin's
+		// failure, and the plugin was handed nothing.
+		if g.stopping() {
+			return inst, false
+		}
+		// Fenced: the object goes back to the cursor, which hands its
+		// state under whatever Assignment is current when it comes up.
+		// Dropping the entry would lose the change if the object came
+		// back to this member before the worker applied the Assignment
+		// that took it away (both views own it: it never moved).
+		g.queue.AddReplay([]delivery.Key{d.Key}, d.Initial)
+		g.initialDone(d)
+		return inst, true
 	}
 	return g.settle(inst, d, &h, res, err)
 }
@@ -136,14 +149,16 @@ func (g *generation) prepare(d *delivery.Entry) (handing, verdict) {
 // state (still in flight when the store was replayed) is not delivered,
 // an update of an object it has not seen arrives as an add, and a delete
 // of one it does not have is not delivered (for bindings that take adds:
-// the others keep no view to check against).
+// the others keep no view to check against). An unsettled object
+// (seenObject.unsettled) is the plugin's for a delete and not for the
+// rest: its next state arrives as an add.
 func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen seenObject, built bool, v verdict) {
 	l := g.byResource[d.Key.Resource]
 	if l == nil {
 		return nil, seen, false, passOver
 	}
 	seen = g.seen.get(d.Key)
-	have := seen.has()
+	have, settled := seen.has(), seen.settled()
 	if d.Replay {
 		reg := l.registration()
 		if reg == nil {
@@ -153,7 +168,7 @@ func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen seenObje
 		found, handed := g.handedOver(d.Key, found)
 		var e event.Event
 		switch {
-		case found && !have:
+		case found && !settled:
 			e = event.Event{Type: event.EventAdd, Resource: ref, Object: obj, IsInInitialList: d.Initial}
 		case found:
 			if delivery.ResourceVersion(obj) == seen.rv() {
@@ -180,19 +195,19 @@ func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen seenObje
 	}
 	switch ev.Type {
 	case event.EventAdd:
-		if have && older(ev.Object, seen) {
+		if settled && older(ev.Object, seen) {
 			return nil, seen, false, passOver
 		}
 	case event.EventUpdate:
 		switch {
 		case ev.OldObject != nil && delivery.ResourceVersion(ev.OldObject) == delivery.ResourceVersion(ev.Object):
 			// A resync the binding asked for: same version on purpose.
-		case !have && l.add:
+		case !settled && l.add:
 			// Sharded, the object entered this member's view from the
 			// cache (it moved here), as an initial list's objects do.
 			return &event.Event{Type: event.EventAdd, Resource: ev.Resource, Object: ev.Object,
 				IsInInitialList: g.applied != nil}, seen, true, hand
-		case have && older(ev.Object, seen):
+		case settled && older(ev.Object, seen):
 			return nil, seen, false, passOver
 		}
 	case event.EventDelete:
@@ -316,6 +331,9 @@ func (g *generation) call(inst *engine.Instance, d *delivery.Entry, h *handing) 
 	if err != nil && (g.stopping() || ctx.Err() != nil) && !errors.As(err, new(*engine.Failure)) {
 		return res, true, err
 	}
+	// A fence cancels the context for good: canceled now and not
+	// stopping, the member lost the object during the call.
+	h.fenced = ctx.Err() != nil && !g.stopping()
 	s := g.slot
 	s.obs.handle.Observe(since(h.start))
 	s.lastEvent.Store(time.Now().UnixNano())
@@ -339,6 +357,23 @@ func (g *generation) stopping() bool {
 }
 
 // --- settle
+
+// holdUnsettled notes, for a call its member's loss of the object fenced
+// and the plugin answered RETRY or ERROR, that the plugin may hold the
+// state h handed although it did not take it: its request may have
+// landed before the cancel. Without this the host would count the
+// object as never handed (the answer was not OK), and the replay that
+// follows the move would pass it over instead of handing the plugin the
+// handed-over delete that tells it to let go: two members' plugins would
+// hold the object for good. A state the plugin took stays its view: the
+// handed-over delete carries that one.
+func (g *generation) holdUnsettled(k delivery.Key, h *handing) {
+	ev := h.ev
+	if ev.Type == event.EventDelete || h.seen.settled() {
+		return
+	}
+	g.seen.setUnsettled(k, ev.Resource, ev.Object, h.seen)
+}
 
 // passedOver settles an entry prepare handed nothing for. A failure or
 // park the object had is moot when the store has nothing to hand for it
@@ -369,6 +404,9 @@ func (g *generation) settle(inst *engine.Instance, d *delivery.Entry, h *handing
 		return g.failed(inst, eventString(ev), err), false
 	}
 	s.c.delivered.Add(1)
+	if h.fenced && (res.Code == engine.CodeRetry || res.Code == engine.CodeError) {
+		g.holdUnsettled(d.Key, h)
+	}
 	switch res.Code {
 	case engine.CodeOK:
 		s.c.ok.Add(1)
@@ -462,7 +500,9 @@ func (g *generation) record(k delivery.Key, ev *event.Event, seen seenObject) {
 		if seen.has() {
 			g.seen.delete(k, seen)
 		}
-	case seen.obj != ev.Object:
-		g.seen.set(k, ev.Resource, ev.Object, seen)
+	default:
+		if seen.obj != ev.Object || seen.unsettled {
+			g.seen.set(k, ev.Resource, ev.Object, seen)
+		}
 	}
 }

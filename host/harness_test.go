@@ -20,6 +20,7 @@ import (
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/shard"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -185,6 +186,12 @@ type harness struct {
 	// apiserver does not serve yet stay pending: newHarness waits only
 	// for the others to sync.
 	pending bool
+	// assignment, when a setup function sets it, shards the host from
+	// the start: the test plays the member (Host.SetAssignment).
+	assignment *shard.Assignment
+	// onDeliver, when a setup function sets it, is the host's sharding
+	// test hook (shardState.onDeliver), set before any plugin loads.
+	onDeliver func(plugin string, ev *event.Event, a *shard.Assignment, at time.Time)
 }
 
 // newHarness parses cfgYAML (with NS and DIR replaced by the test's
@@ -239,6 +246,10 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 			t.Logf("host log:\n%s", hs.logs.String())
 		}
 	})
+	hs.h.shard.onDeliver = hs.onDeliver
+	if hs.assignment != nil {
+		hs.h.SetAssignment(hs.assignment) // before any plugin loads, as a member does
+	}
 	loadErr := hs.h.LoadDir(context.Background())
 	// Objects the test creates from now on arrive as watch events, not as
 	// part of an initial list.

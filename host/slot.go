@@ -171,7 +171,10 @@ type generation struct {
 	// and a live event older than what the plugin has (an event still in
 	// flight when the store was replayed) is not delivered. Bounded by the
 	// number of objects the plugin's bindings match; the keys are the
-	// Host's, shared by every generation (view.go).
+	// Host's, shared by every generation (view.go). An object whose
+	// first state reached the plugin only in a call its member fenced is
+	// held unsettled (seenObject.unsettled): the plugin may have acted on
+	// it, so it is the plugin's for a delete, not for the next state.
 	seen *cacheView
 	// reported holds the bindings whose ih_synced the current instance
 	// has had since its initial list (or the last repair) began.
@@ -190,6 +193,9 @@ type generation struct {
 	// object is this member's), the worker's own (shard.go).
 	shard   *shardState
 	applied *shard.Assignment
+	// queries are Host.Object's questions about one object, answered by
+	// the worker between two calls (answerQueries).
+	queries chan objectQuery
 
 	// synced is set by the worker once every binding is reported, and
 	// cleared when a restart or repair starts over; Status reads it.
@@ -312,7 +318,7 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 		conv:       newConvergence(settings.Delivery, settings.Limits),
 		byResource: map[string]*bindingListener{}, seen: newCacheView(slot.h.viewKeys), reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
-		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(),
+		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(), queries: make(chan objectQuery, objectQueries),
 	}
 	for _, b := range settings.Bindings {
 		l := &bindingListener{g: g, binding: b.Resource, counts: slot.bindingCounts(b.Resource),
@@ -530,6 +536,7 @@ const (
 func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	q := g.queue
 	g.applyAssignment()
+	g.answerQueries()
 	start, end := q.RepairStep()
 	if start {
 		g.repair()

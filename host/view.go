@@ -114,6 +114,10 @@ type cacheView struct {
 	byRes map[string]*resView
 	last  *resView // the last one looked up: most plugins have one binding
 	n     int
+	// unsettled holds the objects the view has that are unsettled
+	// (seenObject.unsettled). Only a call its member fenced makes one,
+	// so it is nearly always empty and costs the dense slots nothing.
+	unsettled map[delivery.Key]bool
 }
 
 // newCacheView returns an empty view over keys (a view's own when nil).
@@ -150,10 +154,24 @@ type seenObject struct {
 	obj *unstructured.Unstructured
 	at  *resView
 	id  uint32
+	// unsettled: the plugin has no settled state of the object, but was
+	// handed obj in a call that its member's loss of the object fenced
+	// (sharding), and answered RETRY or ERROR. Its network wait returned
+	// ERR_CANCELED, yet the request may have reached the apiserver or the
+	// upstream already (RATIONALE.md, "Why two members never own one
+	// object"): the plugin may hold, or have caused, state of it. So the
+	// object counts as the plugin's for a delete (a handed-over one, when
+	// the replay finds it another member's; the object's own), and as
+	// not had for anything that hands a state: that goes as an add, since
+	// the plugin asked for it again.
+	unsettled bool
 }
 
 // has reports whether the plugin has the object.
 func (s seenObject) has() bool { return s.obj != nil }
+
+// settled reports whether the plugin has a state of the object it took.
+func (s seenObject) settled() bool { return s.obj != nil && !s.unsettled }
 
 // rv is the resourceVersion of the state the plugin has.
 func (s seenObject) rv() string { return delivery.ResourceVersion(s.obj) }
@@ -198,12 +216,26 @@ func (v *cacheView) get(k delivery.Key) seenObject {
 	if c == nil || c.obj[i] == nil {
 		return seenObject{}
 	}
-	return seenObject{res: r.refs[c.ref[i]], obj: c.obj[i], at: r, id: id}
+	return seenObject{res: r.refs[c.ref[i]], obj: c.obj[i], at: r, id: id, unsettled: len(v.unsettled) > 0 && v.unsettled[k]}
 }
 
-// set records obj (of res) as the plugin's state of k; at is what get
-// returned for k, so a state the view has is replaced without a lookup.
+// setUnsettled records obj (of res) as an unsettled state of k
+// (seenObject.unsettled); at is what get returned for k.
+func (v *cacheView) setUnsettled(k delivery.Key, res *event.ResourceRef, obj *unstructured.Unstructured, at seenObject) {
+	v.set(k, res, obj, at)
+	if v.unsettled == nil {
+		v.unsettled = map[delivery.Key]bool{}
+	}
+	v.unsettled[k] = true
+}
+
+// set records obj (of res) as the plugin's state of k, a settled one; at
+// is what get returned for k, so a state the view has is replaced
+// without a lookup.
 func (v *cacheView) set(k delivery.Key, res *event.ResourceRef, obj *unstructured.Unstructured, at seenObject) {
+	if len(v.unsettled) > 0 {
+		delete(v.unsettled, k)
+	}
 	r, id := at.at, at.id
 	if r == nil {
 		if at = v.get(k); at.has() {
@@ -233,6 +265,9 @@ func (v *cacheView) set(k delivery.Key, res *event.ResourceRef, obj *unstructure
 
 // delete forgets the object k; at is what get returned for it.
 func (v *cacheView) delete(k delivery.Key, at seenObject) {
+	if len(v.unsettled) > 0 {
+		delete(v.unsettled, k)
+	}
 	if at.at == nil {
 		if at = v.get(k); !at.has() {
 			return
@@ -370,4 +405,5 @@ func (v *cacheView) clear() {
 	clear(v.byRes)
 	v.last = nil
 	v.n = 0
+	v.unsettled = nil
 }

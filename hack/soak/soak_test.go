@@ -81,7 +81,13 @@ type truth struct {
 	mu      sync.Mutex
 	members map[string]*memberView
 	reports atomic.Int64
+	// history keeps each object's last reports, for a failure to show
+	// who said what of it, and when.
+	history map[string][]string
 }
+
+// historyKeep is how many of an object's reports the history keeps.
+const historyKeep = 8
 
 type memberView struct {
 	process     string // the daemon whose instance this is
@@ -98,6 +104,12 @@ func (tr *truth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tr.reports.Add(1)
 	tr.mu.Lock()
+	if tr.history == nil {
+		tr.history = map[string][]string{}
+	}
+	h := append(tr.history[rep.Key], fmt.Sprintf("%s %s (process %s, incarnation %s) %s at %s",
+		time.Now().Format("15:04:05.000"), rep.Member, rep.Process, rep.Incarnation, rep.Type, rep.RV))
+	tr.history[rep.Key] = h[max(0, len(h)-historyKeep):]
 	mv := tr.members[rep.Member]
 	switch {
 	case mv == nil || (rep.Incarnation != mv.incarnation && rep.Start > mv.start):
@@ -115,6 +127,13 @@ func (tr *truth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tr.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// reportsOf returns the last reports of key, oldest first.
+func (tr *truth) reportsOf(key string) []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return slices.Clone(tr.history[key])
 }
 
 // process is the daemon whose instance holds member's current view.
@@ -658,6 +677,139 @@ func clusterState(ctx context.Context, ns string) (map[string]string, error) {
 	return out, nil
 }
 
+// explain logs, for the first objects of a failed convergence, what
+// each member of the sharding group makes of it (its owner in the
+// member's view, whether the member owns it now, and what each plugin's
+// worker counts the plugin as having: /debug/plugins?object=) and the
+// checker's last reports of it, so that a doubled or lost object says
+// which member is wrong, and why.
+func explain(t *testing.T, ctx context.Context, tr *truth, ns string, differences []string, members ...*daemon) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, d := range differences {
+		// A difference starts with the object's key ("ns/name: ..." or
+		// "ns/name at rv: ...").
+		key := strings.FieldsFunc(d, func(r rune) bool { return r == ':' || r == ' ' })[0]
+		if seen[key] || !strings.HasPrefix(key, ns+"/") {
+			continue
+		}
+		seen[key] = true
+		if len(seen) > 5 {
+			break
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s:", key)
+		for _, m := range members {
+			fmt.Fprintf(&b, "\n  member %s: %s", m.name, m.object(ctx, "cms/"+key))
+		}
+		fmt.Fprintf(&b, "\n  the checker's last reports of it:")
+		for _, r := range tr.reportsOf(key) {
+			fmt.Fprintf(&b, "\n    %s", r)
+		}
+		t.Log(b.String())
+	}
+}
+
+// objectDoc is the part of /debug/plugins?object= the soak reads.
+type objectDoc struct {
+	Shard *struct {
+		Member     string    `json:"member"`
+		Active     bool      `json:"active"`
+		Members    []string  `json:"members"`
+		ValidUntil time.Time `json:"validUntil"`
+	} `json:"shard"`
+	Object *struct {
+		Owner   string `json:"owner"`
+		Owned   bool   `json:"owned"`
+		CacheRV string `json:"cacheResourceVersion"`
+		Plugins []struct {
+			File         string `json:"file"`
+			Answered     bool   `json:"answered"`
+			Has          bool   `json:"has"`
+			Unsettled    bool   `json:"unsettled"`
+			RV           string `json:"resourceVersion"`
+			AppliedOwner string `json:"appliedOwner"`
+			AppliedOwned bool   `json:"appliedOwned"`
+		} `json:"plugins"`
+	} `json:"object"`
+}
+
+// objectView asks the member what it makes of the object (resource/
+// namespace/name): its /debug/plugins?object=.
+func (d *daemon) objectView(ctx context.Context, object string) (*objectDoc, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	u := strings.TrimSuffix(d.metrics, "/metrics") + "/debug/plugins?object=" + object
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("no answer: %w", err)
+	}
+	defer resp.Body.Close()
+	var doc objectDoc
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || doc.Object == nil || doc.Shard == nil {
+		return nil, fmt.Errorf("answered %s, not a document with the object and the shard: %v", resp.Status, err)
+	}
+	return &doc, nil
+}
+
+// object is objectView in a line.
+func (d *daemon) object(ctx context.Context, object string) string {
+	doc, err := d.objectView(ctx, object)
+	if err != nil {
+		return err.Error()
+	}
+	o, sh := doc.Object, doc.Shard
+	var b strings.Builder
+	fmt.Fprintf(&b, "id %s, active %t, members %v, valid until %s; owner %q, owned now %t, cache at %q",
+		sh.Member, sh.Active, sh.Members, sh.ValidUntil.Format("15:04:05.000"), o.Owner, o.Owned, o.CacheRV)
+	for _, p := range o.Plugins {
+		if !p.Answered {
+			fmt.Fprintf(&b, "; %s: its worker did not answer", p.File)
+			continue
+		}
+		fmt.Fprintf(&b, "; %s: has it %t (at %q, unsettled %t), under the applied view owner %q, owned %t",
+			p.File, p.Has, p.RV, p.Unsettled, p.AppliedOwner, p.AppliedOwned)
+	}
+	return b.String()
+}
+
+// explainsOne checks, once the group has converged, what explain would
+// print: each member answers for an object, and exactly one of them owns
+// it and counts its plugin as having it, as the checker found.
+func explainsOne(t *testing.T, ctx context.Context, cluster map[string]string, members ...*daemon) {
+	t.Helper()
+	var key string
+	for k := range cluster {
+		key = k
+		break
+	}
+	owners, holders := 0, 0
+	var lines []string
+	for _, m := range members {
+		doc, err := m.objectView(ctx, "cms/"+key)
+		if err != nil {
+			t.Errorf("member %s on %s: %v", m.name, key, err)
+			return
+		}
+		if doc.Object.Owned {
+			owners++
+		}
+		for _, p := range doc.Object.Plugins {
+			if p.Answered && p.Has && !p.Unsettled {
+				holders++
+			}
+		}
+		lines = append(lines, "member "+m.name+": "+m.object(ctx, "cms/"+key))
+	}
+	if owners != 1 || holders != 1 {
+		t.Errorf("converged, yet %s is owned by %d members and held by %d plugins:\n  %s", key, owners, holders, strings.Join(lines, "\n  "))
+	}
+}
+
 // fault is one disruption: do starts it and returns once it is over
 // (a fault with a length lasts that long: it is the fault, not a wait
 // for a condition).
@@ -761,7 +913,7 @@ func TestSoak(t *testing.T) {
 		re := regexp.MustCompile(*only)
 		faults = slices.DeleteFunc(faults, func(f fault) bool { return !re.MatchString(f.name) })
 	}
-	lost := 0
+	lost, explained := 0, false
 	converge := func(what string) {
 		t.Helper()
 		ch.running.Store(false)
@@ -781,8 +933,17 @@ func TestSoak(t *testing.T) {
 			lost += len(last)
 			t.Errorf("after %s: %d objects still differ after %s:\n  %s", what, len(last), reconvergeBound,
 				strings.Join(last[:min(len(last), 20)], "\n  "))
+			explain(t, ctx, tr, ns, last, a, b)
 		} else {
 			t.Logf("%-75s reconverged in %s", what, took.Round(10*time.Millisecond))
+			if !explained {
+				// What a failure would print works: checked once, on
+				// the converged group.
+				explained = true
+				if cluster, err := clusterState(ctx, ns); err == nil && len(cluster) > 0 {
+					explainsOne(t, ctx, cluster, a, b)
+				}
+			}
 		}
 		for _, m := range members {
 			m.sample(begin)

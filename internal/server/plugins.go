@@ -25,6 +25,46 @@ type pluginsJSON struct {
 	// Shard is this member's view of its sharding group (absent without
 	// sharding).
 	Shard *shardJSON `json:"shard,omitempty"`
+	// Object is what the member makes of the object named by the
+	// request's object parameter (absent without one).
+	Object *objectJSON `json:"object,omitempty"`
+}
+
+// objectJSON is host.ObjectView as served.
+type objectJSON struct {
+	Resource  string             `json:"resource"`
+	Namespace string             `json:"namespace,omitempty"`
+	Name      string             `json:"name"`
+	Sharded   bool               `json:"sharded"`
+	Owner     string             `json:"owner,omitempty"`
+	Owned     bool               `json:"owned"`
+	CacheRV   string             `json:"cacheResourceVersion,omitempty"`
+	Plugins   []pluginObjectJSON `json:"plugins"`
+}
+
+// pluginObjectJSON is host.PluginObjectView as served.
+type pluginObjectJSON struct {
+	File         string `json:"file"`
+	Answered     bool   `json:"answered"`
+	Has          bool   `json:"has"`
+	Unsettled    bool   `json:"unsettled,omitempty"`
+	RV           string `json:"resourceVersion,omitempty"`
+	AppliedOwner string `json:"appliedOwner,omitempty"`
+	AppliedOwned bool   `json:"appliedOwned"`
+}
+
+// objectDocument renders v, nil for none.
+func objectDocument(v *host.ObjectView) *objectJSON {
+	if v == nil {
+		return nil
+	}
+	o := &objectJSON{Resource: v.Resource, Namespace: v.Namespace, Name: v.Name, Sharded: v.Sharded, Owner: v.Owner,
+		Owned: v.Owned, CacheRV: v.CacheRV, Plugins: make([]pluginObjectJSON, 0, len(v.Plugins))}
+	for _, p := range v.Plugins {
+		o.Plugins = append(o.Plugins, pluginObjectJSON{File: p.File, Answered: p.Answered, Has: p.Has, Unsettled: p.Unsettled,
+			RV: p.RV, AppliedOwner: p.AppliedOwner, AppliedOwned: p.AppliedOwned})
+	}
+	return o
 }
 
 // pluginJSON is host.PluginStatus as served; see there for what each

@@ -87,3 +87,34 @@ func TestDebugPluginsJSON(t *testing.T) {
 		})
 	}
 }
+
+// /debug/plugins?object= names one object: resource/namespace/name, or
+// resource/name for a cluster-scoped one, nothing empty; its document
+// spells its keys as the rest does.
+func TestDebugPluginsObject(t *testing.T) {
+	for q, want := range map[string][3]string{
+		"cms/ns/x": {"cms", "ns", "x"}, "nodes/n1": {"nodes", "", "n1"},
+		"cms": {}, "cms//x": {}, "/ns/x": {}, "cms/ns/x/y": {}, "cms/ns/": {},
+	} {
+		r, ns, name, ok := parseObject(q)
+		if got := [3]string{r, ns, name}; ok != (want != [3]string{}) || got != want {
+			t.Errorf("parseObject(%q) = %q, %t; want %q", q, got, ok, want)
+		}
+	}
+	v := &host.ObjectView{Resource: "cms", Namespace: "ns", Name: "x", Sharded: true, Owner: "b", CacheRV: "7",
+		Plugins: []host.PluginObjectView{{File: "checker.wasm", Answered: true, Has: true, Unsettled: true, RV: "7", AppliedOwner: "b"}}}
+	doc := pluginsDocument(nil, nil, nil)
+	doc.Object = objectDocument(v)
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"object":{"resource":"cms","namespace":"ns","name":"x","sharded":true,"owner":"b","owned":false,"cacheResourceVersion":"7",` +
+		`"plugins":[{"file":"checker.wasm","answered":true,"has":true,"unsettled":true,"resourceVersion":"7","appliedOwner":"b","appliedOwned":false}]}`
+	if !strings.Contains(string(b), want) {
+		t.Errorf("the document %s lacks %s", b, want)
+	}
+	if objectDocument(nil) != nil {
+		t.Error("no object asked for, yet an object in the document")
+	}
+}

@@ -203,7 +203,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		ReadTimeout:       o.ReadTimeout,
 		WriteTimeout:      o.WriteTimeout,
 		IdleTimeout:       o.IdleTimeout,
-		MaxHeaderBytes:    16 << 10, // these endpoints take no parameters; a token fits
+		MaxHeaderBytes:    16 << 10, // a token fits, and /debug/plugins's one parameter (an object's name)
 		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
@@ -417,7 +417,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-func (s *Server) debugPlugins(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) debugPlugins(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	h, src := s.host, s.sources
 	s.mu.Unlock()
@@ -426,6 +426,21 @@ func (s *Server) debugPlugins(w http.ResponseWriter, _ *http.Request) {
 		sh      *host.ShardStatus
 		sources map[string]pluginsource.Status
 	)
+	var object *host.ObjectView
+	if q := r.URL.Query().Get("object"); q != "" {
+		res, ns, name, ok := parseObject(q)
+		if !ok {
+			http.Error(w, fmt.Sprintf("object=%q: want resource/namespace/name, or resource/name for a cluster-scoped object, with the resource's name in config.yaml", q),
+				http.StatusBadRequest)
+			return
+		}
+		if h != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), objectWait)
+			v := h.Object(ctx, res, ns, name)
+			cancel()
+			object = &v
+		}
+	}
 	if h != nil {
 		st, sh = h.Status(), h.ShardStatus()
 	}
@@ -435,7 +450,30 @@ func (s *Server) debugPlugins(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(pluginsDocument(st, sh, sources))
+	doc := pluginsDocument(st, sh, sources)
+	doc.Object = objectDocument(object)
+	_ = enc.Encode(doc)
+}
+
+// objectWait bounds how long /debug/plugins?object= waits for each
+// plugin's worker to answer between two calls.
+const objectWait = 2 * time.Second
+
+// parseObject reads the object parameter of /debug/plugins.
+func parseObject(q string) (resource, namespace, name string, ok bool) {
+	parts := strings.Split(q, "/")
+	for _, p := range parts {
+		if p == "" {
+			return "", "", "", false
+		}
+	}
+	switch len(parts) {
+	case 2:
+		return parts[0], "", parts[1], true
+	case 3:
+		return parts[0], parts[1], parts[2], true
+	}
+	return "", "", "", false
 }
 
 // resourceCounts counts the events each configured resource delivers, with
