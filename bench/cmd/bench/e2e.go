@@ -48,7 +48,10 @@ type e2e struct {
 	logf       func(format string, args ...any)
 }
 
-func newE2E(root, work string, smoke bool, daemonBin string, logf func(string, ...any)) (*e2e, error) {
+// newE2E builds the daemon (unless daemonBin names one) and starts the
+// control plane, which close stops; with env (a test's) it uses that one
+// and close leaves it running.
+func newE2E(root, work string, smoke bool, daemonBin string, env *testenv.Env, logf func(string, ...any)) (*e2e, error) {
 	h := &e2e{root: root, work: work, smoke: smoke, logf: logf}
 	self, err := os.Executable()
 	if err != nil {
@@ -66,28 +69,40 @@ func newE2E(root, work string, smoke bool, daemonBin string, logf func(string, .
 			return nil, fmt.Errorf("build informer-host: %v\n%s", err, out)
 		}
 	}
+	if env != nil {
+		return h, h.attach(env)
+	}
 	logf("starting kube-apiserver and etcd")
 	// envtest logs through controller-runtime's logger; nothing to say here.
 	ctrllog.SetLogger(ctrllog.Log.WithSink(ctrllog.NullLogSink{}))
-	env, err := testenv.Start()
+	env, err = testenv.Start()
 	if err != nil {
 		return nil, err
 	}
-	h.env = env
-	h.kubeconfig = filepath.Join(work, "kubeconfig")
-	if err := env.WriteKubeconfig(h.kubeconfig); err != nil {
+	if err := h.attach(env); err != nil {
 		_ = env.Stop()
 		return nil, err
+	}
+	h.env = env
+	return h, nil
+}
+
+// attach points the harness at env's apiserver; the harness does not own
+// env (a test's TestMain does) until the caller sets h.env.
+func (h *e2e) attach(env *testenv.Env) error {
+	h.kubeconfig = filepath.Join(h.work, "kubeconfig")
+	if err := env.WriteKubeconfig(h.kubeconfig); err != nil {
+		return err
 	}
 	// The harness's own client must not be what limits the writes.
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 1e6, 1e6
+	var err error
 	if h.client, err = kubernetes.NewForConfig(cfg); err != nil {
-		_ = env.Stop()
-		return nil, err
+		return err
 	}
-	h.cacheDir = filepath.Join(work, "wazero")
-	return h, nil
+	h.cacheDir = filepath.Join(h.work, "wazero")
+	return nil
 }
 
 func (h *e2e) close() {

@@ -14,7 +14,9 @@
 //     and the native client-go baseline as child processes: throughput,
 //     latency and CPU (case 3), the peers on the same workload (case 8:
 //     shell-operator, one native controller per handler), isolation (case
-//     6), reload and start (case 4), failover with leader election (case
+//     6), reload and start (case 4), pull to first event for a plugin
+//     from an OCI registry next to the same module in the plugin
+//     directory (case 4p), failover with leader election (case
 //     7), time to converge for a controller plugin next to the same
 //     controller written natively, with a reload and a restart halfway
 //     (case 9), 50 idle plugins (case 5i), memory (case 5, last: it
@@ -68,7 +70,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	smoke := fs.Bool("smoke", false, "run every benchmark once, with tiny sizes: checks that they work, measures nothing")
 	out := fs.String("out", "", "report file (default BENCHMARKS.md at the repository root; build/bench/BENCHMARKS.smoke.md with -smoke)")
-	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 5, 5i, 6, 6r, 7, 8, 9")
+	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 4p, 5, 5i, 6, 6r, 7, 8, 9")
 	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
 	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
 	render := fs.String("render", "", "measure nothing: write the report from a results file (build/bench/results.json)")
@@ -155,8 +157,8 @@ func run(args []string) int {
 		}
 	}
 
-	if !(skipped["3"] && skipped["4"] && skipped["5"] && skipped["5i"] && skipped["6"] && skipped["6r"] && skipped["7"] && skipped["8"] && skipped["9"]) {
-		h, err := newE2E(root, work, *smoke, *daemonBin, logf)
+	if !(skipped["3"] && skipped["4"] && skipped["4p"] && skipped["5"] && skipped["5i"] && skipped["6"] && skipped["6r"] && skipped["7"] && skipped["8"] && skipped["9"]) {
+		h, err := newE2E(root, work, *smoke, *daemonBin, nil, logf)
 		if err != nil {
 			fail(err)
 			return finish(res, *out, *smoke, root)
@@ -190,6 +192,11 @@ func run(args []string) int {
 				fail(fmt.Errorf("case 4 (start): %w", err))
 			}
 		}
+		if !skipped["4p"] {
+			if res.Pull, err = h.pull(p["pullRuns"].(int), p["k8sapi"].(bool)); err != nil {
+				fail(fmt.Errorf("case 4p (pull): %w", err))
+			}
+		}
 		if !skipped["7"] {
 			if res.Failover, err = h.failover(p["failoverRuns"].(int), p["failoverPlugins"].(int)); err != nil {
 				fail(fmt.Errorf("case 7: %w", err))
@@ -221,7 +228,7 @@ func params(smoke bool) map[string]any {
 			"benchtime": "1x", "count": 1,
 			"throughputN": 30, "throughputRuns": 1, "throughputPlugins": 2,
 			"isolationRuns": 1, "isolationFor": 2 * time.Second,
-			"reloadRuns": 1, "k8sapi": false, "reloadControl": time.Second, "startRuns": 1, "startPlugins": 2,
+			"reloadRuns": 1, "k8sapi": false, "reloadControl": time.Second, "startRuns": 1, "startPlugins": 2, "pullRuns": 1,
 			"memoryN": 200, "memoryRuns": 1, "memorySettle": 500 * time.Millisecond, "memoryPlugins": 1,
 			"failoverRuns": 1, "failoverPlugins": 2,
 			"peersN": 30, "peersRuns": 1, "peersPlugins": 2, "peersSides": peerSides, "peersSlowRuns": 1,
@@ -232,7 +239,7 @@ func params(smoke bool) map[string]any {
 		"benchtime": "0.3s", "count": 5,
 		"throughputN": 5000, "throughputRuns": 5, "throughputPlugins": 10,
 		"isolationRuns": 3, "isolationFor": 15 * time.Second,
-		"reloadRuns": 3, "k8sapi": true, "reloadControl": 5 * time.Second, "startRuns": 3, "startPlugins": 10,
+		"reloadRuns": 3, "k8sapi": true, "reloadControl": 5 * time.Second, "startRuns": 3, "startPlugins": 10, "pullRuns": 3,
 		"memoryN": 50000, "memoryRuns": 3, "memorySettle": 5 * time.Second, "memoryPlugins": 10,
 		"failoverRuns": 3, "failoverPlugins": 10,
 		"peersN": 5000, "peersRuns": 3, "peersPlugins": 10, "peersSides": peerSides, "peersSlowRuns": 1,

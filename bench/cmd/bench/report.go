@@ -16,6 +16,7 @@ type results struct {
 	Reload        []reloadRun     `json:"reload"`
 	ReloadControl reloadControl   `json:"reloadControl"`
 	Start         []startRun      `json:"start"`
+	Pull          []pullRun       `json:"pull"`
 	Memory        []memoryRun     `json:"memory"`
 	Idle          []memoryRun     `json:"idle"`
 	Isolation     []isolationRun  `json:"isolation"`
@@ -379,6 +380,8 @@ func (r *results) buildRows() {
 		}
 		r.add(row{"4 start", fmt.Sprintf("start to ready, %d small Go plugins, %s cache", plugins, cache), fmt.Sprintf("%.2f s", median(xs)), "", "", target, met})
 	}
+
+	r.pullRows() // case 4p, pull.go
 
 	// Case 7: failover.
 	for _, sig := range []string{"TERM", "KILL"} {
