@@ -88,8 +88,8 @@ commands:
   inspect   X.wasm | oci://REF              ABI version, imports, exports, and whether it loads (of a module in a registry too)
   push      X.wasm oci://REGISTRY/REPO:TAG  publish a module as a Wasm OCI artifact; prints its digest
   pull      oci://REF [-o FILE]             fetch a module from a registry
-  bundle    save -o F.tar oci://REF...      the modules as one OCI layout tar, for a site with no registry
-  bundle    load --cache DIR F.tar          a bundle into the daemon's module cache
+  bundle    save -o F.tar [--config FILE] oci://REF...   the modules (every oci:// source of the config) as one OCI layout tar, for a site with no registry
+  bundle    load --cache DIR | --config FILE F.tar     a bundle into the daemon's module cache
   new       --lang go|c|wat|assemblyscript|rust NAME   scaffold a plugin project
   verify    oci://REPO[:TAG|@DIGEST] --key KEY.pub | --identity ISSUER=SUBJECT --trusted-root FILE   verify an artifact's signatures; exit 1 if none verifies
   sign      oci://REPO[:TAG|@DIGEST] --key KEY.pem   sign an artifact offline and attach the signature as a cosign v3 bundle referrer

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/informer-host/informer-host/host/inspect"
+	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/ociartifact"
+	"github.com/informer-host/informer-host/internal/pluginsource"
 )
 
 // registryFlags are the flags every registry command takes.
@@ -253,7 +255,7 @@ func inspectRemote(ctx context.Context, ref string, rf registryFlags, asJSON boo
 
 // bundleCommand is `bundle save` and `bundle load`.
 func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	const usage = "usage: informer-host bundle save -o FILE.tar oci://... [oci://...]\n       informer-host bundle load --cache DIR FILE.tar"
+	const usage = "usage: informer-host bundle save -o FILE.tar [--config config.yaml] [oci://...]\n       informer-host bundle load --cache DIR | --config config.yaml FILE.tar"
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
 		return 2
@@ -264,10 +266,24 @@ func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		var rf registryFlags
 		rf.register(fs)
 		out := fs.String("o", "", "the tar to write (required)")
+		cfgFile := fs.String("config", "", "take every oci:// source the config names, with its registries and credentials")
 		if code, ok := parseOnly(fs, args[1:], stderr); !ok {
 			return code
 		}
 		refs := fs.Args()
+		var cfg *config.Config
+		if *cfgFile != "" {
+			var err error
+			if cfg, err = config.Load(*cfgFile); err != nil {
+				fmt.Fprintf(stderr, "informer-host bundle save: %v\n", err)
+				return 1
+			}
+			refs = append(configSources(cfg), refs...)
+			if len(refs) == 0 {
+				fmt.Fprintf(stderr, "informer-host bundle save: %s names no oci:// source (plugins.modules[].source)\n", *cfgFile)
+				return 1
+			}
+		}
 		if *out == "" || len(refs) == 0 {
 			fmt.Fprintln(stderr, usage)
 			return 2
@@ -278,7 +294,18 @@ func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 				return 2
 			}
 		}
-		c, err := rf.client(refs...)
+		var c *ociartifact.Client
+		var err error
+		if cfg != nil && rf == (registryFlags{}) {
+			// The daemon's own client: the config's registries (CA
+			// bundles, mirrors, insecure) and its dockerConfig.
+			var o *pluginsource.OCI
+			if o, err = pluginsource.NewOCI(cfg); err == nil {
+				c = o.Client
+			}
+		} else {
+			c, err = rf.client(refs...)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "informer-host bundle save: %v\n", err)
 			return 1
@@ -306,13 +333,24 @@ func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return 0
 	case "load":
 		fs := flag.NewFlagSet("bundle load", flag.ContinueOnError)
-		cache := fs.String("cache", "", "the module cache directory to load into: the daemon's plugins.sourceCache (required)")
+		cache := fs.String("cache", "", "the module cache directory to load into: the daemon's plugins.sourceCache")
+		cfgFile := fs.String("config", "", "load into the cache this config's daemon reads (plugins.sourceCache, or its default)")
 		file, code, ok := parseOneArg(fs, args[1:], stderr, usage)
 		if !ok {
 			return code
 		}
+		if *cache == "" && *cfgFile != "" {
+			cfg, err := config.Load(*cfgFile)
+			if err == nil {
+				*cache, err = cfg.SourceCacheDir()
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "informer-host bundle load: %v\n", err)
+				return 1
+			}
+		}
 		if *cache == "" {
-			fmt.Fprintln(stderr, "informer-host bundle load: --cache DIR is required (the daemon's module cache, plugins.sourceCache)")
+			fmt.Fprintln(stderr, "informer-host bundle load: --cache DIR or --config FILE is required (the daemon's module cache, plugins.sourceCache)")
 			return 2
 		}
 		f, err := os.Open(file)
@@ -337,6 +375,17 @@ func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	fmt.Fprintln(stderr, usage)
 	return 2
+}
+
+// configSources returns the oci:// sources cfg names, in its order.
+func configSources(cfg *config.Config) []string {
+	var refs []string
+	for _, m := range cfg.Plugins.Modules {
+		if ociRef(m.Source) {
+			refs = append(refs, m.Source)
+		}
+	}
+	return refs
 }
 
 func cmpOr(a, b string) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/informer-host/informer-host/internal/ociartifact"
 	"github.com/informer-host/informer-host/internal/ociartifact/registrytest"
+	"github.com/informer-host/informer-host/internal/pluginsource"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -149,8 +150,64 @@ func TestBundleCommands(t *testing.T) {
 			t.Errorf("module of %s: %v", ref, err)
 		}
 	}
-	if code, _, errOut := run(t, "bundle", "load", tarFile); code != 2 || !strings.Contains(errOut, "--cache DIR is required") {
+	if code, _, errOut := run(t, "bundle", "load", tarFile); code != 2 || !strings.Contains(errOut, "--cache DIR or --config FILE is required") {
 		t.Errorf("bundle load without --cache: exit %d: %s", code, errOut)
+	}
+}
+
+// bundle save --config takes every oci:// source the config names, with
+// the config's registries; bundle load --config fills the cache that
+// config's daemon reads, where its plugin sources find each one as their
+// last good version with no registry.
+func TestBundleCommandsFromConfig(t *testing.T) {
+	reg := registrytest.Distribution(t, registrytest.Options{})
+	dir := t.TempDir()
+	cfgText := "apiVersion: informer-host/v1\nresources: [{name: cms, version: v1, resource: configmaps}]\nplugins:\n" +
+		"  sourceCache: cache\n  registries:\n    " + reg.Host + ": {insecure: true}\n  modules:\n"
+	modules := map[string][]byte{}
+	for _, f := range []string{"healthy", "state"} {
+		file := filepath.Join(dir, f+".wasm")
+		wasm := testenv.WAT(t, "../../host/testdata/fixtures/"+f+".wat")
+		os.WriteFile(file, wasm, 0o644)
+		ref := "oci://" + reg.Ref("air/"+f+":v1")
+		if code, _, errOut := run(t, "push", "--insecure", file, ref); code != 0 {
+			t.Fatalf("push %s: %s", f, errOut)
+		}
+		modules[ref] = wasm
+		cfgText += "  - file: " + f + ".wasm\n    source: " + ref + "\n"
+	}
+	cfgFile := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfgFile, []byte(cfgText), 0o644)
+	tarFile := filepath.Join(dir, "plugins.tar")
+	if code, out, errOut := run(t, "bundle", "save", "--config", cfgFile, "-o", tarFile); code != 0 || !strings.Contains(out, "2 module(s)") {
+		t.Fatalf("bundle save --config: exit %d: %s%s", code, out, errOut)
+	}
+	reg.Close()
+	if code, out, errOut := run(t, "bundle", "load", "--config", cfgFile, tarFile); code != 0 {
+		t.Fatalf("bundle load --config: exit %d: %s%s", code, out, errOut)
+	}
+	store, err := pluginsource.NewDirStore(filepath.Join(dir, "cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ref, wasm := range modules {
+		rec, ok := store.LastGood(ref)
+		if !ok {
+			t.Errorf("the daemon's source cache has no last good version of %s", ref)
+			continue
+		}
+		p, ok := store.Path(rec.Digest)
+		if !ok {
+			t.Errorf("%s: last good %s is not in the cache", ref, rec.Digest)
+			continue
+		}
+		if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, wasm) {
+			t.Errorf("%s: the cached module differs from the pushed one (%v)", ref, err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "none.yaml"), []byte("apiVersion: informer-host/v1\nresources: [{name: cms, version: v1, resource: configmaps}]\n"), 0o644)
+	if code, _, errOut := run(t, "bundle", "save", "--config", filepath.Join(dir, "none.yaml"), "-o", tarFile); code != 1 || !strings.Contains(errOut, "names no oci:// source") {
+		t.Errorf("bundle save of a config without sources: exit %d: %s", code, errOut)
 	}
 }
 
