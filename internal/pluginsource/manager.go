@@ -414,9 +414,14 @@ func (m *Manager) verify(ctx context.Context, sp spec, digest string) (VerifyRes
 				return vr, fmt.Errorf("verify %s: %w", digest, err)
 			}
 		}
-		m.verifiedMu.Lock()
-		m.verified[k] = vr
-		m.verifiedMu.Unlock()
+		// Only a verified result is kept: a signature may be attached
+		// after the tag moved (push, then sign), and a later attempt
+		// must find it.
+		if vr.Verified {
+			m.verifiedMu.Lock()
+			m.verified[k] = vr
+			m.verifiedMu.Unlock()
+		}
 	}
 	if !vr.Verified && sp.verify.Required {
 		return vr, fmt.Errorf("signature of %s not verified: %s (verify.required refuses it)", digest, vr.Reason)

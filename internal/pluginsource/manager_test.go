@@ -116,12 +116,17 @@ type fakeVerifier struct {
 	mu     sync.Mutex
 	signed map[string]string // digest -> signer
 	calls  int
+	of     map[string]int // calls by digest
 }
 
 func (v *fakeVerifier) Verify(_ context.Context, _ config.Verify, _ string, digest string) (VerifyResult, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.calls++
+	if v.of == nil {
+		v.of = map[string]int{}
+	}
+	v.of[digest]++
 	if s, ok := v.signed[digest]; ok {
 		return VerifyResult{Verified: true, Signer: s}, nil
 	}
@@ -321,14 +326,19 @@ func TestVerifyRefusesUnsigned(t *testing.T) {
 	if len(why) != 1 || !strings.Contains(why[0], "plugin a.wasm") || !strings.Contains(why[0], "no matching signatures") {
 		t.Errorf("NotReady = %q", why)
 	}
-	// Verification is cached by digest: retries do not ask again.
+	// A refusal is asked again at each retry (a signature may be
+	// attached after the tag moved); a verified digest is not.
 	eventually(t, "retries", func() bool { return pulls(t, m, "a.wasm", "failed") >= 3 })
 	v.mu.Lock()
-	calls := v.calls
+	asked, once := v.of[d1], v.of[d2]
+	v.signed[d1] = "late@example.com"
 	v.mu.Unlock()
-	if calls != 2 { // a and c share d1's verdict; b's digest
-		t.Errorf("%d verifications, want 2", calls)
+	if asked < 3 || once != 1 {
+		t.Errorf("verifications: %d of the refused digest (want one a retry), %d of the verified one (want 1)", asked, once)
 	}
+	eventually(t, "a and c to run once d1 is signed", func() bool {
+		return h.get("a.wasm") == "unsigned" && h.get("c.wasm") == "unsigned" && m.Status()["a.wasm"].Signer == "late@example.com"
+	})
 }
 
 func TestEachSourceFailsAlone(t *testing.T) {

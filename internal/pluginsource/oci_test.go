@@ -102,7 +102,8 @@ func TestSignedAndUnsignedFromARealRegistry(t *testing.T) {
 		sigverify.WithRemoteOptions(oci.Client.RemoteOptions(t.Context())...)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := oci.Client.Push(t.Context(), append([]byte("\x00asm\x01\x00\x00\x00"), "unsigned"...), reg.Ref("org/unsigned:v1"), nil); err != nil {
+	u, err := oci.Client.Push(t.Context(), append([]byte("\x00asm\x01\x00\x00\x00"), "unsigned"...), reg.Ref("org/unsigned:v1"), nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	h := newFakeHost()
@@ -116,4 +117,14 @@ func TestSignedAndUnsignedFromARealRegistry(t *testing.T) {
 	if st := m.Status()["unsigned.wasm"]; h.get("unsigned.wasm") != "" || !strings.Contains(st.LastError, "not verified") {
 		t.Errorf("unsigned: %+v (running %q)", st, h.get("unsigned.wasm"))
 	}
+	// Signed after its tag moved (push, then sign): a later attempt
+	// finds the signature; a refusal is not kept.
+	if _, err := sigverify.SignWithKey(t.Context(), reg.Host+"/org/unsigned", u.Digest, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
+		sigverify.WithRemoteOptions(oci.Client.RemoteOptions(t.Context())...)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the module signed late to run", func() bool {
+		st := m.Status()["unsigned.wasm"]
+		return st.RunningDigest == u.Digest && st.Verified && !st.Degraded
+	})
 }
