@@ -134,26 +134,11 @@ func TestReloadsUnderChurnLoseNoEvent(t *testing.T) {
 			return st.SHA256 == want && st.State == StateRunning
 		})
 		reloads++
-		// Some churn lands on each version: it handles a live event, not
-		// only the replay it got when it was registered.
-		counted := func() int {
-			return len(hs.logs.lines("plugin=counter.wasm", "version="+want[:12], `msg="count=`))
-		}
-		seen := counted()
-		eventually(t, fmt.Sprintf("version %d to handle a live event", r), func() bool { return counted() > seen })
+		hs.handlesLive(t, fmt.Sprintf("version %d", r), want)
 	}
 	stopChurn()
 
-	list, err := env.Client.CoreV1().ConfigMaps(hs.ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := len(list.Items)
-	version := sha(current)
-	eventually(t, fmt.Sprintf("the final version to count %d objects", want), func() bool {
-		n, ok := hs.lastCount("counter.wasm", version)
-		return ok && n == want
-	})
+	want := hs.countsTheCluster(t, sha(current))
 	st := hs.status("counter.wasm")
 	if st.Counters.Reloads != uint64(reloads) || st.Counters.ReloadFailures != 1 {
 		t.Errorf("counters after %d reloads and one refusal: %+v", reloads, st.Counters)
@@ -453,4 +438,32 @@ func (hs *harness) churn(seed uint64) (stop func()) {
 		})
 	}
 	return func() { close(done); wg.Wait() }
+}
+
+// handlesLive waits until the plugin's version sum handles a live event
+// (a count line of that version newer than the ones there now), not only
+// the replay it got when it was registered.
+func (hs *harness) handlesLive(t *testing.T, label, sum string) {
+	t.Helper()
+	counted := func() int {
+		return len(hs.logs.lines("plugin=counter.wasm", "version="+sum[:12], `msg="count=`))
+	}
+	seen := counted()
+	eventually(t, label+" to handle a live event", func() bool { return counted() > seen })
+}
+
+// countsTheCluster waits until counter.wasm's version sum counts every
+// ConfigMap in the namespace, and returns that number.
+func (hs *harness) countsTheCluster(t *testing.T, sum string) int {
+	t.Helper()
+	list, err := env.Client.CoreV1().ConfigMaps(hs.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := len(list.Items)
+	eventually(t, fmt.Sprintf("the final version to count %d objects", want), func() bool {
+		n, ok := hs.lastCount("counter.wasm", sum)
+		return ok && n == want
+	})
+	return want
 }

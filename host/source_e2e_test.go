@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/pluginsource"
@@ -101,23 +99,11 @@ func TestSourceMovesUnderChurnLoseNoEvent(t *testing.T) {
 			return st.SHA256 == want && st.State == StateRunning && src.RunningDigest == "sha256:"+want && !src.Degraded
 		})
 		swaps++
-		counted := func() int {
-			return len(hs.logs.lines("plugin=counter.wasm", "version="+want[:12], `msg="count=`))
-		}
-		seen := counted()
-		eventually(t, fmt.Sprintf("version %d to handle a live event", r), func() bool { return counted() > seen })
+		hs.handlesLive(t, fmt.Sprintf("version %d", r), want)
 	}
 	stopChurn()
 
-	list, err := env.Client.CoreV1().ConfigMaps(hs.ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := len(list.Items)
-	eventually(t, fmt.Sprintf("the final version to count %d objects", want), func() bool {
-		n, ok := hs.lastCount("counter.wasm", sha(current))
-		return ok && n == want
-	})
+	want := hs.countsTheCluster(t, sha(current))
 	if lines := hs.logs.lines("plugin=counter.wasm", "version="+sha(shadow)[:12]); len(lines) > 0 {
 		t.Errorf("the directory's shadowed file ran: %q", lines[0])
 	}

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/ociartifact/registrytest"
@@ -148,23 +146,11 @@ func TestSignedTagMovesInARegistryUnderChurn(t *testing.T) {
 			return st.SHA256 == want && st.State == StateRunning && src.RunningDigest == digest && !src.Degraded
 		})
 		swaps++
-		counted := func() int {
-			return len(hs.logs.lines("plugin=counter.wasm", "version="+want[:12], `msg="count=`))
-		}
-		seen := counted()
-		eventually(t, fmt.Sprintf("version %d to handle a live event", r), func() bool { return counted() > seen })
+		hs.handlesLive(t, fmt.Sprintf("version %d", r), want)
 	}
 	stopChurn()
 
-	list, err := env.Client.CoreV1().ConfigMaps(hs.ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := len(list.Items)
-	eventually(t, fmt.Sprintf("the final version to count %d objects", want), func() bool {
-		n, ok := hs.lastCount("counter.wasm", sha(current))
-		return ok && n == want
-	})
+	want := hs.countsTheCluster(t, sha(current))
 	if st := hs.status("counter.wasm"); st.Counters.Reloads != uint64(swaps) {
 		t.Errorf("reloads = %d after %d tag moves (the unsigned one is refused before the host): %+v", st.Counters.Reloads, swaps, st.Counters)
 	}
