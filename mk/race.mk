@@ -24,18 +24,19 @@ RACE_FLAGS ?=
 
 # Whole packages: small, and concurrent throughout (the pipeline, the
 # clients of capabilities II, the delivery queue, the daemons side by
-# side in internal/daemon).
+# side in internal/daemon, the plugin sources' goroutine per source).
 RACE_PACKAGES := ./internal/shard/... ./internal/state/... ./internal/server/... ./informer/... ./internal/upstream/... ./internal/kubewrite/... \
 	./internal/kubeevents/... ./internal/pluginmetrics/... ./cmd/informer-host/ \
-	./internal/daemon/ ./host/internal/delivery/
+	./internal/daemon/ ./host/internal/delivery/ ./internal/pluginsource/
 # The engine: the watchdog, the network waits, the call bounds, the
 # start timer.
-RACE_ENGINE_TESTS := TestWatchdog|TestIO|TestCallBound|TestMaxCallTime|TestInjectedChecksBoundInstantiation|TestHTTPFunctions
+RACE_ENGINE_TESTS := TestWatchdog|TestIO|TestCallBound|TestMaxCallTime|TestInjectedChecksBoundInstantiation|TestHTTPFunctions|TestHandleBatch
 # The host: the queue, and the e2e tests where workers, reloads, the
 # directory watcher, leases and stops run at once.
 # (One alternative per line; := joins them without spaces, which a -run
 # pattern must not have.)
 RACE_HOST_TESTS := TestPrepareNeverGoesBackwards|TestMemReleaser
+RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestBatch|TestView|TestSourceMovesUnderChurnLoseNoEvent|TestSignedTagMovesInARegistryUnderChurn
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestReloadsUnderChurnLoseNoEvent|TestReloadDuringAFailingCall
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestStopDrainsBuffers|TestStopAbandonsAStuckPlugin|TestStopLeavesNoGoroutines
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestStuckRetirementDoesNotWedgeTheWatcher|TestRestartKeepsListenersRegistered
