@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // fakeHost records what is loaded, by plugin, and refuses the modules
@@ -165,17 +166,6 @@ func newManager(t *testing.T, h Loader, f Fetcher, store Store, v Verifier) *Man
 	return m
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func store(t *testing.T) *DirStore {
 	t.Helper()
 	s, err := NewDirStore(t.TempDir())
@@ -192,14 +182,14 @@ func TestTagMovesHotSwaps(t *testing.T) {
 	d1 := reg.push("localhost:5000/org/a:v1", "module one")
 	m := newManager(t, h, reg, store(t), nil)
 	m.Apply(t.Context(), parse(t, 5*time.Millisecond, tagModule))
-	eventually(t, "v1 to run", func() bool { return h.get("a.wasm") == "module one" && m.Status()["a.wasm"].RunningDigest == d1 })
+	testenv.Eventually(t, "v1 to run", func() bool { return h.get("a.wasm") == "module one" && m.Status()["a.wasm"].RunningDigest == d1 })
 	if st := m.Status()["a.wasm"]; st.RunningDigest != d1 || st.Degraded || st.Source != "oci://localhost:5000/org/a:v1" || st.PullPolicy != config.PullAlways {
 		t.Errorf("status = %+v", st)
 	}
 	// The tag moves: the next refresh swaps.
 	d2 := reg.push("localhost:5000/org/a:v1", "module two")
-	eventually(t, "the moved tag to run", func() bool { return h.get("a.wasm") == "module two" })
-	eventually(t, "the status to follow", func() bool {
+	testenv.Eventually(t, "the moved tag to run", func() bool { return h.get("a.wasm") == "module two" })
+	testenv.Eventually(t, "the status to follow", func() bool {
 		st := m.Status()["a.wasm"]
 		return st.RunningDigest == d2 && st.ResolvedDigest == d2
 	})
@@ -207,7 +197,7 @@ func TestTagMovesHotSwaps(t *testing.T) {
 		t.Errorf("pulled = %v, want 2", n)
 	}
 	// Refreshes that find the same digest load nothing.
-	eventually(t, "an unchanged refresh", func() bool { return pulls(t, m, "a.wasm", "unchanged") >= 2 })
+	testenv.Eventually(t, "an unchanged refresh", func() bool { return pulls(t, m, "a.wasm", "unchanged") >= 2 })
 	h.mu.Lock()
 	loads := h.loads["a.wasm"]
 	h.mu.Unlock()
@@ -221,10 +211,10 @@ func TestFetchFailureKeepsLastGoodAndBacksOff(t *testing.T) {
 	d1 := reg.push("localhost:5000/org/a:v1", "module one")
 	m := newManager(t, h, reg, store(t), nil)
 	m.Apply(t.Context(), parse(t, 5*time.Millisecond, tagModule))
-	eventually(t, "v1 to run", func() bool { return h.get("a.wasm") == "module one" && m.Status()["a.wasm"].RunningDigest == d1 })
+	testenv.Eventually(t, "v1 to run", func() bool { return h.get("a.wasm") == "module one" && m.Status()["a.wasm"].RunningDigest == d1 })
 
 	reg.setDown(true)
-	eventually(t, "the source to be degraded and retried", func() bool {
+	testenv.Eventually(t, "the source to be degraded and retried", func() bool {
 		st := m.Status()["a.wasm"]
 		return st.Degraded && pulls(t, m, "a.wasm", "failed") >= 3
 	})
@@ -248,13 +238,13 @@ func TestFetchFailureKeepsLastGoodAndBacksOff(t *testing.T) {
 	h.refuse["broken"] = true
 	h.mu.Unlock()
 	reg.setDown(false)
-	eventually(t, "the refusal", func() bool { return strings.Contains(m.Status()["a.wasm"].LastError, "not a module") })
+	testenv.Eventually(t, "the refusal", func() bool { return strings.Contains(m.Status()["a.wasm"].LastError, "not a module") })
 	if h.get("a.wasm") != "module one" {
 		t.Error("a refused version replaced the running one")
 	}
 	// Fixed: the source recovers, degraded ends.
 	reg.push("localhost:5000/org/a:v1", "module three")
-	eventually(t, "recovery", func() bool { st := m.Status()["a.wasm"]; return !st.Degraded && h.get("a.wasm") == "module three" })
+	testenv.Eventually(t, "recovery", func() bool { st := m.Status()["a.wasm"]; return !st.Degraded && h.get("a.wasm") == "module three" })
 	if g := degraded(t, m, "a.wasm"); g != 0 {
 		t.Errorf("degraded gauge = %v after recovery", g)
 	}
@@ -269,7 +259,7 @@ func TestRestartStartsFromCacheWithRegistryDown(t *testing.T) {
 		h := newFakeHost()
 		m := newManager(t, h, reg, st, nil)
 		m.Apply(t.Context(), cfg)
-		eventually(t, "v1 to run", func() bool { return h.get("a.wasm") == "module one" && m.Status()["a.wasm"].RunningDigest == d1 })
+		testenv.Eventually(t, "v1 to run", func() bool { return h.get("a.wasm") == "module one" && m.Status()["a.wasm"].RunningDigest == d1 })
 		m.Stop()
 	}
 	// The daemon restarts with the registry down.
@@ -287,14 +277,14 @@ func TestRestartStartsFromCacheWithRegistryDown(t *testing.T) {
 	if n := pulls(t, m, "a.wasm", "cached"); n != 1 {
 		t.Errorf("cached = %v", n)
 	}
-	eventually(t, "the refresh to fail", func() bool { return m.Status()["a.wasm"].Degraded })
+	testenv.Eventually(t, "the refresh to fail", func() bool { return m.Status()["a.wasm"].Degraded })
 	if len(m.NotReady()) != 0 {
 		t.Errorf("NotReady: %v", m.NotReady())
 	}
 	// The registry returns with a new version: it is swapped in.
 	reg.setDown(false)
 	reg.push("localhost:5000/org/a:v1", "module two")
-	eventually(t, "v2 after the outage", func() bool { return h.get("a.wasm") == "module two" })
+	testenv.Eventually(t, "v2 after the outage", func() bool { return h.get("a.wasm") == "module two" })
 }
 
 func TestVerifyRefusesUnsigned(t *testing.T) {
@@ -308,8 +298,8 @@ func TestVerifyRefusesUnsigned(t *testing.T) {
 		tagModule, "    verify: {required: true, keys: [key.pem]}",
 		"  - file: b.wasm\n    source: oci://localhost:5000/org/b:v1\n    verify: {required: true, keys: [key.pem]}",
 		"  - file: c.wasm\n    source: oci://localhost:5000/org/a:v1\n    failurePolicy: fail-open\n    verify: {required: true, keys: [key.pem]}"))
-	eventually(t, "b to run", func() bool { return h.get("b.wasm") == "signed" && m.Status()["b.wasm"].RunningDigest == d2 })
-	eventually(t, "a to be refused", func() bool { return m.Status()["a.wasm"].Degraded })
+	testenv.Eventually(t, "b to run", func() bool { return h.get("b.wasm") == "signed" && m.Status()["b.wasm"].RunningDigest == d2 })
+	testenv.Eventually(t, "a to be refused", func() bool { return m.Status()["a.wasm"].Degraded })
 	if h.get("a.wasm") != "" || h.get("c.wasm") != "" {
 		t.Error("an unsigned module was loaded")
 	}
@@ -328,7 +318,7 @@ func TestVerifyRefusesUnsigned(t *testing.T) {
 	}
 	// A refusal is asked again at each retry (a signature may be
 	// attached after the tag moved); a verified digest is not.
-	eventually(t, "retries", func() bool { return pulls(t, m, "a.wasm", "failed") >= 3 })
+	testenv.Eventually(t, "retries", func() bool { return pulls(t, m, "a.wasm", "failed") >= 3 })
 	v.mu.Lock()
 	asked, once := v.of[d1], v.of[d2]
 	v.signed[d1] = "late@example.com"
@@ -336,7 +326,7 @@ func TestVerifyRefusesUnsigned(t *testing.T) {
 	if asked < 3 || once != 1 {
 		t.Errorf("verifications: %d of the refused digest (want one a retry), %d of the verified one (want 1)", asked, once)
 	}
-	eventually(t, "a and c to run once d1 is signed", func() bool {
+	testenv.Eventually(t, "a and c to run once d1 is signed", func() bool {
 		return h.get("a.wasm") == "unsigned" && h.get("c.wasm") == "unsigned" && m.Status()["a.wasm"].Signer == "late@example.com"
 	})
 }
@@ -350,14 +340,14 @@ func TestEachSourceFailsAlone(t *testing.T) {
 		"  - file: missing.wasm\n    source: oci://localhost:5000/org/missing:v1",
 		"  - file: good.wasm\n    source: oci://localhost:5000/org/good:v1",
 		"  - file: never.wasm\n    source: oci://localhost:5000/org/good:v1\n    pullPolicy: Never"))
-	eventually(t, "good to run", func() bool { return h.get("good.wasm") == "good" })
-	eventually(t, "missing to be degraded", func() bool { return m.Status()["missing.wasm"].Degraded })
+	testenv.Eventually(t, "good to run", func() bool { return h.get("good.wasm") == "good" })
+	testenv.Eventually(t, "missing to be degraded", func() bool { return m.Status()["missing.wasm"].Degraded })
 	if !strings.Contains(m.Status()["missing.wasm"].LastError, "MANIFEST_UNKNOWN") {
 		t.Errorf("missing = %+v", m.Status()["missing.wasm"])
 	}
 	// never.wasm shares good's source: once good put it in the cache, a
 	// retry of never finds it there without asking the registry.
-	eventually(t, "never from the cache", func() bool { return h.get("never.wasm") == "good" && m.Status()["never.wasm"].RunningDigest != "" })
+	testenv.Eventually(t, "never from the cache", func() bool { return h.get("never.wasm") == "good" && m.Status()["never.wasm"].RunningDigest != "" })
 	if len(m.NotReady()) != 1 {
 		t.Errorf("NotReady = %q", m.NotReady())
 	}
@@ -370,9 +360,9 @@ func TestApplyChangesAndRemovesSources(t *testing.T) {
 	h := newFakeHost()
 	m := newManager(t, h, reg, store(t), nil)
 	m.Apply(t.Context(), parse(t, time.Hour, tagModule))
-	eventually(t, "v1", func() bool { return h.get("a.wasm") == "one" })
+	testenv.Eventually(t, "v1", func() bool { return h.get("a.wasm") == "one" })
 	m.Apply(t.Context(), parse(t, time.Hour, "  - file: a.wasm\n    source: oci://localhost:5000/org/a:v2"))
-	eventually(t, "v2 after the reload", func() bool { return h.get("a.wasm") == "two" })
+	testenv.Eventually(t, "v2 after the reload", func() bool { return h.get("a.wasm") == "two" })
 	m.Apply(t.Context(), parse(t, time.Hour, "  - file: other.wasm"))
 	if h.get("a.wasm") != "" {
 		t.Error("a removed source's plugin still runs")

@@ -15,6 +15,7 @@ import (
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/ociartifact/registrytest"
 	"github.com/informer-host/informer-host/internal/sigverify"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // Against a real registry on loopback (go-containerregistry's, and the
@@ -44,14 +45,14 @@ func TestOCITagMovesInARealRegistry(t *testing.T) {
 		h := newFakeHost()
 		m := newManager(t, h, &Fetchers{OCI: oci}, store(t), nil)
 		m.Apply(t.Context(), cfg)
-		eventually(t, "v1", func() bool { return h.get("a.wasm") == string(one) && m.Status()["a.wasm"].RunningDigest == d1.Digest })
+		testenv.Eventually(t, "v1", func() bool { return h.get("a.wasm") == string(one) && m.Status()["a.wasm"].RunningDigest == d1.Digest })
 		d2, err := oci.Client.Push(t.Context(), two, reg.Ref("org/a:v1"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the moved tag", func() bool { return h.get("a.wasm") == string(two) && m.Status()["a.wasm"].RunningDigest == d2.Digest })
+		testenv.Eventually(t, "the moved tag", func() bool { return h.get("a.wasm") == string(two) && m.Status()["a.wasm"].RunningDigest == d2.Digest })
 		reg.Close()
-		eventually(t, "degraded with the registry gone", func() bool { return m.Status()["a.wasm"].Degraded })
+		testenv.Eventually(t, "degraded with the registry gone", func() bool { return m.Status()["a.wasm"].Degraded })
 		if h.get("a.wasm") != string(two) || !strings.Contains(m.Status()["a.wasm"].LastError, "resolve") {
 			t.Errorf("after the registry went: running %q, status %+v", h.get("a.wasm"), m.Status()["a.wasm"])
 		}
@@ -109,11 +110,11 @@ func TestSignedAndUnsignedFromARealRegistry(t *testing.T) {
 	h := newFakeHost()
 	m := newManager(t, h, &Fetchers{OCI: oci}, store(t), NewSigstore(oci))
 	m.Apply(t.Context(), cfg)
-	eventually(t, "the signed module to run", func() bool { return m.Status()["signed.wasm"].RunningDigest == d.Digest })
+	testenv.Eventually(t, "the signed module to run", func() bool { return m.Status()["signed.wasm"].RunningDigest == d.Digest })
 	if st := m.Status()["signed.wasm"]; !st.Verified || !strings.Contains(st.Signer, "cosign.pub") {
 		t.Errorf("signed: %+v", st)
 	}
-	eventually(t, "the unsigned one to be refused", func() bool { return m.Status()["unsigned.wasm"].Degraded })
+	testenv.Eventually(t, "the unsigned one to be refused", func() bool { return m.Status()["unsigned.wasm"].Degraded })
 	if st := m.Status()["unsigned.wasm"]; h.get("unsigned.wasm") != "" || !strings.Contains(st.LastError, "not verified") {
 		t.Errorf("unsigned: %+v (running %q)", st, h.get("unsigned.wasm"))
 	}
@@ -123,7 +124,7 @@ func TestSignedAndUnsignedFromARealRegistry(t *testing.T) {
 		sigverify.WithRemoteOptions(oci.Client.RemoteOptions(t.Context())...)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the module signed late to run", func() bool {
+	testenv.Eventually(t, "the module signed late to run", func() bool {
 		st := m.Status()["unsigned.wasm"]
 		return st.RunningDigest == u.Digest && st.Verified && !st.Degraded
 	})
