@@ -112,19 +112,7 @@ func TestPushRefusesABrokenModule(t *testing.T) {
 func TestBundleCommands(t *testing.T) {
 	reg := registrytest.Distribution(t, registrytest.Options{})
 	dir := t.TempDir()
-	var refs []string
-	modules := map[string][]byte{}
-	for _, f := range []string{"healthy", "state"} {
-		file := filepath.Join(dir, f+".wasm")
-		wasm := testenv.WAT(t, "../../host/testdata/fixtures/"+f+".wat")
-		os.WriteFile(file, wasm, 0o644)
-		ref := "oci://" + reg.Ref("air/"+f+":v1")
-		if code, _, errOut := run(t, "push", "--insecure", file, ref); code != 0 {
-			t.Fatalf("push %s: %s", f, errOut)
-		}
-		refs = append(refs, ref)
-		modules[ref] = wasm
-	}
+	refs, modules := pushFixtures(t, reg, dir, "healthy", "state")
 	tarFile := filepath.Join(dir, "plugins.tar")
 	code, out, errOut := run(t, append([]string{"bundle", "save", "--insecure", "-o", tarFile}, refs...)...)
 	if code != 0 || !strings.Contains(out, "2 module(s)") {
@@ -155,6 +143,27 @@ func TestBundleCommands(t *testing.T) {
 	}
 }
 
+// pushFixtures pushes each host fixture named (…/fixtures/NAME.wat) to
+// reg as air/NAME:v1 with the push command, and returns the references
+// in order and each one's module.
+func pushFixtures(t *testing.T, reg *registrytest.Server, dir string, names ...string) ([]string, map[string][]byte) {
+	t.Helper()
+	var refs []string
+	modules := map[string][]byte{}
+	for _, f := range names {
+		file := filepath.Join(dir, f+".wasm")
+		wasm := testenv.WAT(t, "../../host/testdata/fixtures/"+f+".wat")
+		os.WriteFile(file, wasm, 0o644)
+		ref := "oci://" + reg.Ref("air/"+f+":v1")
+		if code, _, errOut := run(t, "push", "--insecure", file, ref); code != 0 {
+			t.Fatalf("push %s: %s", f, errOut)
+		}
+		refs = append(refs, ref)
+		modules[ref] = wasm
+	}
+	return refs, modules
+}
+
 // bundle save --config takes every oci:// source the config names, with
 // the config's registries; bundle load --config fills the cache that
 // config's daemon reads, where its plugin sources find each one as their
@@ -164,17 +173,9 @@ func TestBundleCommandsFromConfig(t *testing.T) {
 	dir := t.TempDir()
 	cfgText := "apiVersion: informer-host/v1\nresources: [{name: cms, version: v1, resource: configmaps}]\nplugins:\n" +
 		"  sourceCache: cache\n  registries:\n    " + reg.Host + ": {insecure: true}\n  modules:\n"
-	modules := map[string][]byte{}
-	for _, f := range []string{"healthy", "state"} {
-		file := filepath.Join(dir, f+".wasm")
-		wasm := testenv.WAT(t, "../../host/testdata/fixtures/"+f+".wat")
-		os.WriteFile(file, wasm, 0o644)
-		ref := "oci://" + reg.Ref("air/"+f+":v1")
-		if code, _, errOut := run(t, "push", "--insecure", file, ref); code != 0 {
-			t.Fatalf("push %s: %s", f, errOut)
-		}
-		modules[ref] = wasm
-		cfgText += "  - file: " + f + ".wasm\n    source: " + ref + "\n"
+	refs, modules := pushFixtures(t, reg, dir, "healthy", "state")
+	for i, f := range []string{"healthy", "state"} {
+		cfgText += "  - file: " + f + ".wasm\n    source: " + refs[i] + "\n"
 	}
 	cfgFile := filepath.Join(dir, "config.yaml")
 	os.WriteFile(cfgFile, []byte(cfgText), 0o644)
