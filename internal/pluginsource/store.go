@@ -77,8 +77,8 @@ func (d *DirStore) module(version string) string {
 	if b, err := os.ReadFile(d.versionFile(h)); err == nil {
 		return strings.TrimSpace(string(b))
 	}
-	if d.s.Has(version) {
-		return version
+	if _, err := os.Stat(d.s.Path(version)); err == nil {
+		return version // a module digest; Path's Has checks the content
 	}
 	// Loaded from a bundle: the record of some source holds the pair.
 	entries, _ := filepath.Glob(filepath.Join(d.s.Dir, "sources", "*.json"))
