@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -56,6 +57,7 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 	serverAuth := fs.String("server-auth", "none", "guard /metrics and /debug/plugins: none, or kubernetes (TokenReview and SubjectAccessReview; /healthz and /readyz stay open)")
 	fs.StringVar(&o.ServerTLSCert, "server-tls-cert", "", "serve HTTPS with this certificate (PEM; read again when it changes); needs --server-tls-key")
 	fs.StringVar(&o.ServerTLSKey, "server-tls-key", "", "the key of --server-tls-cert (PEM)")
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the daemon's whole run to this file (pprof format; for benchmarks and bug reports)")
 	var apiClient apiClientOptions
 	apiClient.register(fs)
 	var lo logOptions
@@ -89,9 +91,40 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "informer-host run: --cpu-profile:", err)
+			return 1
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				log.Error("writing the CPU profile", "file", *cpuProfile, "err", err)
+			}
+		}()
+	}
 	if err := daemon.Run(ctx, o); err != nil {
 		log.Error("informer-host stopped", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// startCPUProfile profiles the process into file until stop is called.
+// It is a flag of run rather than an endpoint so that a profile covers a
+// benchmark's whole workload, start included, without the harness timing
+// a fetch against it.
+func startCPUProfile(file string) (stop func() error, err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }

@@ -44,6 +44,7 @@ type e2e struct {
 	daemonBin  string
 	self       string // this program, for the native child
 	cacheDir   string // the daemon's compilation cache, kept for the whole run
+	profileDir string // if set, each daemon writes its CPU profile here (-profile)
 	nsSeq      int
 	logf       func(format string, args ...any)
 }
@@ -246,7 +247,13 @@ func (h *e2e) startDaemon(name, dir string, cfg func(dir, addr string) string) (
 	if d.logFile, err = os.Create(d.logPath); err != nil {
 		return nil, err
 	}
-	d.cmd = exec.Command(h.daemonBin, "run", "--config", path, "--log-format", "json")
+	args := []string{"run", "--config", path, "--log-format", "json"}
+	if h.profileDir != "" {
+		// A name is reused across a case's runs; the last run's profile
+		// is the one kept.
+		args = append(args, "--cpu-profile", filepath.Join(h.profileDir, name+".pprof"))
+	}
+	d.cmd = exec.Command(h.daemonBin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logFile, d.logFile
 	d.started = time.Now()
 	if err := d.cmd.Start(); err != nil {

@@ -2,7 +2,7 @@
 // (`make bench`; `make bench-smoke` runs everything once, tiny, to keep
 // it working).
 //
-//	go run ./bench/cmd/bench [-smoke] [-out FILE] [-skip go,3,4,5,6]
+//	go run ./bench/cmd/bench [-smoke] [-out FILE] [-skip go,3,4,5,6] [-profile DIR]
 //
 // It runs, in order:
 //
@@ -73,6 +73,7 @@ func run(args []string) int {
 	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 4p, 5, 5i, 6, 6r, 7, 8, 9")
 	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
 	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
+	profile := fs.String("profile", "", "directory: every daemon the harness starts writes a CPU profile of its run there (NAME.pprof, NAME its config's name), for `go tool pprof`")
 	render := fs.String("render", "", "measure nothing: write the report from a results file (build/bench/results.json)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -164,6 +165,15 @@ func run(args []string) int {
 			return finish(res, *out, *smoke, root)
 		}
 		defer h.close()
+		if *profile != "" {
+			if h.profileDir, err = filepath.Abs(*profile); err == nil {
+				err = os.MkdirAll(h.profileDir, 0o755)
+			}
+			if err != nil {
+				fail(err)
+				return finish(res, *out, *smoke, root)
+			}
+		}
 		if !skipped["3"] {
 			if res.Throughput, err = h.throughput(p["throughputN"].(int), p["throughputRuns"].(int), p["throughputPlugins"].(int)); err != nil {
 				fail(fmt.Errorf("case 3: %w", err))
