@@ -31,7 +31,8 @@ AS_NODE_CHECK = @node -e 'process.exit(+process.versions.node.split(".")[0] >= 2
 
 KIT_PLUGINS := $(PLUGINS_OUT)/pod-phase-rs.wasm $(KITS_OUT)/pod-phase-rs.wasm32-unknown-unknown.wasm \
 	$(PLUGINS_OUT)/pod-logger-as.wasm $(KITS_OUT)/template-rs.wasm $(KITS_OUT)/template-as.wasm \
-	$(KITS_OUT)/as-kit-test.wasm $(KITS_OUT)/rs-kit-test.wasm
+	$(KITS_OUT)/as-kit-test.wasm $(KITS_OUT)/rs-kit-test.wasm \
+	$(KITS_OUT)/as-batch-test.wasm $(KITS_OUT)/rs-batch-test.wasm
 
 .PHONY: kits-test
 plugins: $(KIT_PLUGINS)
@@ -109,6 +110,17 @@ abi/assemblyscript/node_modules/.kit-installed: abi/assemblyscript/package.json 
 $(KITS_OUT)/as-kit-test.wasm: abi/assemblyscript/test/kit.ts $(AS_KIT_SRC) abi/assemblyscript/node_modules/.kit-installed
 	@mkdir -p $(@D)
 	cd abi/assemblyscript && node_modules/.bin/asc test/kit.ts -o $(abspath $@) -O --debug --use abort=assembly/index/abort
+
+# The kits' batch test plugins (abi/assemblyscript/test/batch.ts,
+# abi/rust/test/batch.rs: the optional ih_handle_batch export), run by
+# host/internal/engine's TestKitBatch.
+$(KITS_OUT)/as-batch-test.wasm: abi/assemblyscript/test/batch.ts $(AS_KIT_SRC) abi/assemblyscript/node_modules/.kit-installed
+	@mkdir -p $(@D)
+	cd abi/assemblyscript && node_modules/.bin/asc test/batch.ts -o $(abspath $@) -O --debug --use abort=assembly/index/abort
+$(KITS_OUT)/rs-batch-test.wasm: abi/rust/test/batch.rs $(KITS_OUT)/rust/wasm32-wasi/libinformer_host.rlib
+	@mkdir -p $(@D)
+	$(RUSTC_WASM) $(RUST_PLUGIN_FLAGS) --crate-type cdylib --target wasm32-wasi \
+		--extern informer_host=$(KITS_OUT)/rust/wasm32-wasi/libinformer_host.rlib -o $@ $<
 
 # The AssemblyScript fake host's plugin (abi/assemblyscript/test/fake-plugin.ts),
 # run under node against abi/assemblyscript/fake/host.mjs by kits-test.

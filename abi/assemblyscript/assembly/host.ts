@@ -52,3 +52,12 @@ export declare function http_request(up: usize, upLen: i32, method: usize, metho
   headers: usize, headersLen: i32, body: usize, bodyLen: i32): i32;
 @external("informer_host_v1", "http_response_read")
 export declare function http_response_read(part: i32, ptr: usize, len: i32): i32;
+
+// Since v1.4 (section 5, ih_handle_batch). asc imports a function only
+// when something reachable from the module's exports calls it: a plugin
+// that does not re-export ih_handle_batch does not import these, and
+// still loads on hosts older than v1.4.
+@external("informer_host_v1", "batch_select")
+export declare function batch_select(index: i32): i32;
+@external("informer_host_v1", "batch_result")
+export declare function batch_result(code: i32): i32;

@@ -4,6 +4,7 @@
 //
 //   import * as ih from "informer-host-as/assembly";
 //   export { informer_host_abi_v1, ih_handle, ih_synced, ih_init, ih_shutdown } from "informer-host-as/assembly";
+//   // optional: ih_handle_batch too (ABI v1.4; see ih_handle_batch below)
 //   ih.onHandle((ev: ih.Event): i32 => {
 //     ih.info(ev.typeName() + " " + ev.key());
 //     return ih.OK;
@@ -373,6 +374,25 @@ export function ih_handle(len: i32): i32 {
   const f = handler;
   if (f === null) return fail(ERROR, "no handler: call onHandle at the top level of the entry file");
   return f(new Event(h));
+}
+
+// The optional batch export (section 5, since v1.4), opt-in: re-export it
+// beside ih_handle to have the host hand up to 64 waiting events in one
+// call. The onHandle handler still runs once per event, in order, each
+// event made current with batch_select and settled with its own result
+// (and setError message) through batch_result before the next; an abort
+// traps in the event being handled, which the host fails alone, keeping
+// the results settled before it. Every event then costs two host calls
+// where an AssemblyScript export call alone is cheap, so a plugin is
+// usually faster without it (abi/RATIONALE.md, "Batches").
+export function ih_handle_batch(count: i32): i32 {
+  for (let i = 0; i < count; i++) {
+    const len = host.batch_select(i);
+    // Not the host's protocol: settle what was settled.
+    if (len < 0) return i;
+    if (host.batch_result(ih_handle(len)) != 0) return i;
+  }
+  return count;
 }
 
 export function ih_init(len: i32): i32 {

@@ -134,6 +134,7 @@ export class FakeHost {
     this._version = 0;
     this._rv = 0;
     this._uid = 0;
+    this._batch = null; // {items, results, cur} during batch()
     this._endCall();
   }
 
@@ -205,10 +206,29 @@ export class FakeHost {
   // or {code, message}. An upstream without one is ERR_DENIED.
   onHTTP(upstream, fn) { this._upstreams.set(upstream, fn); }
 
-  _deliver(type, flags, resource, obj, old) {
-    const m = metaOf(obj);
+  // Adds of objs handed in one ih_handle_batch call (ABI.md §5; the
+  // plugin re-exports the kit's ih_handle_batch): what it returned (how
+  // many it settled) and each settled event's {code, message}, in order.
+  // Each batch_select starts the event's call over, as the host does.
+  batch(resource, objs) {
     this._endCall();
-    this._header = header(type, flags, [resource, "", "v1", resource, obj.kind || "", m.namespace || "", m.name || "", m.uid || "", m.resourceVersion || ""]);
+    this._batch = { items: objs.map((obj) => this._event(1, 0, resource, obj, null)), results: [], cur: -1 };
+    const settled = this.exports.ih_handle_batch(objs.length);
+    const results = this._batch.results;
+    this._batch = null;
+    this._endCall();
+    return { settled, results };
+  }
+
+  _event(type, flags, resource, obj, old) {
+    const m = metaOf(obj);
+    return { header: header(type, flags, [resource, "", "v1", resource, obj.kind || "", m.namespace || "", m.name || "", m.uid || "", m.resourceVersion || ""]), obj, old };
+  }
+
+  _deliver(type, flags, resource, obj, old) {
+    this._endCall();
+    const e = this._event(type, flags, resource, obj, old);
+    this._header = e.header;
     this._obj = obj;
     this._old = old;
     const code = this.exports.ih_handle(this._header.length);
@@ -378,6 +398,28 @@ export class FakeHost {
         metric_set: metric("set"),
         metric_observe: metric("observe"),
         result_message: (p, n) => h._out(enc.encode(h._result), p, n),
+        batch_select(i) {
+          const b = h._batch;
+          if (!b) return ERR_NO_EVENT;
+          if (i !== b.results.length || i >= b.items.length) return ERR_INVALID;
+          if (b.cur !== i) {
+            h._endCall();
+            const e = b.items[i];
+            h._header = e.header;
+            h._obj = e.obj;
+            h._old = e.old;
+            b.cur = i;
+          }
+          return h._header.length;
+        },
+        batch_result(code) {
+          const b = h._batch;
+          if (!b || b.cur < 0) return ERR_NO_EVENT;
+          b.results.push({ code, message: h._error });
+          b.cur = -1;
+          h._endCall();
+          return 0;
+        },
         k8s_write(op, rp, rn, np, nn, mp, mn, sp, sn, bp, bn, up, un, vp, vn, flags) {
           h._result = "";
           const r = { op: OPS[op] || "", resource: t(rp, rn), namespace: t(np, nn), name: t(mp, mn), subresource: t(sp, sn),

@@ -3,7 +3,7 @@
 // failure is its ERROR with the kit's callError(), so the tests see what
 // the fake recorded, answered and how the kit reported it.
 import * as ih from "../assembly/index";
-export { informer_host_abi_v1, ih_handle, ih_init } from "../assembly/index";
+export { informer_host_abi_v1, ih_handle, ih_handle_batch, ih_init } from "../assembly/index";
 
 let key = "";
 const handled = ih.counter("handled_total", "Events handled.", ["name"]);

@@ -120,3 +120,15 @@ test("cache, state and metrics failures name the call", async (t) => {
     });
   }
 });
+
+test("batch", async () => {
+  const h = await host();
+  // http is answered RETRY (no upstream granted): that event alone; the
+  // others are settled OK, in order, the state counted across them.
+  const r = h.batch("configmaps", [cm("state"), cm("http"), cm("self"), cm("state")]);
+  assert.deepEqual(r, { settled: 4, results: [{ code: OK, message: "" },
+    { code: RETRY, message: 'http_request chat POST /crashloop: ERR_DENIED: upstream "chat" is not granted (fake: program it with onHTTP)' },
+    { code: OK, message: "" }, { code: OK, message: "" }] });
+  assert.equal(h.state("n"), "2");
+  assert.deepEqual(h.logs, ["INFO selfWrite=no"]);
+});

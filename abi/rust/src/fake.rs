@@ -107,6 +107,15 @@ mod imp {
         resource_version: u64,
         write_answer: Option<Fields>, // the object apply_write answered with
         denied: Vec<&'static str>,    // capabilities deny took away
+        batch: Option<Batch>,         // the ih_handle_batch call handle_batch makes
+    }
+
+    /// The events of one ih_handle_batch call and what the plugin settled.
+    #[derive(Default)]
+    struct Batch {
+        headers: Vec<Vec<u8>>,
+        results: Vec<(i32, String)>,
+        cur: Option<usize>,
     }
 
     thread_local!(static HOST: RefCell<Host> = RefCell::new(Host::default()));
@@ -125,6 +134,7 @@ mod imp {
             h.error.clear();
             h.handles.clear();
             h.result.clear();
+            h.batch = None;
             h.writes.clear();
             h.events.clear();
             h.http.clear();
@@ -422,6 +432,27 @@ mod imp {
         (code, error_message())
     }
 
+    /// Calls `f` as ih_handle_batch would (the plugin's `batch: f`), for
+    /// one event per `(event_type, flags, resource, namespace, name)` as
+    /// [`event`] takes them, sharing the fields and objects set up with
+    /// [`field`] and [`object`]: what the export returned (the events it
+    /// settled) and each settled event's code and set_error message, in
+    /// order. As the host does, each batch_select starts the event's call
+    /// over (its message, its cache handles).
+    pub fn handle_batch(f: fn(&Event) -> Result, events: &[(u8, u8, &str, &str, &str)]) -> (i32, Vec<(i32, String)>) {
+        let headers = events
+            .iter()
+            .map(|&(t, fl, res, ns, name)| Header::build(t, fl, [res, "", "v1", res, "", ns, name, "uid", "1"]))
+            .collect();
+        with(|h| h.batch = Some(Batch { headers, ..Batch::default() }));
+        let n = crate::export::handle_batch(events.len() as i32, f);
+        let b = with(|h| {
+            h.header = None;
+            h.batch.take().unwrap_or_default()
+        });
+        (n, b.results)
+    }
+
     pub fn logs() -> Vec<(i32, String)> {
         with(|h| h.logs.clone())
     }
@@ -505,6 +536,42 @@ mod imp {
         }
         pub unsafe fn config_read(p: *mut u8, n: i32) -> i32 {
             with(|h| out(&h.config, p, n))
+        }
+        pub unsafe fn batch_select(index: i32) -> i32 {
+            with(|h| {
+                let b = match &mut h.batch {
+                    Some(b) => b,
+                    None => return -6,
+                };
+                if index < 0 || index as usize != b.results.len() || index as usize >= b.headers.len() {
+                    return -5;
+                }
+                let i = index as usize;
+                let header = b.headers[i].clone();
+                if b.cur != Some(i) {
+                    b.cur = Some(i);
+                    h.error.clear();
+                    h.result.clear();
+                    h.handles.clear();
+                }
+                let len = header.len() as i32;
+                h.header = Some(header);
+                len
+            })
+        }
+        pub unsafe fn batch_result(code: i32) -> i32 {
+            with(|h| {
+                let error = h.error.clone();
+                match &mut h.batch {
+                    Some(b) if b.cur.is_some() => {
+                        b.results.push((code, error));
+                        b.cur = None;
+                        h.header = None;
+                        0
+                    }
+                    _ => -6,
+                }
+            })
         }
         pub unsafe fn set_error(p: *const u8, n: i32) -> i32 {
             let m = text(p, n);

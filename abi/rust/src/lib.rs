@@ -23,7 +23,7 @@
 //! ```
 //!
 //! The kit gives: the exports (marker, `_initialize`, `ih_handle`, and
-//! `ih_init`/`ih_synced`/`ih_shutdown` when named), the header parser,
+//! `ih_init`/`ih_synced`/`ih_shutdown`/`ih_handle_batch` when named), the header parser,
 //! object and field reads with the size protocol (section 7), logging,
 //! the capabilities of section 16 ([`cache`], [`state`], [`metrics`]),
 //! those of section 17 ([`writes`], [`events`], [`http`], each failure a
@@ -453,6 +453,27 @@ pub mod export {
         }
     }
 
+    /// ih_handle_batch (section 5): each of the count events the host
+    /// hands at once is made current with batch_select, handled by f
+    /// exactly as [`handle`] handles an event of ih_handle, and settled
+    /// with its own result (and message) through batch_result before the
+    /// next is selected; it returns how many were settled. A panic aborts
+    /// the instance in the event being handled: the host keeps the results
+    /// settled before it and fails that event alone (section 5, Failure).
+    pub fn handle_batch(count: i32, f: fn(&Event) -> Result) -> i32 {
+        for i in 0..count {
+            let len = unsafe { raw::batch_select(i) };
+            if len < 0 {
+                // Not the host's protocol: settle what was settled.
+                return i;
+            }
+            if unsafe { raw::batch_result(handle(len, f)) } != 0 {
+                return i;
+            }
+        }
+        count
+    }
+
     pub fn init(_len: i32, f: fn(&[u8]) -> std::result::Result<(), String>) -> i32 {
         forget_call_error();
         match f(&config()) {
@@ -475,8 +496,19 @@ pub mod export {
 /// Defines the plugin's exports: `plugin!(handle: f)` with `f: fn(&Event)
 /// -> Result`, and optionally `init: fn(&[u8]) -> Result<(), String>` (the
 /// configuration; an Err refuses it with that message), `synced:
-/// fn(&Header)` (the binding's initial list is handled, section 5) and
-/// `shutdown: fn()`. It also exports the ABI marker and `_initialize`.
+/// fn(&Header)` (the binding's initial list is handled, section 5),
+/// `shutdown: fn()` and `batch: f` (the optional `ih_handle_batch`
+/// export of ABI v1.4, f normally the same function as `handle`). It also
+/// exports the ABI marker and `_initialize`.
+///
+/// `batch` is opt-in, as C's `IH_HANDLE_BATCH`: when events wait, the
+/// host may then hand up to 64 in one call, and the kit calls f once per
+/// event, in order, each settled with its own result; but every event of
+/// a batch costs two host calls (batch_select, batch_result) where a
+/// Rust export call alone is cheap, so a plugin is usually faster without
+/// it (abi/RATIONALE.md, "Batches", has the figures). A plugin built
+/// without it does not import batch_select and batch_result, and loads on
+/// hosts older than v1.4.
 #[macro_export]
 macro_rules! plugin {
     (handle: $handle:expr $(, $key:ident: $f:expr)* $(,)?) => {
@@ -513,6 +545,12 @@ macro_rules! __plugin_export {
         #[no_mangle]
         pub extern "C" fn ih_shutdown() {
             ($f)()
+        }
+    };
+    (batch: $f:expr) => {
+        #[no_mangle]
+        pub extern "C" fn ih_handle_batch(count: i32) -> i32 {
+            $crate::export::handle_batch(count, $f)
         }
     };
 }

@@ -34,6 +34,10 @@ extern "C" {
     pub fn http_request(up: *const u8, up_len: i32, method: *const u8, method_len: i32, path: *const u8, path_len: i32,
         headers: *const u8, headers_len: i32, body: *const u8, body_len: i32) -> i32;
     pub fn http_response_read(part: i32, ptr: *mut u8, len: i32) -> i32;
+    // Since v1.4 (section 5, ih_handle_batch); imported only by a plugin
+    // that asks for the batch export, so others still load on older hosts.
+    pub fn batch_select(index: i32) -> i32;
+    pub fn batch_result(code: i32) -> i32;
 }
 
 #[cfg(not(target_arch = "wasm32"))]

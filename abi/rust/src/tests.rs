@@ -56,6 +56,39 @@ fn handle_through_the_kit() {
     assert_eq!(fake::handle(handler), (3, "ERR_NOT_FOUND".to_string()));
 }
 
+fn batch_handler(ev: &crate::Event) -> crate::Result {
+    crate::info!("{}", ev.name());
+    match ev.name() {
+        "bad" => Err(crate::Fail::error("no good")),
+        "later" => Err(crate::Fail::retry("not yet")),
+        // A cache handle is per event: the host drops it at the next one.
+        "cached" => match cache::get("pods", "shop", "web-0")? {
+            Some(o) if o.0 == 2 => Ok(()),
+            o => Err(crate::Fail::error(format!("handle {:?}, want 2", o))),
+        },
+        _ => Ok(()),
+    }
+}
+
+// ih_handle_batch calls the handler once per event, in order, and settles
+// each with its own result and message before the next (a RETRY or an
+// ERROR is that event's alone); it returns how many it settled.
+#[test]
+fn handle_batch_settles_each_event() {
+    fake::reset();
+    fake::cached("pods", "shop/web-0", &[]);
+    let ev = |name| (1u8, 0u8, "pods", "shop", name);
+    let (n, results) = fake::handle_batch(batch_handler, &[ev("a"), ev("cached"), ev("bad"), ev("cached"), ev("later"), ev("z")]);
+    assert_eq!(n, 6);
+    let want: Vec<(i32, String)> = vec![(0, "".into()), (0, "".into()), (3, "no good".into()), (0, "".into()), (1, "not yet".into()), (0, "".into())];
+    assert_eq!(results, want);
+    let names: Vec<String> = fake::logs().into_iter().map(|(_, m)| m).collect();
+    assert_eq!(names, ["a", "cached", "bad", "cached", "later", "z"]);
+    // Outside a batch the imports say there is none, as the host's do.
+    assert_eq!(unsafe { crate::raw::batch_select(0) }, crate::Error::NO_EVENT.0);
+    assert_eq!(unsafe { crate::raw::batch_result(0) }, crate::Error::NO_EVENT.0);
+}
+
 #[test]
 fn field_kinds() {
     fake::reset();

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -454,5 +455,110 @@ func checkKitCapabilitiesII(t *testing.T, w *kitWriter, ev *fakeEvents, hc *fake
 	}
 	if c := hc.calls[1]; c.Upstream != "nope" || c.Method != "GET" || c.Path != "/" {
 		t.Errorf("GET sent as %s %s %s", c.Upstream, c.Method, c.Path)
+	}
+}
+
+// imports lists a module's imported functions as module.name.
+func imports(m *Module) []string {
+	var out []string
+	for _, d := range m.c.cm.ImportedFunctions() {
+		mod, name, _ := d.Import()
+		out = append(out, mod+"."+name)
+	}
+	return out
+}
+
+// pluginLines are the msg values of the log lines, in order.
+func pluginLines(logs *logBuffer) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`msg="([^"]*)"`).FindAllStringSubmatch(logs.String(), -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// The Rust and AssemblyScript kits' optional ih_handle_batch export
+// (abi/rust/test/batch.rs, abi/assemblyscript/test/batch.ts, the same
+// plugin): the handler runs once per event of the batch, in order, each
+// reading its own object, and each event is settled with its own result
+// and message (an ERROR and a RETRY among OKs); a lone event still goes
+// through ih_handle; a panic or abort mid-batch fails the event being
+// handled and keeps the ones settled before it, as ABI.md §5 says. The
+// kits' examples, built without it, neither export it nor import
+// batch_select and batch_result, so they load on hosts before v1.4.
+func TestKitBatch(t *testing.T) {
+	for _, tc := range []struct{ name, rel, example, panicked string }{
+		{"rust", "kits/rs-batch-test.wasm", "plugins/pod-phase-rs.wasm", "panic: panicked at 'asked to panic in p1'"},
+		{"assemblyscript", "kits/as-batch-test.wasm", "plugins/pod-logger-as.wasm", "abort: asked to panic in p1 at test/batch.ts:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEngine(t, Options{})
+			m, err := e.Load(context.Background(), tc.name+".wasm", kitExample(t, tc.rel), Limits{CallTimeout: time.Minute, MemoryPages: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			logs := &logBuffer{}
+			i := instantiate(t, m, InstanceOptions{Logger: newLogger(logs)})
+			if !i.CanBatch() {
+				t.Fatalf("CanBatch is false: the kit's plugin does not export %s", abi.ExportHandleBatch)
+			}
+			items := []BatchItem{
+				{Env: addEvent(pod("ns", "a", "Running"))},
+				{Env: addEvent(pod("ns", "e1", "Pending"))},
+				{Env: updateEvent(pod("ns", "b", "Pending"), pod("ns", "b", "Failed"))},
+				{Env: addEvent(pod("ns", "r2", "Running"))},
+				{Env: deleteEvent(pod("ns", "c", "Succeeded"), false)},
+			}
+			res, err := i.HandleBatch(context.Background(), items, nil)
+			if err != nil {
+				t.Fatalf("HandleBatch: %v\n%s", err, logs)
+			}
+			want := []Result{{Code: CodeOK}, {Code: CodeError, Raw: 3, Message: "asked to fail e1"}, {Code: CodeOK},
+				{Code: CodeRetry, Raw: 1, Message: "not yet r2"}, {Code: CodeOK}}
+			if fmt.Sprint(res) != fmt.Sprint(want) {
+				t.Errorf("settled %+v, want %+v", res, want)
+			}
+			wantLines := []string{"a Running", "e1 Pending", "b Failed", "r2 Running", "c Succeeded"}
+			if got := pluginLines(logs); strings.Join(got, "|") != strings.Join(wantLines, "|") {
+				t.Errorf("the handler saw %q, want %q", got, wantLines)
+			}
+			// A lone event still goes through ih_handle.
+			if r, err := i.Handle(context.Background(), addEvent(pod("ns", "r3", "Running"))); err != nil || r.Code != CodeRetry || r.Message != "not yet r3" {
+				t.Errorf("ih_handle: %+v, %v", r, err)
+			}
+
+			// A panic (Rust) or abort (AssemblyScript) mid-batch.
+			logs = &logBuffer{}
+			i = instantiate(t, m, InstanceOptions{Logger: newLogger(logs)})
+			res, err = i.HandleBatch(context.Background(), batchOf("a", "p1", "c"), nil)
+			var f *Failure
+			if !errors.As(err, &f) || f.Kind != KindTrap || f.Phase != abi.ExportHandleBatch {
+				t.Fatalf("err = %v, want a trap in %s", err, abi.ExportHandleBatch)
+			}
+			if len(res) != 1 || res[0].Code != CodeOK {
+				t.Errorf("settled %+v, want a's OK before the trap", res)
+			}
+			if !strings.Contains(logs.String(), tc.panicked) {
+				t.Errorf("log lacks %q:\n%s", tc.panicked, logs)
+			}
+			if strings.Contains(logs.String(), `msg="c `) {
+				t.Errorf("the event after the trap was handled:\n%s", logs)
+			}
+
+			ex, err := e.Load(context.Background(), "example.wasm", kitExample(t, tc.example), Limits{CallTimeout: time.Minute, MemoryPages: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ex.Close(context.Background())
+			if _, ok := ex.c.cm.ExportedFunctions()[abi.ExportHandleBatch]; ok {
+				t.Errorf("%s exports %s without asking for it", tc.example, abi.ExportHandleBatch)
+			}
+			for _, imp := range imports(ex) {
+				if strings.HasSuffix(imp, "."+abi.ImportBatchSelect) || strings.HasSuffix(imp, "."+abi.ImportBatchResult) {
+					t.Errorf("%s imports %s without the batch export", tc.example, imp)
+				}
+			}
+		})
 	}
 }
