@@ -13,19 +13,20 @@
 #                      table goes to build/bench/BENCHMARKS.smoke.md and
 #                      means nothing.
 #
-# Both need the control plane (`make controlplane`), clang for wasm32-wasi
-# and wat2wasm (the benchmark plugins in bench/plugins are built on demand
-# into build/bench/plugins), and, for case 8, shell-operator (built once
+# Both need the control plane (`make controlplane`), clang for wasm32-wasi,
+# wat2wasm, Debian's rustc and the AssemblyScript kit's pinned asc (the
+# benchmark plugins in bench/plugins, noop-rs and noop-as among them, are
+# built on demand into build/bench/plugins), and, for case 8, shell-operator (built once
 # into the cache, below) with jq; case 9 the team-labeler example plugin
 # (mk/plugins.mk). No benchmark asserts a time.
 GO ?= go
 BENCH_FLAGS ?=
 
 .PHONY: bench bench-smoke
-bench: controlplane deps shell-operator $(PLUGINS_OUT)/team-labeler.wasm
+bench: controlplane deps shell-operator $(PLUGINS_OUT)/team-labeler.wasm abi/assemblyscript/node_modules/.kit-installed
 	SHELL_OPERATOR=$(SHELL_OPERATOR_BIN) $(GO) run ./bench/cmd/bench $(BENCH_FLAGS)
 
-bench-smoke: controlplane deps shell-operator $(PLUGINS_OUT)/team-labeler.wasm
+bench-smoke: controlplane deps shell-operator $(PLUGINS_OUT)/team-labeler.wasm abi/assemblyscript/node_modules/.kit-installed
 	SHELL_OPERATOR=$(SHELL_OPERATOR_BIN) $(GO) run ./bench/cmd/bench -smoke $(BENCH_FLAGS)
 
 # shell-operator, the peer of case 8, built once from the Go module proxy

@@ -96,7 +96,7 @@ func Root() (string, error) {
 // A Plugin is one of the benchmark plugins in bench/plugins.
 type Plugin struct {
 	Name string // file name without .wasm
-	Lang string // "go", "c" or "wat"
+	Lang string // "go", "c", "wat", "rust" or "as" (AssemblyScript)
 	Src  string // the package directory (go) or source file, relative to the root
 }
 
@@ -116,6 +116,12 @@ var Plugins = map[string]Plugin{
 	"noop-c": {"noop-c", "c", "bench/plugins/noop-c/noop.c"},
 	// C: noop-c with the optional ih_handle_batch export (ABI v1.4).
 	"noop-c-batch": {"noop-c-batch", "c", "bench/plugins/noop-c/batch.c"},
+	// Rust, through the abi/rust kit, with its optional ih_handle_batch
+	// export: the handler returns at once.
+	"noop-rs": {"noop-rs", "rust", "bench/plugins/noop-rs/noop.rs"},
+	// AssemblyScript, through the abi/assemblyscript kit, with its
+	// optional ih_handle_batch export: the handler returns at once.
+	"noop-as": {"noop-as", "as", "bench/plugins/noop-as/noop.ts"},
 	// WAT: returns at once.
 	"noop-wat": {"noop-wat", "wat", "bench/plugins/wat/noop.wat"},
 	// WAT: copies the whole object (object_read) into its memory.
@@ -132,7 +138,10 @@ var buildMu sync.Mutex
 // root, unless that file is newer than every source it depends on, and
 // returns its path. Go plugins need only the Go toolchain; C plugins
 // clang with a wasm32-wasi sysroot ($CLANG, $WASI_SYSROOT), WAT plugins
-// wat2wasm ($WAT2WASM), as `make plugins` does.
+// wat2wasm ($WAT2WASM), Rust plugins Debian's rustc with its wasm32-wasi
+// std ($RUSTC_WASM), AssemblyScript plugins the kit's pinned asc in
+// abi/assemblyscript/node_modules (npm ci there; make plugins does it),
+// with the flags mk/kits.mk uses.
 func Build(name string) (string, error) {
 	p, ok := Plugins[name]
 	if !ok {
@@ -152,6 +161,10 @@ func Build(name string) (string, error) {
 			filepath.Join(root, "bench", "plugins", "internal", "rec"), filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum"))
 	case "c":
 		deps = append(deps, filepath.Join(root, "abi", "include"))
+	case "rust":
+		deps = append(deps, filepath.Join(root, "abi", "rust", "src"))
+	case "as":
+		deps = append(deps, filepath.Join(root, "abi", "assemblyscript", "assembly"))
 	}
 	if fresh(out, deps) {
 		return out, nil
@@ -163,20 +176,43 @@ func Build(name string) (string, error) {
 	// packages may build the same plugin at once.
 	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
 	defer os.Remove(tmp)
-	var cmd *exec.Cmd
+	var cmds []*exec.Cmd
 	switch p.Lang {
 	case "go":
-		cmd = exec.Command(envOr("GO", "go"), "build", "-buildmode=c-shared", "-trimpath", "-o", tmp, "./"+p.Src)
+		cmd := exec.Command(envOr("GO", "go"), "build", "-buildmode=c-shared", "-trimpath", "-o", tmp, "./"+p.Src)
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		cmds = append(cmds, cmd)
 	case "c":
-		cmd = exec.Command(envOr("CLANG", "clang"), "--target=wasm32-wasi", "--sysroot="+envOr("WASI_SYSROOT", "/usr"),
-			"-mexec-model=reactor", "-Iabi/include", "-O2", "-Wl,--strip-debug", "-o", tmp, p.Src)
+		cmds = append(cmds, exec.Command(envOr("CLANG", "clang"), "--target=wasm32-wasi", "--sysroot="+envOr("WASI_SYSROOT", "/usr"),
+			"-mexec-model=reactor", "-Iabi/include", "-O2", "-Wl,--strip-debug", "-o", tmp, p.Src))
 	case "wat":
-		cmd = exec.Command(envOr("WAT2WASM", "wat2wasm"), "-o", tmp, p.Src)
+		cmds = append(cmds, exec.Command(envOr("WAT2WASM", "wat2wasm"), "-o", tmp, p.Src))
+	case "rust":
+		// The kit as an rlib of its own (a plugin links it with --extern;
+		// rustc wants it named lib*.rlib), in a directory of this build's
+		// own for the same reason as tmp.
+		dir, err := os.MkdirTemp(filepath.Dir(out), name+".rlib.")
+		if err != nil {
+			return "", err
+		}
+		defer os.RemoveAll(dir)
+		rustc, rlib := envOr("RUSTC_WASM", "/usr/bin/rustc"), filepath.Join(dir, "libinformer_host.rlib")
+		flags := []string{"--edition", "2021", "-O", "-C", "strip=debuginfo", "--target", "wasm32-wasi"}
+		cmds = append(cmds,
+			exec.Command(rustc, append(flags, "--crate-type", "rlib", "--crate-name", "informer_host", "-o", rlib, "abi/rust/src/lib.rs")...),
+			exec.Command(rustc, append(flags, "--crate-type", "cdylib", "--extern", "informer_host="+rlib, "-o", tmp, p.Src)...))
+	case "as":
+		asc := filepath.Join(root, "abi", "assemblyscript", "node_modules", ".bin", "asc")
+		if _, err := os.Stat(asc); err != nil {
+			return "", fmt.Errorf("benchenv: build %s: no AssemblyScript compiler (run `make plugins`, which runs npm ci in abi/assemblyscript): %w", name, err)
+		}
+		cmds = append(cmds, exec.Command(asc, p.Src, "-o", tmp, "-O", "--debug", "--use", "abort=abi/assemblyscript/assembly/index/abort"))
 	}
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("benchenv: build %s: %v\n%s", name, err, b)
+	for _, cmd := range cmds {
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("benchenv: build %s: %v\n%s", name, err, b)
+		}
 	}
 	if err := os.Rename(tmp, out); err != nil {
 		return "", err

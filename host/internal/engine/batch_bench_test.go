@@ -15,12 +15,15 @@ import (
 // that many events per ih_handle_batch call. The plugins' handlers return
 // at once, so the figure is the call and the ABI's per-event work: noop-go
 // through the Go kit (which calls its handler once per event either way),
-// noop-c-batch (noop-c with informer_host.h's IH_HANDLE_BATCH). ns/op is
-// per event.
+// noop-c-batch (noop-c with informer_host.h's IH_HANDLE_BATCH), noop-rs
+// and noop-as (the Rust and AssemblyScript kits with their opt-in batch
+// export; both kits, like Go's, read and parse each event's header).
+// ns/op is per event, and so is cpu-ns/op, the process's CPU time (less
+// moved by other load on the machine than the wall clock).
 func BenchmarkBatch(b *testing.B) {
 	obj := benchenv.Objects[0]
 	o := obj.New()
-	for _, plugin := range []string{"noop-go", "noop-c-batch"} {
+	for _, plugin := range []string{"noop-go", "noop-c-batch", "noop-rs", "noop-as"} {
 		for _, size := range []int{1, 8, 64} {
 			b.Run(fmt.Sprintf("%s/batch=%d", plugin, size), func(b *testing.B) {
 				i, err := guestModule(b, plugin, "on").Instantiate(context.Background(), InstanceOptions{})
@@ -30,6 +33,8 @@ func BenchmarkBatch(b *testing.B) {
 				defer i.Close(context.Background())
 				env := guestEnvelope(b, o, obj.Ref)
 				ctx := context.Background()
+				cpu0 := processCPU()
+				defer func() { b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op") }()
 				if size == 1 {
 					runHandle(b, i, env)
 					return
