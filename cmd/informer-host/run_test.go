@@ -31,3 +31,20 @@ func TestStartCPUProfileNamesAnUnwritableFile(t *testing.T) {
 		t.Fatal("no error for a file in a directory that does not exist")
 	}
 }
+
+func TestWriteAllocProfileWritesAProfile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "allocs.pprof")
+	if err := writeAllocProfile(file); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+		t.Fatalf("%s is not a gzipped profile: % x", file, b[:min(len(b), 8)])
+	}
+	if err := writeAllocProfile(filepath.Join(t.TempDir(), "missing", "allocs.pprof")); err == nil {
+		t.Fatal("no error for a file in a directory that does not exist")
+	}
+}
