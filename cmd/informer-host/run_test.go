@@ -16,6 +16,12 @@ func TestStartCPUProfileWritesAProfile(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	checkProfile(t, file)
+}
+
+// checkProfile fails t unless file looks like a pprof profile.
+func checkProfile(t *testing.T, file string) {
+	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -37,13 +43,7 @@ func TestWriteAllocProfileWritesAProfile(t *testing.T) {
 	if err := writeAllocProfile(file); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
-		t.Fatalf("%s is not a gzipped profile: % x", file, b[:min(len(b), 8)])
-	}
+	checkProfile(t, file)
 	if err := writeAllocProfile(filepath.Join(t.TempDir(), "missing", "allocs.pprof")); err == nil {
 		t.Fatal("no error for a file in a directory that does not exist")
 	}
