@@ -158,8 +158,7 @@ func New(opts Options) (*Pipeline, error) {
 		if opts.RESTConfig == nil {
 			return nil, errors.New("informer: Options needs RESTConfig, or both Dynamic and Discovery")
 		}
-		cfg := rest.CopyConfig(opts.RESTConfig)
-		p.api.instrument(cfg)
+		cfg := p.api.restConfig(opts.RESTConfig)
 		if p.dynamic == nil {
 			d, err := dynamic.NewForConfig(cfg)
 			if err != nil {
@@ -544,4 +543,24 @@ func (p *Pipeline) attachLocked(reg *Registration, st *resourceState) error {
 		reg.attached = append(reg.attached, attachment{w: w, h: handle})
 	}
 	return nil
+}
+
+// restConfig is the configuration of the pipeline's own clients (its
+// informers' lists and watches, discovery): c's, instrumented by h.
+func (h *apiHealth) restConfig(c *rest.Config) *rest.Config {
+	cfg := rest.CopyConfig(c)
+	h.instrument(cfg)
+	// No gzip on the informers' responses. The apiserver compresses a
+	// watch-list stream (the reflector's default since client-go 1.35;
+	// WatchListCompression, on by default since 1.37) flush by flush, that is event by event, for the stream's whole
+	// life: each event arrives as a gzip member of its own, and the
+	// client pays a gzip header and a fresh inflate state per event.
+	// With 1 KiB ConfigMaps that was 0.45 s of the daemon's 7 s of CPU
+	// over 15,000 events (6%, bench/NOTES.md, case 3), and whether a
+	// process got it at all depended on whether its first watch was a
+	// watch-list, which is why CPU per event moved between runs. The
+	// events are small and the apiserver usually near; the bytes saved
+	// cost the apiserver the deflate of every event as well.
+	cfg.DisableCompression = true
+	return cfg
 }

@@ -58,6 +58,7 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 	fs.StringVar(&o.ServerTLSCert, "server-tls-cert", "", "serve HTTPS with this certificate (PEM; read again when it changes); needs --server-tls-key")
 	fs.StringVar(&o.ServerTLSKey, "server-tls-key", "", "the key of --server-tls-cert (PEM)")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the daemon's whole run to this file (pprof format; for benchmarks and bug reports)")
+	allocProfile := fs.String("alloc-profile", "", "write the heap allocations of the daemon's whole run (sampled, pprof format) to this file when it stops")
 	var apiClient apiClientOptions
 	apiClient.register(fs)
 	var lo logOptions
@@ -103,11 +104,33 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 			}
 		}()
 	}
+	if *allocProfile != "" {
+		defer func() {
+			if err := writeAllocProfile(*allocProfile); err != nil {
+				log.Error("writing the allocation profile", "file", *allocProfile, "err", err)
+			}
+		}()
+	}
 	if err := daemon.Run(ctx, o); err != nil {
 		log.Error("informer-host stopped", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// writeAllocProfile writes the allocations since the process started
+// (runtime.MemProfileRate's sampling): with the CPU profile, where a
+// benchmark's garbage comes from.
+func writeAllocProfile(file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // startCPUProfile profiles the process into file until stop is called.

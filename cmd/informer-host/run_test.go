@@ -16,6 +16,12 @@ func TestStartCPUProfileWritesAProfile(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	checkProfile(t, file)
+}
+
+// checkProfile fails t unless file looks like a pprof profile.
+func checkProfile(t *testing.T, file string) {
+	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -28,6 +34,17 @@ func TestStartCPUProfileWritesAProfile(t *testing.T) {
 
 func TestStartCPUProfileNamesAnUnwritableFile(t *testing.T) {
 	if _, err := startCPUProfile(filepath.Join(t.TempDir(), "missing", "cpu.pprof")); err == nil {
+		t.Fatal("no error for a file in a directory that does not exist")
+	}
+}
+
+func TestWriteAllocProfileWritesAProfile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "allocs.pprof")
+	if err := writeAllocProfile(file); err != nil {
+		t.Fatal(err)
+	}
+	checkProfile(t, file)
+	if err := writeAllocProfile(filepath.Join(t.TempDir(), "missing", "allocs.pprof")); err == nil {
 		t.Fatal("no error for a file in a directory that does not exist")
 	}
 }

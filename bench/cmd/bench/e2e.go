@@ -42,9 +42,10 @@ type e2e struct {
 	kubeconfig string
 	client     kubernetes.Interface
 	daemonBin  string
-	self       string // this program, for the native child
-	cacheDir   string // the daemon's compilation cache, kept for the whole run
-	profileDir string // if set, each daemon writes its CPU profile here (-profile)
+	self       string   // this program, for the native child
+	cacheDir   string   // the daemon's compilation cache, kept for the whole run
+	profileDir string   // if set, each daemon writes its CPU profile here (-profile)
+	daemonEnv  []string // more environment of each daemon, K=V (-set daemonEnv=)
 	nsSeq      int
 	logf       func(format string, args ...any)
 }
@@ -251,9 +252,13 @@ func (h *e2e) startDaemon(name, dir string, cfg func(dir, addr string) string) (
 	if h.profileDir != "" {
 		// A name is reused across a case's runs; the last run's profile
 		// is the one kept.
-		args = append(args, "--cpu-profile", filepath.Join(h.profileDir, name+".pprof"))
+		args = append(args, "--cpu-profile", filepath.Join(h.profileDir, name+".pprof"),
+			"--alloc-profile", filepath.Join(h.profileDir, name+".allocs.pprof"))
 	}
 	d.cmd = exec.Command(h.daemonBin, args...)
+	if len(h.daemonEnv) > 0 {
+		d.cmd.Env = append(os.Environ(), h.daemonEnv...)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = d.logFile, d.logFile
 	d.started = time.Now()
 	if err := d.cmd.Start(); err != nil {

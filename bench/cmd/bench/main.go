@@ -165,6 +165,7 @@ func run(args []string) int {
 			return finish(res, *out, *smoke, root)
 		}
 		defer h.close()
+		h.daemonEnv = strings.Fields(p["daemonEnv"].(string))
 		if *profile != "" {
 			if h.profileDir, err = filepath.Abs(*profile); err == nil {
 				err = os.MkdirAll(h.profileDir, 0o755)
@@ -243,6 +244,7 @@ func params(smoke bool) map[string]any {
 			"failoverRuns": 1, "failoverPlugins": 2,
 			"peersN": 30, "peersRuns": 1, "peersPlugins": 2, "peersSides": peerSides, "peersSlowRuns": 1,
 			"restartObjects": 100, "convergeN": 20, "convergeRuns": 1, "convergeQPS": 50, "convergeBurst": 100,
+			"daemonEnv": "",
 		}
 	}
 	return map[string]any{
@@ -254,6 +256,10 @@ func params(smoke bool) map[string]any {
 		"failoverRuns": 3, "failoverPlugins": 10,
 		"peersN": 5000, "peersRuns": 3, "peersPlugins": 10, "peersSides": peerSides, "peersSlowRuns": 1,
 		"restartObjects": 2000, "convergeN": 1000, "convergeRuns": 3, "convergeQPS": 50, "convergeBurst": 100,
+		// More environment of every daemon the harness starts, space
+		// separated (GOGC=200 GODEBUG=gctrace=1): a runtime setting tried
+		// on the daemon alone, the native baseline keeping the defaults.
+		"daemonEnv": "",
 	}
 }
 

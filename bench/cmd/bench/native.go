@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ import (
 //	(it prints)  ready            the informer has synced
 //	count        count N          events handled so far
 //	dump PATH    dumped           records written to PATH, one per line
+//	gc           gc C P A M       GC cycles, pause ns, bytes and objects allocated so far
 //	exit                          it exits (so does EOF on stdin)
 func nativeMain(args []string) int {
 	fs := flag.NewFlagSet("native", flag.ContinueOnError)
@@ -43,6 +45,7 @@ func nativeMain(args []string) int {
 	fields := fs.String("fields", "metadata.labels.app,data.seq", "the two fields record mode reads (dotted, no brackets)")
 	handlers := fs.Int("handlers", 1, "handlers to register (record mode: the first records, the others only read the two fields)")
 	strip := fs.Bool("strip-managed-fields", false, "drop metadata.managedFields before objects enter the cache, as the daemon does by default")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (the daemon's --cpu-profile, for the same comparison)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -55,6 +58,22 @@ func nativeMain(args []string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "native: -cpuprofile:", err)
+			return 1
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "native: -cpuprofile:", err)
+			}
+		}()
 	}
 	paths := splitPaths(*fields)
 	var (
@@ -169,6 +188,8 @@ func nativeMain(args []string) int {
 				return 1
 			}
 			fmt.Println("dumped")
+		case "gc":
+			fmt.Println(ownGCStats().line())
 		case "exit":
 			return 0
 		}

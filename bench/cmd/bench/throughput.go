@@ -41,6 +41,14 @@ type throughputRun struct {
 	RSS      float64 `json:"rssMiB,omitempty"`             // peak resident set of the side's processes during the workload (sampled)
 	CPUChild float64 `json:"cpuChildMsPerEvent,omitempty"` // of CPU, the part of the side's child processes (hooks)
 	Watches  int     `json:"watches,omitempty"`            // ConfigMap watches the side holds open on the apiserver
+	// The side's Go garbage collector over the workload, per 1000 events
+	// (cycles, stop-the-world pause) and per event (heap bytes and
+	// objects allocated): why CPU per event and p99 move between runs,
+	// in figures the machine's load does not change. Zero for the peers.
+	GCCycles   float64 `json:"gcCyclesPer1kEvents,omitempty"`
+	GCPauseMs  float64 `json:"gcPauseMsPer1kEvents,omitempty"`
+	AllocBytes float64 `json:"allocBytesPerEvent,omitempty"`
+	AllocObjs  float64 `json:"allocObjectsPerEvent,omitempty"`
 }
 
 var phases = []string{"create", "update", "delete"}
@@ -64,6 +72,8 @@ func (h *e2e) throughput(n, runs, plugins int) ([]throughputRun, error) {
 			h.logf("case 3: %s: %.0f/%.0f/%.0f events/s, p50 %.1f ms, p99 %.1f ms (%.1f/%.1f/%.1f by phase), %.3f ms CPU/event",
 				side, res.Rate["create"], res.Rate["update"], res.Rate["delete"], res.P50, res.P99,
 				res.P99Phase["create"], res.P99Phase["update"], res.P99Phase["delete"], res.CPU)
+			h.logf("case 3: %s: per 1000 events %.2f GC cycles, %.2f ms GC pause; per event %.0f B, %.1f objects allocated",
+				side, res.GCCycles, res.GCPauseMs, res.AllocBytes, res.AllocObjs)
 			out = append(out, res)
 		}
 	}
@@ -81,6 +91,8 @@ type sideUnderTest struct {
 	// usage is the CPU the side has used, its children's included (and
 	// that part apart), and its resident set now; nil: pid's own.
 	usage func() (cpu, children time.Duration, rss int64, err error)
+	// gc reads the side's GC statistics (gcStats); nil for the peers.
+	gc func() (gcStats, error)
 }
 
 func (h *e2e) throughputRun(side string, n, plugins, run int) (throughputRun, error) {
@@ -119,7 +131,7 @@ func (h *e2e) throughputSide(side, ns string, plugins, run int) (sideUnderTest, 
 			_ = d.stop()
 			return s, err
 		}
-		s = sideUnderTest{pid: d.cmd.Process.Pid, handlers: plugins,
+		s = sideUnderTest{pid: d.cmd.Process.Pid, handlers: plugins, gc: d.gcStats,
 			wait: func(k uint64) error { return d.waitDelivered(names, k, 10*time.Minute) },
 			records: func() ([]record, error) {
 				if err := d.stop(); err != nil {
@@ -144,11 +156,15 @@ func (h *e2e) throughputSide(side, ns string, plugins, run int) (sideUnderTest, 
 		if side == "native-n" {
 			handlers = plugins
 		}
-		c, err := h.startNative(ns, "record", handlers)
+		var flags []string
+		if h.profileDir != "" {
+			flags = append(flags, "-cpuprofile", filepath.Join(h.profileDir, fmt.Sprintf("tput-%s-%d.pprof", side, run)))
+		}
+		c, err := h.startNative(ns, "record", handlers, flags...)
 		if err != nil {
 			return s, err
 		}
-		s = sideUnderTest{pid: c.cmd.Process.Pid, handlers: 1,
+		s = sideUnderTest{pid: c.cmd.Process.Pid, handlers: 1, gc: c.gcStats,
 			wait: func(k uint64) error { return c.waitCount(k, 10*time.Minute) },
 			records: func() ([]record, error) {
 				return c.records(filepath.Join(h.work, fmt.Sprintf("native-records-%d.txt", run)))
@@ -175,6 +191,12 @@ func (h *e2e) drive(side, ns string, n int, s sideUnderTest, watches0 int) (thro
 	cpu0, child0, _, err := s.usage()
 	if err != nil {
 		return res, err
+	}
+	var gc0 gcStats
+	if s.gc != nil {
+		if gc0, err = s.gc(); err != nil {
+			return res, err
+		}
 	}
 	peak := sampleRSS(s.usage)
 	var sent sentTimes
@@ -207,6 +229,15 @@ func (h *e2e) drive(side, ns string, n int, s sideUnderTest, watches0 int) (thro
 		if err := s.wait(uint64((k + 1) * n)); err != nil {
 			return res, fmt.Errorf("%s: %w", phase, err)
 		}
+	}
+	if s.gc != nil {
+		gc1, err := s.gc()
+		if err != nil {
+			return res, err
+		}
+		d, events := gc1.sub(gc0), float64(3*n)
+		res.GCCycles, res.GCPauseMs = d.Cycles/events*1000, d.PauseNs/1e6/events*1000
+		res.AllocBytes, res.AllocObjs = d.Alloc/events, d.Mallocs/events
 	}
 	cpu1, child1, _, err := s.usage()
 	res.RSS = float64(peak()) / (1 << 20)
