@@ -22,6 +22,7 @@ import (
 
 	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/dynjson"
 )
 
 // Options configures a Pipeline.
@@ -161,7 +162,7 @@ func New(opts Options) (*Pipeline, error) {
 		cfg := rest.CopyConfig(opts.RESTConfig)
 		p.api.instrument(cfg)
 		if p.dynamic == nil {
-			d, err := dynamic.NewForConfig(cfg)
+			d, err := dynjson.NewForConfig(cfg)
 			if err != nil {
 				return nil, fmt.Errorf("informer: dynamic client: %w", err)
 			}
