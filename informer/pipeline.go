@@ -22,6 +22,7 @@ import (
 
 	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/dynjson"
 )
 
 // Options configures a Pipeline.
@@ -160,7 +161,7 @@ func New(opts Options) (*Pipeline, error) {
 		}
 		cfg := p.api.restConfig(opts.RESTConfig)
 		if p.dynamic == nil {
-			d, err := dynamic.NewForConfig(cfg)
+			d, err := dynjson.NewForConfig(cfg)
 			if err != nil {
 				return nil, fmt.Errorf("informer: dynamic client: %w", err)
 			}

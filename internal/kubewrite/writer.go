@@ -21,6 +21,7 @@ import (
 
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/dynjson"
 )
 
 // Options configure a Client.
@@ -106,7 +107,7 @@ func (c *Client) For(o PluginOptions) (*Writer, error) {
 	}
 	budget := NewBudget(qps, burst)
 	cfg.RateLimiter, cfg.QPS, cfg.Burst = budget, float32(qps), burst
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := dynjson.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: writes client: %w", o.Plugin, err)
 	}

@@ -181,7 +181,7 @@ func (h *e2e) convergeRun(side string, n, run int, wasm []byte, qps float64, bur
 			}
 		}
 	case "native", "native-restart":
-		c, err := h.startNativeLabeler(ns, qps, burst)
+		c, err := h.startNativeLabeler(ns, fmt.Sprintf("converge-%s-%d", side, run), qps, burst)
 		if err != nil {
 			return res, err
 		}
@@ -198,7 +198,7 @@ func (h *e2e) convergeRun(side string, n, run int, wasm []byte, qps float64, bur
 				}
 				extraCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 				extraPeak = ru.Maxrss * 1024
-				c2, err := h.startNativeLabeler(ns, qps, burst)
+				c2, err := h.startNativeLabeler(ns, fmt.Sprintf("converge-%s-%d-second", side, run), qps, burst)
 				if err != nil {
 					return err
 				}
@@ -303,10 +303,16 @@ type labeller struct {
 	exited chan struct{}
 }
 
-func (h *e2e) startNativeLabeler(ns string, qps float64, burst int) (*labeller, error) {
+// With -profile, it writes its CPU profile to the directory as
+// NAME.pprof, as the daemons do.
+func (h *e2e) startNativeLabeler(ns, name string, qps float64, burst int) (*labeller, error) {
 	c := &labeller{exited: make(chan struct{})}
-	c.cmd = exec.Command(h.self, "native-labeler", "-kubeconfig", h.kubeconfig, "-namespace", ns,
-		"-qps", strconv.FormatFloat(qps, 'g', -1, 64), "-burst", strconv.Itoa(burst))
+	args := []string{"native-labeler", "-kubeconfig", h.kubeconfig, "-namespace", ns,
+		"-qps", strconv.FormatFloat(qps, 'g', -1, 64), "-burst", strconv.Itoa(burst)}
+	if h.profileDir != "" {
+		args = append(args, "-cpuprofile", filepath.Join(h.profileDir, name+".pprof"))
+	}
+	c.cmd = exec.Command(h.self, args...)
 	c.cmd.Stderr = &c.stderr
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
