@@ -218,7 +218,13 @@ func (r *results) buildRows() {
 
 	// Capabilities, each next to what a native controller pays
 	// for the same, measured in the same run.
-	if noop, ok := ns("BenchmarkCacheRead/noop", "ns/op"); ok {
+	// CPU per call where both sides report it (the wall time of a read on
+	// a loaded machine is mostly the wait for a core); wall in older runs.
+	cacheMetric, cacheUnit := "cpu-ns/op", "CPU"
+	if _, ok := ns("BenchmarkCacheRead/lister-list", cacheMetric); !ok {
+		cacheMetric, cacheUnit = "ns/op", "wall"
+	}
+	if noop, ok := ns("BenchmarkCacheRead/noop", cacheMetric); ok {
 		for _, c := range []struct {
 			sub, what, native, nativeWhat, target string
 			limit                                 float64
@@ -230,10 +236,10 @@ func (r *results) buildRows() {
 			{"list-100-changed", "cache_list of 100 keys (one page), the caches changed since the last read (listed afresh), per call (over a no-op call)", "lister-list",
 				"client-go Lister List of the namespace (100) + their keys", "≤ 10 µs over a no-op call", 10_000},
 		} {
-			v, ok1 := ns("BenchmarkCacheRead/"+c.sub, "ns/op")
-			n, ok2 := ns("BenchmarkCacheRead/"+c.native, "ns/op")
+			v, ok1 := ns("BenchmarkCacheRead/"+c.sub, cacheMetric)
+			n, ok2 := ns("BenchmarkCacheRead/"+c.native, cacheMetric)
 			if ok1 && ok2 {
-				r.add(row{"cache", c.what, fmt.Sprintf("%s (%s)", fmtNs(v), fmtNs(v-noop)), c.nativeWhat + ": " + fmtNs(n),
+				r.add(row{"cache", strings.Replace(c.what, "per call", cacheUnit+" per call", 1), fmt.Sprintf("%s (%s)", fmtNs(v), fmtNs(v-noop)), c.nativeWhat + ": " + fmtNs(n),
 					ratio(v-noop, n), c.target, yes(v-noop <= c.limit)})
 			}
 		}
