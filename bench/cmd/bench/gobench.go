@@ -22,8 +22,8 @@ type goBench struct {
 // invocation, one after the other.
 var goBenches = []goBench{
 	{"./internal/filter", "^BenchmarkDecide$"},
-	{"./host/internal/engine", "^Benchmark(Guest|Batch|Encode|State|MetricAdd|InstanceMemory)$"},
-	{"./host", "^Benchmark(Dispatch|Fanout|CacheRead|Write|HTTPUpstream)$"},
+	{"./host/internal/engine", "^Benchmark(Guest|Batch|Encode|State|MetricAdd|InstanceMemory|LoadWarm|LoadCold)$"},
+	{"./host", "^Benchmark(Dispatch|Fanout|CacheRead|Write|HTTPUpstream|View)$"},
 }
 
 // benchResults maps a benchmark name (without the -GOMAXPROCS suffix) to

@@ -125,11 +125,18 @@ func run(args []string) int {
 		return 2
 	}
 	res := &results{Params: p, Began: time.Now(), Machine: machine(), Go: benchResults{}}
+	// The machine's load through the run, for the report's header.
+	load := startLoadSampler(10 * time.Second)
+	done := func() int {
+		res.Load = load.stop()
+		return finish(res, *out, *smoke, root)
+	}
 	fail := func(err error) {
 		logf("ERROR: %v", err)
 		res.Errors = append(res.Errors, err.Error())
 	}
 
+	load.phase("build")
 	logf("building the benchmark plugins")
 	for name := range benchenv.Plugins {
 		if name == "k8sapi" && !p["k8sapi"].(bool) {
@@ -137,11 +144,12 @@ func run(args []string) int {
 		}
 		if _, err := benchenv.Build(name); err != nil {
 			fail(err)
-			return finish(res, *out, *smoke, root)
+			return done()
 		}
 	}
 
 	if !skipped["go"] {
+		load.phase("go")
 		logf("Go benchmarks (go test -bench, -benchtime %v, -count %v)", p["benchtime"], p["count"])
 		f, err := os.Create(filepath.Join(work, "gobench.txt"))
 		if err != nil {
@@ -159,10 +167,11 @@ func run(args []string) int {
 	}
 
 	if !(skipped["3"] && skipped["4"] && skipped["4p"] && skipped["5"] && skipped["5i"] && skipped["6"] && skipped["6r"] && skipped["7"] && skipped["8"] && skipped["9"]) {
+		load.phase("e2e setup")
 		h, err := newE2E(root, work, *smoke, *daemonBin, nil, logf)
 		if err != nil {
 			fail(err)
-			return finish(res, *out, *smoke, root)
+			return done()
 		}
 		defer h.close()
 		h.daemonEnv = strings.Fields(p["daemonEnv"].(string))
@@ -172,30 +181,35 @@ func run(args []string) int {
 			}
 			if err != nil {
 				fail(err)
-				return finish(res, *out, *smoke, root)
+				return done()
 			}
 		}
 		if !skipped["3"] {
+			load.phase("3")
 			if res.Throughput, err = h.throughput(p["throughputN"].(int), p["throughputRuns"].(int), p["throughputPlugins"].(int)); err != nil {
 				fail(fmt.Errorf("case 3: %w", err))
 			}
 		}
 		if !skipped["8"] {
+			load.phase("8")
 			if res.Peers, err = h.peers(p["peersN"].(int), p["peersRuns"].(int), p["peersPlugins"].(int), p["peersSides"].(string), p["peersSlowRuns"].(int)); err != nil {
 				fail(fmt.Errorf("case 8: %w", err))
 			}
 		}
 		if !skipped["6"] {
+			load.phase("6")
 			if res.Isolation, err = h.isolation(p["isolationRuns"].(int), p["isolationFor"].(time.Duration)); err != nil {
 				fail(fmt.Errorf("case 6: %w", err))
 			}
 		}
 		if !skipped["6r"] {
+			load.phase("6r")
 			if res.Restart, err = h.restartIsolation(p["isolationRuns"].(int), p["isolationFor"].(time.Duration), p["restartObjects"].(int)); err != nil {
 				fail(fmt.Errorf("case 6r: %w", err))
 			}
 		}
 		if !skipped["4"] {
+			load.phase("4")
 			if res.Reload, res.ReloadControl, err = h.reload(p["reloadRuns"].(int), p["k8sapi"].(bool), p["reloadControl"].(time.Duration)); err != nil {
 				fail(fmt.Errorf("case 4 (reload): %w", err))
 			}
@@ -204,32 +218,37 @@ func run(args []string) int {
 			}
 		}
 		if !skipped["4p"] {
+			load.phase("4p")
 			if res.Pull, err = h.pull(p["pullRuns"].(int), p["k8sapi"].(bool)); err != nil {
 				fail(fmt.Errorf("case 4p (pull): %w", err))
 			}
 		}
 		if !skipped["7"] {
+			load.phase("7")
 			if res.Failover, err = h.failover(p["failoverRuns"].(int), p["failoverPlugins"].(int)); err != nil {
 				fail(fmt.Errorf("case 7: %w", err))
 			}
 		}
 		if !skipped["9"] {
+			load.phase("9")
 			if res.Converge, err = h.converge(p["convergeN"].(int), p["convergeRuns"].(int), float64(p["convergeQPS"].(int)), p["convergeBurst"].(int)); err != nil {
 				fail(fmt.Errorf("case 9: %w", err))
 			}
 		}
 		if !skipped["5i"] {
+			load.phase("5i")
 			if res.Idle, err = h.idle(p["memoryRuns"].(int), p["memorySettle"].(time.Duration)); err != nil {
 				fail(fmt.Errorf("case 5i: %w", err))
 			}
 		}
 		if !skipped["5"] {
+			load.phase("5")
 			if res.Memory, err = h.memory(p["memoryN"].(int), p["memoryRuns"].(int), p["memorySettle"].(time.Duration), p["memoryPlugins"].(int)); err != nil {
 				fail(fmt.Errorf("case 5: %w", err))
 			}
 		}
 	}
-	return finish(res, *out, *smoke, root)
+	return done()
 }
 
 // params are the sizes of a full run and of a smoke run.
@@ -312,6 +331,7 @@ func finish(res *results, out string, smoke bool, root string) int {
 func writeReport(res *results, out string, smoke bool, root string) int {
 	res.buildRows()
 	table := res.table()
+	fmt.Println("machine load:", loadSummary(res.Load))
 	fmt.Println(table)
 	var doc strings.Builder
 	cmd := "make bench"
@@ -323,6 +343,7 @@ func writeReport(res *results, out string, smoke bool, root string) int {
 		doc.WriteString("**Smoke run: every benchmark once, with tiny sizes. The figures mean nothing.**\n\n")
 	}
 	fmt.Fprintf(&doc, "- Machine: %s\n", res.Machine)
+	fmt.Fprintf(&doc, "- Machine load: %s\n", loadSummary(res.Load))
 	fmt.Fprintf(&doc, "- Date: %s (took %s)\n", res.Began.UTC().Format("2006-01-02 15:04 MST"), res.Took.Round(time.Second))
 	fmt.Fprintf(&doc, "- Command: `%s` (`go run ./bench/cmd/bench`); raw figures in build/bench/ (results.json, work/gobench.txt)\n", cmd)
 	fmt.Fprintf(&doc, "- In-process figures are medians of %v `go test -bench` runs (-benchtime %v); end-to-end figures medians of %v runs per side, the sides alternating. Ratios are informer-host over the baseline of the same run.\n",

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -24,6 +25,7 @@ type results struct {
 	Failover      []failoverRun   `json:"failover"`
 	Peers         []throughputRun `json:"peers"`
 	Converge      []convergeRun   `json:"converge"`
+	Load          []loadSample    `json:"load,omitempty"`
 	Params        map[string]any  `json:"params"`
 	Errors        []string        `json:"errors,omitempty"`
 	Began         time.Time       `json:"began"`
@@ -116,9 +118,15 @@ func (r *results) buildRows() {
 				if deadline == "false" {
 					dl = "no deadline"
 				}
+				// Issue 24's goal is for the deadline on; without a
+				// deadline the earlier 2 µs stays.
+				target, limit := "overhead ≤ 2 µs", 2000.0
+				if deadline == "true" {
+					target, limit = "overhead ≤ 1.5 µs", 1500
+				}
 				r.add(row{"1 dispatch", fmt.Sprintf("%s, %s object, %s: CPU per event (host overhead)", p, obj, dl),
 					fmt.Sprintf("%s (%s)", fmtNs(d), fmtNs(over)), "native handler decoding it: " + fmtNs(nat),
-					ratio(d, nat), "overhead ≤ 2 µs", yes(over <= 2000)})
+					ratio(d, nat), target, yes(over <= limit)})
 			}
 		}
 	}
@@ -127,6 +135,25 @@ func (r *results) buildRows() {
 			c, _ := ns("BenchmarkDispatch/pingpong/noop-wat/meta/deadline="+deadline, "cpu-ns/op")
 			r.add(row{"1 dispatch", "one event at a time to an idle worker (noop-wat, deadline " + deadline + "): latency (CPU)",
 				fmt.Sprintf("%s (%s)", fmtNs(v), fmtNs(c)), "", "", "", "—"})
+		}
+	}
+	// The batch export (ABI.md §5): ns per event handed over in batches
+	// of 8 and 64, against batch 1, one ih_handle call per event, of the
+	// same plugin in the same run.
+	for _, p := range []struct{ name, what string }{
+		{"noop-go", "Go kit"}, {"noop-c-batch", "C, informer_host.h IH_HANDLE_BATCH"},
+	} {
+		one, ok := ns("BenchmarkBatch/"+p.name+"/batch=1", "ns/op")
+		if !ok {
+			continue
+		}
+		for _, size := range []int{8, 64} {
+			v, ok := ns(fmt.Sprintf("BenchmarkBatch/%s/batch=%d", p.name, size), "ns/op")
+			if !ok {
+				continue
+			}
+			r.add(row{"1 batch", fmt.Sprintf("%s (%s), no-op handler: ns per event at batch %d (ih_handle_batch)", p.name, p.what, size),
+				fmtNs(v), "batch 1 (ih_handle, one call per event): " + fmtNs(one), ratio(v, one), "", "—"})
 		}
 	}
 	guest := func(plugin, obj, deadline string) (float64, bool) {
@@ -191,20 +218,28 @@ func (r *results) buildRows() {
 
 	// Capabilities, each next to what a native controller pays
 	// for the same, measured in the same run.
-	if noop, ok := ns("BenchmarkCacheRead/noop", "ns/op"); ok {
+	// CPU per call where both sides report it (the wall time of a read on
+	// a loaded machine is mostly the wait for a core); wall in older runs.
+	cacheMetric, cacheUnit := "cpu-ns/op", "CPU"
+	if _, ok := ns("BenchmarkCacheRead/lister-list", cacheMetric); !ok {
+		cacheMetric, cacheUnit = "ns/op", "wall"
+	}
+	if noop, ok := ns("BenchmarkCacheRead/noop", cacheMetric); ok {
 		for _, c := range []struct {
 			sub, what, native, nativeWhat, target string
 			limit                                 float64
 		}{
 			{"get-field", "cache_get + one field_read of a cached ConfigMap, per call (over a no-op call)", "lister-get",
 				"client-go Lister Get + unstructured.NestedString", "≤ 1.5 µs over a no-op call", 1500},
-			{"list-100", "cache_list of 100 keys (one page), per call (over a no-op call)", "lister-list",
+			{"list-100", "cache_list of 100 keys (one page), the caches unchanged since the last read (answered from the memo), per call (over a no-op call)", "lister-list",
+				"client-go Lister List of the namespace (100) + their keys", "≤ 10 µs over a no-op call", 10_000},
+			{"list-100-changed", "cache_list of 100 keys (one page), the caches changed since the last read (listed afresh), per call (over a no-op call)", "lister-list",
 				"client-go Lister List of the namespace (100) + their keys", "≤ 10 µs over a no-op call", 10_000},
 		} {
-			v, ok1 := ns("BenchmarkCacheRead/"+c.sub, "ns/op")
-			n, ok2 := ns("BenchmarkCacheRead/"+c.native, "ns/op")
+			v, ok1 := ns("BenchmarkCacheRead/"+c.sub, cacheMetric)
+			n, ok2 := ns("BenchmarkCacheRead/"+c.native, cacheMetric)
 			if ok1 && ok2 {
-				r.add(row{"cache", c.what, fmt.Sprintf("%s (%s)", fmtNs(v), fmtNs(v-noop)), c.nativeWhat + ": " + fmtNs(n),
+				r.add(row{"cache", strings.Replace(c.what, "per call", cacheUnit+" per call", 1), fmt.Sprintf("%s (%s)", fmtNs(v), fmtNs(v-noop)), c.nativeWhat + ": " + fmtNs(n),
 					ratio(v-noop, n), c.target, yes(v-noop <= c.limit)})
 			}
 		}
@@ -293,7 +328,7 @@ func (r *results) buildRows() {
 			h := pick("host", func(t throughputRun) float64 { return t.Rate[ph] })
 			b := pick("native", func(t throughputRun) float64 { return t.Rate[ph] })
 			r.add(row{"3 e2e", fmt.Sprintf("%v ConfigMaps, %s: events/s", n, ph), fmt.Sprintf("%.0f", h), fmt.Sprintf("%.0f", b),
-				ratio(h, b), "≥ 0.9x", yes(h/b >= 0.9)})
+				ratio(h, b), "≥ 0.95x", yes(h/b >= 0.95)})
 		}
 		h, b := pick("host", func(t throughputRun) float64 { return t.P50 }), pick("native", func(t throughputRun) float64 { return t.P50 })
 		r.add(row{"3 e2e", "delivery latency p50 (write sent → handler entered)", fmtMs(h), fmtMs(b), ratio(h, b), "", "—"})
@@ -302,13 +337,13 @@ func (r *results) buildRows() {
 		h, b = pick("host", func(t throughputRun) float64 { return t.CPU }), pick("native", func(t throughputRun) float64 { return t.CPU })
 		r.add(row{"3 e2e", "CPU per event (the process's utime+stime)", fmtMs(h), fmtMs(b), ratio(h, b), "≤ 2x", yes(h/b <= 2)})
 		if nn := pick("native-n", func(t throughputRun) float64 { return t.CPU }); nn > 0 {
-			r.add(row{"3 e2e", fmt.Sprintf("control: native with %v handlers (as many listeners as plugins): CPU per event; p99; update events/s",
+			r.add(row{"3 e2e", fmt.Sprintf("native with %v handlers (as many listeners as plugins): CPU per event (the ratio); p99; update events/s",
 				r.Params["throughputPlugins"]),
 				fmt.Sprintf("%s; %s; %.0f", fmtMs(h), fmtMs(pick("host", func(t throughputRun) float64 { return t.P99 })),
 					pick("host", func(t throughputRun) float64 { return t.Rate["update"] })),
 				fmt.Sprintf("%s; %s; %.0f", fmtMs(nn), fmtMs(pick("native-n", func(t throughputRun) float64 { return t.P99 })),
 					pick("native-n", func(t throughputRun) float64 { return t.Rate["update"] })),
-				ratio(h, nn), "", "—"})
+				ratio(h, nn), "CPU ≤ 1.25x", yes(h/nn <= 1.25)})
 		}
 		miss := pick("host", func(t throughputRun) float64 { return float64(t.Missing) })
 		if miss != 0 {
@@ -322,6 +357,9 @@ func (r *results) buildRows() {
 	// Case 4: reload and start.
 	if len(r.Reload) > 0 {
 		for _, p := range []string{"c", "go-small", "go-k8sapi"} {
+			// A warm reload's baseline is the same plugin's cold one in
+			// the same run: what the compilation cache saves.
+			var coldComp, coldSwap float64
 			for _, cache := range []string{"cold", "warm"} {
 				var det, comp, swap, tot []float64
 				for _, x := range r.Reload {
@@ -332,13 +370,21 @@ func (r *results) buildRows() {
 				if len(tot) == 0 {
 					continue
 				}
-				target, met := "swap < 50 ms", yes(median(swap) < 50)
+				c, sw := median(comp), median(swap)
+				base, rt := "", ""
+				if cache == "cold" {
+					coldComp, coldSwap = c, sw
+				} else if coldComp+coldSwap > 0 {
+					base = fmt.Sprintf("same plugin, cold cache: %s + %s", fmtMs(coldComp), fmtMs(coldSwap))
+					rt = ratio(c+sw, coldComp+coldSwap)
+				}
+				target, met := "swap < 50 ms", yes(sw < 50)
 				if p == "go-small" && cache == "warm" {
-					target = "swap < 50 ms; compile+swap < 150 ms"
-					met = yes(median(swap) < 50 && median(comp)+median(swap) < 150)
+					target = "swap < 50 ms; compile+swap ≤ 100 ms"
+					met = yes(sw < 50 && c+sw <= 100)
 				}
 				r.add(row{"4 reload", fmt.Sprintf("%s plugin, %s cache: compile + swap (detect %s; file change → first event %s)", p, cache, fmtMs(median(det)), fmtMs(median(tot))),
-					fmt.Sprintf("%s + %s", fmtMs(median(comp)), fmtMs(median(swap))), "", "", target, met})
+					fmt.Sprintf("%s + %s", fmtMs(c), fmtMs(sw)), base, rt, target, met})
 			}
 		}
 		for _, p := range []string{"go-k8sapi", "go-small"} {
@@ -379,6 +425,13 @@ func (r *results) buildRows() {
 			target, met = "< 2 s", yes(median(xs) < 2)
 		}
 		r.add(row{"4 start", fmt.Sprintf("start to ready, %d small Go plugins, %s cache", plugins, cache), fmt.Sprintf("%.2f s", median(xs)), "", "", target, met})
+	}
+
+	if warm, ok := ns("BenchmarkLoadWarm", "cpu-ms/op"); ok {
+		if cold, ok := ns("BenchmarkLoadCold", "cpu-ms/op"); ok {
+			r.add(row{"4 reload", "in process: Load of a small Go plugin (pod-phases, injected checks) in a running engine, warm on-disk cache (compiled code and rewrite): CPU",
+				fmtMs(warm), "same Load, no cache (compiles afresh): " + fmtMs(cold), ratio(warm, cold), "", "—"})
+		}
 	}
 
 	r.pullRows() // case 4p, pull.go
@@ -426,18 +479,41 @@ func (r *results) buildRows() {
 		if sr, sp := pick("native-stripped", 0); sr > 0 {
 			r.add(row{"5 memory", fmt.Sprintf("RSS with %v cached ConfigMaps, %d Go plugins (peak)", r.Params["memoryN"], p),
 				fmt.Sprintf("%.0f MiB (%.0f)", hr, hp), fmt.Sprintf("plain informer, managedFields stripped like the daemon: %.0f MiB (%.0f)", sr, sp),
-				ratio(hr, sr), "≤ 1.3x", yes(hr/sr <= 1.3)})
+				ratio(hr, sr), "≤ 1.2x", yes(hr/sr <= 1.2)})
 		}
 		r.add(row{"5 memory", fmt.Sprintf("RSS with %v cached ConfigMaps, %d Go plugins (peak); old baseline", r.Params["memoryN"], p),
 			fmt.Sprintf("%.0f MiB (%.0f)", hr, hp), fmt.Sprintf("plain informer, managedFields kept (client-go's default): %.0f MiB (%.0f)", nr, np), ratio(hr, nr), "≤ 1.3x", yes(hr/nr <= 1.3)})
 		per := (h2 - hr) / float64(max(p, 1))
-		r.add(row{"5 memory", fmt.Sprintf("one more Go plugin (%d → %d plugins, over %d)", p, 2*p, p), fmt.Sprintf("%+.1f MiB", per), "", "", "≤ 8 MiB", yes(per <= 8)})
+		runs := r.morePluginRuns(p)
+		host, met := fmt.Sprintf("%+.1f MiB", per), yes(per <= 6)
+		if len(runs) > 0 {
+			lo, hi := slices.Min(runs), slices.Max(runs)
+			stable := hi-lo <= stableMiB
+			host = fmt.Sprintf("%+.1f (%.1f–%.1f) MiB, %s", per, lo, hi, map[bool]string{true: "stable", false: "not stable"}[stable])
+			met = yes(hi <= 6 && stable)
+		}
+		r.add(row{"5 memory", fmt.Sprintf("one more Go plugin (%d → %d plugins, over %d): difference of the medians (each run's own figure, lowest–highest)", p, 2*p, p),
+			host, "", "", fmt.Sprintf("≤ 6 MiB in every run, stable: spread ≤ %.0f MiB", stableMiB), met})
 		if cr, cp := pick("controllers", p); cr > 0 {
 			r.add(row{"5 memory", fmt.Sprintf("RSS, %d Go plugins in one daemon vs %d separate native processes, each a plain informer, managedFields stripped (peak): %s (Wasm-operator, arXiv 2209.01077: 64%% less than container-based controllers)",
 				p, p, lessOrMore(hr, cr)),
 				fmt.Sprintf("%.0f MiB (%.0f)", hr, hp), fmt.Sprintf("one controller per handler: %.0f MiB (%.0f)", cr, cp), ratio(hr, cr), "", "—"})
 		}
 	}
+	// The plugin's view of the cache (host/view.go), in process.
+	if old, ok := ns("BenchmarkView/map", "B/object"); ok {
+		for _, v := range []struct{ sub, what string }{
+			{"first", "the first plugin's view (it interns the keys)"},
+			{"more", "one more plugin's view over keys already interned"},
+			{"sparse", "one more plugin's view holding 1 object in 100 (per object held)"},
+		} {
+			if b, ok := ns("BenchmarkView/"+v.sub, "B/object"); ok {
+				r.add(row{"5 memory", "in process, 50,000 objects: " + v.what + ", B/object",
+					fmt.Sprintf("%.1f B", b), fmt.Sprintf("the map per plugin it replaced: %.1f B", old), ratio(b, old), "", "—"})
+			}
+		}
+	}
+
 	// Case 5i: idle plugins.
 	if len(r.Idle) > 0 {
 		pick := func(n int) float64 {
@@ -504,6 +580,30 @@ func (r *results) buildRows() {
 			pick("restart", func(x isolationRun) float64 { return x.HostCPU }), fmtMs(pick("restart", func(x isolationRun) float64 { return x.P50 }))),
 			fmtMs(got), "alone, same objects: " + fmtMs(base), ratio(got, base), "≤ 1.2x", yes(got/base <= 1.2)})
 	}
+}
+
+// stableMiB is the spread of "one more Go plugin" between the lowest and
+// the highest run within which it counts as stable across runs.
+const stableMiB = 1.0
+
+// morePluginRuns is "one more Go plugin" in each run of case 5: the k-th
+// daemon with 2p plugins less the k-th with p, over p (each run of the
+// case starts one of each, so the k-th of each are from one run).
+func (r *results) morePluginRuns(p int) []float64 {
+	var one, two []float64
+	for _, m := range r.Memory {
+		switch {
+		case m.Side == "host" && m.Plugins == p:
+			one = append(one, m.RSS)
+		case m.Side == "host" && m.Plugins == 2*p:
+			two = append(two, m.RSS)
+		}
+	}
+	var out []float64
+	for k := range min(len(one), len(two)) {
+		out = append(out, (two[k]-one[k])/float64(max(p, 1)))
+	}
+	return out
 }
 
 // siblingMedian is the median of f over the runs with sibling sib.

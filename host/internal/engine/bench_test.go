@@ -263,11 +263,27 @@ func BenchmarkLoadWarm(b *testing.B) {
 	}
 	m.Close(ctx)
 	first.Close(ctx)
-	e := newEngine(b, Options{CacheDir: dir})
+	loadCPU(b, newEngine(b, Options{CacheDir: dir}), "pod-phases.wasm", wasm, lim)
+}
+
+// BenchmarkLoadCold is BenchmarkLoadWarm's baseline: the same Load in an
+// engine without an on-disk cache, so every Load compiles (and rewrites)
+// the module afresh, which is what a reload of a plugin never loaded
+// before costs.
+func BenchmarkLoadCold(b *testing.B) {
+	wasm := examples.get(b, "pod-phases")
+	lim := Limits{MemoryPages: 1024, CallTimeout: time.Second}
+	loadCPU(b, newEngine(b, Options{}), "pod-phases.wasm", wasm, lim)
+}
+
+// loadCPU loads wasm b.N times in e, closing each module before the next
+// Load, and reports the process's CPU per Load.
+func loadCPU(b *testing.B, e *Engine, name string, wasm []byte, lim Limits) {
+	ctx := context.Background()
 	b.ResetTimer()
 	cpu0 := processCPU()
 	for n := 0; n < b.N; n++ {
-		m, err := e.Load(ctx, "pod-phases.wasm", wasm, lim)
+		m, err := e.Load(ctx, name, wasm, lim)
 		if err != nil {
 			b.Fatal(err)
 		}
