@@ -251,7 +251,8 @@ func (h *e2e) startDaemon(name, dir string, cfg func(dir, addr string) string) (
 	if h.profileDir != "" {
 		// A name is reused across a case's runs; the last run's profile
 		// is the one kept.
-		args = append(args, "--cpu-profile", filepath.Join(h.profileDir, name+".pprof"))
+		args = append(args, "--cpu-profile", filepath.Join(h.profileDir, name+".pprof"),
+			"--mem-profile", filepath.Join(h.profileDir, name+".heap.pprof"))
 	}
 	d.cmd = exec.Command(h.daemonBin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logFile, d.logFile
