@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
@@ -59,6 +60,7 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 	fs.StringVar(&o.ServerTLSKey, "server-tls-key", "", "the key of --server-tls-cert (PEM)")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the daemon's whole run to this file (pprof format; for benchmarks and bug reports)")
 	allocProfile := fs.String("alloc-profile", "", "write the heap allocations of the daemon's whole run (sampled, pprof format) to this file when it stops")
+	memProfile := fs.String("mem-profile", "", "when the daemon begins to stop, before it drains, write a heap profile to this file (pprof format; for benchmarks and bug reports)")
 	var apiClient apiClientOptions
 	apiClient.register(fs)
 	var lo logOptions
@@ -111,6 +113,17 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 			}
 		}()
 	}
+	if *memProfile != "" {
+		stopping := o.Stopping
+		o.Stopping = func() {
+			if err := writeHeapProfile(*memProfile); err != nil {
+				log.Error("writing the heap profile", "file", *memProfile, "err", err)
+			}
+			if stopping != nil {
+				stopping()
+			}
+		}
+	}
 	if err := daemon.Run(ctx, o); err != nil {
 		log.Error("informer-host stopped", "err", err)
 		return 1
@@ -150,4 +163,22 @@ func startCPUProfile(file string) (stop func() error, err error) {
 		pprof.StopCPUProfile()
 		return f.Close()
 	}, nil
+}
+
+// writeHeapProfile writes the heap as it is now to file. It runs when
+// the daemon begins to stop, before the plugins are drained and closed:
+// at exit every plugin's memory is already gone. The collection before it
+// makes the profile's in-use figures current rather than those of the last
+// cycle the runtime happened to run.
+func writeHeapProfile(file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

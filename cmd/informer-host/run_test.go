@@ -16,11 +16,25 @@ func TestStartCPUProfileWritesAProfile(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	checkProfile(t, file)
+	assertProfile(t, file)
 }
 
-// checkProfile fails t unless file looks like a pprof profile.
-func checkProfile(t *testing.T, file string) {
+func TestWriteHeapProfileWritesAProfile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "heap.pprof")
+	if err := writeHeapProfile(file); err != nil {
+		t.Fatal(err)
+	}
+	assertProfile(t, file)
+}
+
+func TestWriteHeapProfileNamesAnUnwritableFile(t *testing.T) {
+	if err := writeHeapProfile(filepath.Join(t.TempDir(), "missing", "heap.pprof")); err == nil {
+		t.Fatal("no error for a file in a directory that does not exist")
+	}
+}
+
+// assertProfile fails t unless file holds a pprof profile.
+func assertProfile(t *testing.T, file string) {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -43,7 +57,7 @@ func TestWriteAllocProfileWritesAProfile(t *testing.T) {
 	if err := writeAllocProfile(file); err != nil {
 		t.Fatal(err)
 	}
-	checkProfile(t, file)
+	assertProfile(t, file)
 	if err := writeAllocProfile(filepath.Join(t.TempDir(), "missing", "allocs.pprof")); err == nil {
 		t.Fatal("no error for a file in a directory that does not exist")
 	}

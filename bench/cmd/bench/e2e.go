@@ -253,7 +253,8 @@ func (h *e2e) startDaemon(name, dir string, cfg func(dir, addr string) string) (
 		// A name is reused across a case's runs; the last run's profile
 		// is the one kept.
 		args = append(args, "--cpu-profile", filepath.Join(h.profileDir, name+".pprof"),
-			"--alloc-profile", filepath.Join(h.profileDir, name+".allocs.pprof"))
+			"--alloc-profile", filepath.Join(h.profileDir, name+".allocs.pprof"),
+			"--mem-profile", filepath.Join(h.profileDir, name+".heap.pprof"))
 	}
 	d.cmd = exec.Command(h.daemonBin, args...)
 	if len(h.daemonEnv) > 0 {

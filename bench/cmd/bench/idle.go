@@ -58,8 +58,9 @@ func (h *e2e) idle(runs int, settle time.Duration) ([]memoryRun, error) {
 }
 
 // daemonRSS runs the daemon with n twofields plugins bound to ns, waits
-// until each has handled objects objects and settle has passed, and
-// reads its memory.
+// until each has handled objects objects, settle has passed and (after a
+// large initial list) the daemon has collected since, and reads its
+// memory once it has stopped moving (settledMemory).
 func (h *e2e) daemonRSS(ns, name string, n int, objects uint64, settle time.Duration) (memoryRun, error) {
 	dir := filepath.Join(h.work, name+"-plugins")
 	names, modules, err := twofieldsDir(dir, n)
@@ -79,13 +80,23 @@ func (h *e2e) daemonRSS(ns, name string, n int, objects uint64, settle time.Dura
 	if err := d.waitDelivered(names, objects, 10*time.Minute); err != nil {
 		return memoryRun{}, err
 	}
+	synced := time.Now()
 	time.Sleep(settle)
-	rss, peak, err := procMemory(d.cmd.Process.Pid)
+	if objects > releasedAbove && !d.waitCollected(synced, 30*time.Second) {
+		h.logf("%s: no collection within 30 s of every plugin having synced", name)
+	}
+	rss, peak, waited, err := settledMemory(func() (int64, int64, error) { return procMemory(d.cmd.Process.Pid) })
 	if err != nil {
 		return memoryRun{}, err
 	}
+	d.logSplit(fmt.Sprintf("%s (settled after %d s more)", name, waited))
 	return memoryRun{Side: "host", Plugins: n, RSS: float64(rss) / (1 << 20), Peak: float64(peak) / (1 << 20)}, nil
 }
+
+// releasedAbove is the initial list's size above which the daemon
+// returns its memory to the OS once its plugins have synced it
+// (delivery.ReplayKeep, host/memrelease.go).
+const releasedAbove = 1024
 
 // twofieldsDir writes n copies of the twofields plugin into dir, and
 // returns their names and their config's modules entries.

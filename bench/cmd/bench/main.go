@@ -73,7 +73,7 @@ func run(args []string) int {
 	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 4p, 5, 5i, 6, 6r, 7, 8, 9")
 	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
 	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
-	profile := fs.String("profile", "", "directory: every daemon the harness starts writes a CPU profile of its run there (NAME.pprof, NAME its config's name), for `go tool pprof`")
+	profile := fs.String("profile", "", "directory: every daemon the harness starts writes a CPU profile of its run there (NAME.pprof, NAME its config's name) and a heap profile taken as it begins to stop (NAME.heap.pprof), for `go tool pprof`")
 	render := fs.String("render", "", "measure nothing: write the report from a results file (build/bench/results.json)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -86,7 +86,12 @@ func (h *e2e) memory(n, runs int, settle time.Duration, plugins int) ([]memoryRu
 				continue
 			}
 			time.Sleep(settle)
-			rss, peak, err := mem()
+			rss, peak, waited, err := settledMemory(mem)
+			if pid != 0 {
+				if split, err := procSplit(pid); err == nil {
+					h.logf("case 5: %s (settled after %d s more): %v", c.side, waited, split)
+				}
+			}
 			stop()
 			if err != nil {
 				return out, err
