@@ -251,7 +251,7 @@ func (g *generation) prepare(d *delivery.Entry) (handing, verdict) {
 		return h, droppedSelfNoop
 	}
 	h.flags = flags
-	h.rv = delivery.ResourceVersion(ev.Object)
+	h.rv = rvOf(h.env, ev.Object)
 	g.conv.handing(d.Key, h.rv)
 	return h, hand
 }
@@ -310,7 +310,7 @@ func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen seenObje
 	}
 	switch ev.Type {
 	case event.EventAdd:
-		if settled && older(ev.Object, seen) {
+		if settled && older(ev.Object, rvOf(d.Env, ev.Object), seen) {
 			return nil, seen, false, passOver
 		}
 	case event.EventUpdate:
@@ -322,7 +322,7 @@ func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen seenObje
 			// cache (it moved here), as an initial list's objects do.
 			return &event.Event{Type: event.EventAdd, Resource: ev.Resource, Object: ev.Object,
 				IsInInitialList: g.applied != nil}, seen, true, hand
-		case settled && older(ev.Object, seen):
+		case settled && older(ev.Object, rvOf(d.Env, ev.Object), seen):
 			return nil, seen, false, passOver
 		}
 	case event.EventDelete:
@@ -333,22 +333,31 @@ func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen seenObje
 	return ev, seen, false, hand
 }
 
-// older reports whether a is an earlier version of the object than the
-// one the plugin has, b. It
+// older reports whether a, at resourceVersion rv, is an earlier version
+// of the object than the one the plugin has, b. It
 // says false when it cannot tell (resourceVersions that are not integers)
 // and for the same version: a repeat of the state the plugin has is
 // delivered (as client-go repeats one on a relist), only a step back is
 // not.
-func older(a *unstructured.Unstructured, b seenObject) bool {
+func older(a *unstructured.Unstructured, rv string, b seenObject) bool {
 	if a == b.obj {
 		return false
 	}
-	rv, brv := delivery.ResourceVersion(a), b.rv()
+	brv := b.rv()
 	if rv == brv {
 		return false
 	}
 	c, err := resourceversion.CompareResourceVersion(rv, brv)
 	return err == nil && c < 0
+}
+
+// rvOf is o's resourceVersion, read from env when env was built from o:
+// the envelope looked it up once for every plugin.
+func rvOf(env *engine.Envelope, o *unstructured.Unstructured) string {
+	if env != nil && env.Event().Object == o {
+		return env.ResourceVersion()
+	}
+	return delivery.ResourceVersion(o)
 }
 
 // owns reports whether this member owns k now, under the Assignment the
@@ -457,8 +466,9 @@ func (g *generation) call(inst *engine.Instance, d *delivery.Entry, h *handing) 
 // the timing, the test hook, the recording.
 func (g *generation) handled(h *handing, res engine.Result, err error) {
 	s := g.slot
-	s.obs.handle.Observe(since(h.start))
-	s.lastEvent.Store(time.Now().UnixNano())
+	end := time.Now() // one clock read for both
+	s.obs.handle.Observe(end.Sub(h.start).Seconds())
+	s.lastEvent.Store(end.UnixNano())
 	if s.h.observe != nil {
 		s.h.observe(s.name, h.env.Event(), res, err)
 	}

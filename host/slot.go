@@ -272,7 +272,14 @@ func (l *bindingListener) offer(ev *event.Event) {
 // update into an add or a delete (an object starting or stopping to
 // match), and the binding's event types apply to what it delivers.
 func (l *bindingListener) decide(ev *event.Event) (*event.Event, bool) {
-	d := l.filter.Decide(ev)
+	if l.filter.Trivial(ev.Type) {
+		return ev, l.wants(ev.Type)
+	}
+	// Decide is given a copy: its Decision, which may go to the log
+	// below, holds the event, and so would move every listener's event to
+	// the heap, the unfiltered ones too.
+	c := *ev
+	d := l.filter.Decide(&c)
 	if d.Err != nil {
 		l.counts.evalErrors.Add(1)
 		key := l.g.slot.name + "/" + l.binding
@@ -294,16 +301,20 @@ func (l *bindingListener) decide(ev *event.Event) (*event.Event, bool) {
 		}
 		return nil, false
 	}
-	ev = d.Event
-	switch ev.Type {
+	return d.Event, l.wants(d.Event.Type)
+}
+
+// wants reports whether the binding takes events of type t.
+func (l *bindingListener) wants(t event.EventType) bool {
+	switch t {
 	case event.EventAdd:
-		return ev, l.add
+		return l.add
 	case event.EventUpdate:
-		return ev, l.update
+		return l.update
 	case event.EventDelete:
-		return ev, l.delete
+		return l.delete
 	}
-	return nil, false
+	return false
 }
 
 func (g *generation) push(ev *event.Event, now time.Time) {

@@ -73,6 +73,11 @@ func (f *Filter) Spec() Spec {
 // true without an expression.
 func (f *Filter) StatePredicate() bool { return f.prog == nil || f.prog.statePredicate }
 
+// Trivial reports whether Decide delivers every event of type t as it is,
+// without looking at it: an add or a delete, with no expression. A
+// caller may then skip Decide (and keep its event off the heap).
+func (f *Filter) Trivial(t event.EventType) bool { return f.prog == nil && t != event.EventUpdate }
+
 // Decide says what to deliver for ev. It never modifies ev or its objects,
 // and may be called concurrently, with the same or different events.
 func (f *Filter) Decide(ev *event.Event) Decision {

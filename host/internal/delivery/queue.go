@@ -3,6 +3,7 @@ package delivery
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,7 +107,12 @@ type Key struct {
 	Resource, Namespace, Name string
 }
 
-func keyOf(ev *event.Event) Key {
+// keyOf is ev's key; env, if it was built from ev's object, has its
+// namespace and name at hand (no map lookups).
+func keyOf(ev *event.Event, env *engine.Envelope) Key {
+	if env != nil && env.Event().Object == ev.Object {
+		return Key{Resource: ev.Resource.Name, Namespace: env.Namespace(), Name: env.Name()}
+	}
 	md := metadata(ev.Object)
 	ns, _ := md["namespace"].(string)
 	name, _ := md["name"].(string)
@@ -261,7 +267,11 @@ type Queue struct {
 
 	// free holds entries the worker has finished with, for reuse by push:
 	// one allocation less per event and plugin. An entry goes back only
-	// once nothing refers to it (takeAfter), never more than maxFree.
+	// once nothing refers to it (takeAfter). It keeps maxFree entries, or
+	// as many as wait in the ring if that is more: under a backlog every
+	// push finds one (a fixed maxFree missed on all but the first few
+	// hundred), and there are never more free than in use. An empty ring
+	// trims it back to maxFree (nextLocked).
 	free []*Entry
 }
 
@@ -289,7 +299,7 @@ func (q *Queue) Push(ev *event.Event, env *engine.Envelope) { q.PushAt(ev, env, 
 // reads the clock anyway, to time its filter). An add of an initial list
 // goes to the replay cursor, as its key.
 func (q *Queue) PushAt(ev *event.Event, env *engine.Envelope, now time.Time) {
-	k := keyOf(ev)
+	k := keyOf(ev, env)
 	q.mu.Lock()
 	if ev.Type == event.EventAdd && ev.IsInInitialList {
 		q.addReplayLocked(k, true)
@@ -419,7 +429,7 @@ func (q *Queue) toReplayLocked(d *Entry) {
 // Called with mu held.
 func (q *Queue) recycle(d *Entry) {
 	*d = Entry{}
-	if len(q.free) < maxFree {
+	if len(q.free) < max(maxFree, q.live) {
 		q.free = append(q.free, d)
 	}
 }
@@ -732,6 +742,10 @@ func (q *Queue) nextLocked(stop func(Key) bool, sleep bool) (d *Entry, wait time
 		if q.live == 0 {
 			if sleep {
 				q.sleeping = true
+			}
+			if len(q.free) > maxFree {
+				// The backlog is over: let its entries go.
+				q.free = slices.Clone(q.free[:maxFree])
 			}
 			return nil, wait, false
 		}

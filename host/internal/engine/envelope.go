@@ -27,8 +27,12 @@ import (
 // guarded by its sync.Once; the event's objects are read-only (they belong
 // to the informer cache).
 type Envelope struct {
-	ev     *event.Event // &event
-	header []byte       // in headerBuf when it fits
+	header []byte // in headerBuf when it fits
+	// namespace, name and rv are the new object's metadata.namespace,
+	// .name and .resourceVersion (the object's own strings), read once
+	// here for the header: the queue's key and the worker's version
+	// checks take them from here instead of looking them up again.
+	namespace, name, rv string
 	// obj and old are the lazily encoded JSON documents, allocated by the
 	// first plugin that asks (most events are never encoded).
 	obj, old atomic.Pointer[lazyJSON]
@@ -57,8 +61,7 @@ type lazyJSON struct {
 // as long as the Envelope is in use.
 func NewEnvelope(ev *event.Event) *Envelope {
 	e := &Envelope{event: *ev}
-	e.ev = &e.event
-	ev = e.ev
+	ev = &e.event
 	h := abi.Header{Type: uint8(ev.Type)}
 	if ev.IsInInitialList {
 		h.Flags |= abi.FlagInitialList
@@ -84,10 +87,11 @@ func NewEnvelope(ev *event.Event) *Envelope {
 		// return (the string, or "" if absent or not a string), with one
 		// lookup of metadata instead of four.
 		md, _ := o.Object["metadata"].(map[string]any)
-		h.Fields[abi.FieldNamespace], _ = md["namespace"].(string)
-		h.Fields[abi.FieldName], _ = md["name"].(string)
+		e.namespace, _ = md["namespace"].(string)
+		e.name, _ = md["name"].(string)
+		e.rv, _ = md["resourceVersion"].(string)
+		h.Fields[abi.FieldNamespace], h.Fields[abi.FieldName], h.Fields[abi.FieldResourceVersion] = e.namespace, e.name, e.rv
 		h.Fields[abi.FieldUID], _ = md["uid"].(string)
-		h.Fields[abi.FieldResourceVersion], _ = md["resourceVersion"].(string)
 	}
 	if h.Size() <= inlineHeader {
 		e.header = abi.AppendHeader(e.headerBuf[:0], &h)
@@ -98,7 +102,13 @@ func NewEnvelope(ev *event.Event) *Envelope {
 }
 
 // Event returns the event e was built from.
-func (e *Envelope) Event() *event.Event { return e.ev }
+func (e *Envelope) Event() *event.Event { return &e.event }
+
+// Namespace, Name and ResourceVersion are those of the event's new object
+// (GetNamespace, GetName, GetResourceVersion), "" without one.
+func (e *Envelope) Namespace() string       { return e.namespace }
+func (e *Envelope) Name() string            { return e.name }
+func (e *Envelope) ResourceVersion() string { return e.rv }
 
 // Header returns the encoded header. The caller must not modify it.
 func (e *Envelope) Header() []byte { return e.header }
@@ -108,9 +118,9 @@ func (e *Envelope) object(which int32) *unstructured.Unstructured {
 	var u *unstructured.Unstructured
 	switch which {
 	case abi.ObjectNew:
-		u = e.ev.Object
+		u = e.event.Object
 	case abi.ObjectOld:
-		u = e.ev.OldObject
+		u = e.event.OldObject
 	}
 	if u == nil || u.Object == nil {
 		return nil
