@@ -55,6 +55,9 @@ type plugin struct {
 	lastYield time.Duration // clock reading at the last yield
 	lastRead  time.Duration // the last clock reading
 	skipReads int           // calls left to end without reading the clock
+	// clock is the monotonic clock the yield decision reads; nil is
+	// time.Since(epoch) (tests count its reads).
+	clock func() time.Duration
 	// hosts counts the hosts swapped in by UseNative (native tests), so
 	// that metrics are declared again with each.
 	hosts int
@@ -87,16 +90,23 @@ func (p *plugin) yield() {
 		p.skipReads--
 		return
 	}
-	now := time.Since(epoch)
+	now := p.now()
 	if now-p.lastRead < readGap && now >= p.lastRead {
 		p.skipReads = readSkip
 	}
 	p.lastRead = now
 	if now-p.lastYield >= yieldEvery || now < p.lastYield {
 		runtime.Gosched()
-		p.lastYield = time.Since(epoch)
+		p.lastYield = p.now()
 		p.lastRead = p.lastYield
 	}
+}
+
+func (p *plugin) now() time.Duration {
+	if p.clock != nil {
+		return p.clock()
+	}
+	return time.Since(epoch)
 }
 
 var the = plugin{host: defaultHost(), stderr: os.Stderr}
