@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/informer-host/informer-host/abi"
 )
@@ -337,5 +338,44 @@ func TestHandleBatchCallsHandlerPerEvent(t *testing.T) {
 	}
 	if b.msgs[1] != "no good" || !strings.Contains(b.msgs[2], "boom") || b.msgs[3] != "not yet" || b.msgs[4] != "" {
 		t.Errorf("messages %q", b.msgs)
+	}
+}
+
+// TestYieldReadsClockSparselyWhenFast: calls that come less than readGap
+// apart read the clock once per readSkip+1 calls, and still yield once
+// yieldEvery has passed; calls that come slowly read it on every call.
+func TestYieldReadsClockSparselyWhenFast(t *testing.T) {
+	var now time.Duration
+	reads := 0
+	p := &plugin{clock: func() time.Duration { reads++; return now }}
+	p.lastYield, p.lastRead = 0, 0
+
+	// Fast: 10µs apart, 1600 calls (16 ms).
+	for range 1600 {
+		now += 10 * time.Microsecond
+		p.yield()
+	}
+	// One read per readSkip+1 calls, plus the read after each yield.
+	if want := 1600/(readSkip+1) + 1; reads > want+1 || reads < want-1 {
+		t.Errorf("fast calls: %d clock reads, want about %d", reads, want)
+	}
+	if p.lastYield < yieldEvery {
+		t.Errorf("fast calls: last yield at %v, want one after %v", p.lastYield, yieldEvery)
+	}
+
+	// Slow: 5 ms apart. After at most readSkip calls still skipped from the
+	// burst, every call reads the clock.
+	for range readSkip {
+		now += 5 * time.Millisecond
+		p.yield()
+	}
+	reads = 0
+	for range 10 {
+		now += 5 * time.Millisecond
+		p.yield()
+	}
+	// Ten reads, and a yield (with its read) every second call.
+	if reads != 15 {
+		t.Errorf("slow calls: %d clock reads in 10 calls, want 15 (one per call, one per yield)", reads)
 	}
 }

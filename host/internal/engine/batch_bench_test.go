@@ -49,12 +49,14 @@ func BenchmarkBatch(b *testing.B) {
 				var res []Result
 				b.ReportAllocs()
 				b.ResetTimer()
+				cpu := benchenv.CPU()
 				for n := 0; n < b.N; n += size {
 					res, err = i.HandleBatch(ctx, items, res)
 					if err != nil || len(res) != size {
 						b.Fatalf("%d of %d settled: %v", len(res), size, err)
 					}
 				}
+				reportCPU(b, cpu)
 			})
 		}
 	}
