@@ -118,7 +118,7 @@ func (r *results) buildRows() {
 				if deadline == "false" {
 					dl = "no deadline"
 				}
-				// Issue 24's goal is for the deadline on; without a
+				// The 1.5 µs goal is for the deadline on; without a
 				// deadline the earlier 2 µs stays.
 				target, limit := "overhead ≤ 2 µs", 2000.0
 				if deadline == "true" {

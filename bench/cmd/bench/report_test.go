@@ -34,7 +34,7 @@ func checkRow(t *testing.T, x row, host, base, ratio, target, met string) {
 	}
 }
 
-// Issue 24's rows, each against its baseline of the same run, with the
+// The performance goals' rows, each against its baseline of the same run, with the
 // issue's goals as their targets; and the same after results.json's round
 // trip (-render).
 func TestReportRows(t *testing.T) {
