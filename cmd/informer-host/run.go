@@ -135,15 +135,7 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 // (runtime.MemProfileRate's sampling): with the CPU profile, where a
 // benchmark's garbage comes from.
 func writeAllocProfile(file string) error {
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeProfile(file, "allocs")
 }
 
 // startCPUProfile profiles the process into file until stop is called.
@@ -171,12 +163,17 @@ func startCPUProfile(file string) (stop func() error, err error) {
 // makes the profile's in-use figures current rather than those of the last
 // cycle the runtime happened to run.
 func writeHeapProfile(file string) error {
+	runtime.GC()
+	return writeProfile(file, "heap")
+}
+
+// writeProfile writes the runtime's profile name (pprof.Lookup) to file.
+func writeProfile(file, name string) error {
 	f, err := os.Create(file)
 	if err != nil {
 		return err
 	}
-	runtime.GC()
-	if err := pprof.WriteHeapProfile(f); err != nil {
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		f.Close()
 		return err
 	}
