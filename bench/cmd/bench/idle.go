@@ -63,7 +63,7 @@ func (h *e2e) idle(runs int, settle time.Duration) ([]memoryRun, error) {
 // memory once it has stopped moving (settledMemory).
 func (h *e2e) daemonRSS(ns, name string, n int, objects uint64, settle time.Duration) (memoryRun, error) {
 	dir := filepath.Join(h.work, name+"-plugins")
-	names, modules, err := twofieldsDir(dir, n)
+	names, modules, err := twofieldsDir(dir, n, nil)
 	if err != nil {
 		return memoryRun{}, err
 	}
@@ -99,8 +99,10 @@ func (h *e2e) daemonRSS(ns, name string, n int, objects uint64, settle time.Dura
 const releasedAbove = 1024
 
 // twofieldsDir writes n copies of the twofields plugin into dir, and
-// returns their names and their config's modules entries.
-func twofieldsDir(dir string, n int) (names []string, modules string, err error) {
+// returns their names and their config's modules entries. config, when
+// not nil, gives module i its own plugin config (flow-style YAML); an
+// empty one leaves the module on the defaults.
+func twofieldsDir(dir string, n int, config func(i int) string) (names []string, modules string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", err
 	}
@@ -112,7 +114,15 @@ func twofieldsDir(dir string, n int) (names []string, modules string, err error)
 		if _, err := writeWasm(dir, name, wasm); err != nil {
 			return nil, "", err
 		}
-		fmt.Fprintf(&b, "    - {file: %s}\n", name)
+		var c string
+		if config != nil {
+			c = config(i)
+		}
+		if c == "" {
+			fmt.Fprintf(&b, "    - {file: %s}\n", name)
+		} else {
+			fmt.Fprintf(&b, "    - {file: %s, config: %s}\n", name, c)
+		}
 	}
 	return names, b.String(), nil
 }

@@ -97,7 +97,7 @@ func (h *e2e) warmCompilationCache() error {
 	if err != nil {
 		return err
 	}
-	s, err := h.throughputSide("host", ns, 1, 999)
+	s, err := h.throughputSide("host", ns, 1, 1, 999)
 	if err != nil {
 		return err
 	}
@@ -119,9 +119,10 @@ func (h *e2e) peerRun(side string, n, plugins, r int) (throughputRun, error) {
 	var s sideUnderTest
 	switch side {
 	case "host-1":
-		s, err = h.throughputSide("host", ns, 1, 1000+r)
+		s, err = h.throughputSide("host", ns, 1, 1, 1000+r)
 	case "host":
-		s, err = h.throughputSide("host", ns, plugins, 2000+r)
+		// Every plugin records, as every peer's hook or controller does.
+		s, err = h.throughputSide("host", ns, plugins, plugins, 2000+r)
 	default:
 		s, err = h.peerSide(side, ns, plugins, r)
 	}
