@@ -39,10 +39,25 @@ type benchHost struct {
 	h    *Host
 	done atomic.Int64 // ih_handle calls completed
 	tick chan struct{}
+	// failed is the first failed call. The benchmark drives generations
+	// directly, so it cannot follow the restart a failure starts: the
+	// listeners keep feeding the stopped generation, whose events nobody
+	// handles, and waiting for them would never end.
+	failed atomic.Pointer[failedCall]
+}
+
+type failedCall struct {
+	plugin string
+	err    error
 }
 
 // newBenchHost starts a host whose plugins bind to configmaps and pods,
-// with a call deadline (1s) or without. Compiled code is cached in
+// with a call deadline or without. The deadline is a minute: what it
+// costs (the injected checks and the watchdog's tick, 100 ms for any
+// bound of a second or more) does not depend on its length, and a
+// shorter one could kill a call on a loaded machine, where a worker
+// goroutine can wait its turn for longer than a second in the middle
+// of a call (the watchdog counts that wait). Compiled code is cached in
 // build/bench/wazero, so the Go plugins compile once per machine.
 func newBenchHost(b *testing.B, deadline bool) *benchHost {
 	b.Helper()
@@ -50,7 +65,7 @@ func newBenchHost(b *testing.B, deadline bool) *benchHost {
 	if err != nil {
 		b.Fatal(err)
 	}
-	timeout := "1s"
+	timeout := "1m"
 	if !deadline {
 		timeout = "0s"
 	}
@@ -79,7 +94,10 @@ plugins:
 	}
 	bh := &benchHost{tick: make(chan struct{}, 1)}
 	bh.h, err = New(context.Background(), Options{Pipeline: p, Config: cfg, Logger: slog.New(slog.DiscardHandler),
-		observe: func(string, *event.Event, engine.Result, error) {
+		observe: func(plugin string, _ *event.Event, _ engine.Result, err error) {
+			if err != nil {
+				bh.failed.CompareAndSwap(nil, &failedCall{plugin, err})
+			}
 			if bh.done.Add(1)%256 == 0 {
 				select {
 				case bh.tick <- struct{}{}:
@@ -151,23 +169,23 @@ func (bh *benchHost) feed(b *testing.B, ls []*bindingListener, o *unstructured.U
 	// Warm up (queues, free lists, the guests), then collect the garbage
 	// that loading the plugins left, which the first measured run would
 	// otherwise pay for.
-	bh.run(ls, o, ref, window)
+	bh.run(b, ls, o, ref, window)
 	goruntime.GC()
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := benchenv.CPU()
-	bh.run(ls, o, ref, b.N)
+	bh.run(b, ls, o, ref, b.N)
 	b.StopTimer()
 	b.ReportMetric(float64((benchenv.CPU()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 // run delivers n events to every listener and waits for them all.
-func (bh *benchHost) run(ls []*bindingListener, o *unstructured.Unstructured, ref *event.ResourceRef, n int) {
+func (bh *benchHost) run(b *testing.B, ls []*bindingListener, o *unstructured.Unstructured, ref *event.ResourceRef, n int) {
 	per := int64(len(ls))
 	bh.done.Store(0)
 	for i := 0; i < n; i++ {
 		for int64(i)-bh.done.Load()/per >= window {
-			bh.wait()
+			bh.wait(b)
 		}
 		obj := &unstructured.Unstructured{Object: o.Object}
 		for _, l := range ls {
@@ -175,11 +193,17 @@ func (bh *benchHost) run(ls []*bindingListener, o *unstructured.Unstructured, re
 		}
 	}
 	for bh.done.Load() < int64(n)*per {
-		bh.wait()
+		bh.wait(b)
 	}
 }
 
-func (bh *benchHost) wait() {
+// wait waits for the workers' next tick, or a millisecond. A failed call
+// ends the benchmark: the events it restarts the plugin over would never
+// be counted.
+func (bh *benchHost) wait(b *testing.B) {
+	if f := bh.failed.Load(); f != nil {
+		b.Fatalf("plugin %q: a call failed, so its generation restarts, which the benchmark cannot follow: %v", f.plugin, f.err)
+	}
 	select {
 	case <-bh.tick:
 	case <-time.After(time.Millisecond):

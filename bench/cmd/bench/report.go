@@ -114,7 +114,7 @@ func (r *results) buildRows() {
 				// (its call minus an empty call), less what a no-op native
 				// listener costs when called the same way.
 				over := d - (hp - hw) - noop
-				dl := "deadline 1s"
+				dl := "deadline on (1m)"
 				if deadline == "false" {
 					dl = "no deadline"
 				}
