@@ -77,8 +77,11 @@
 // size end a call that is being killed. A valid module the rewriter cannot
 // read is refused: wazero's own checks, at loop headers only, would leave
 // recursion unbounded.
-// CallTimeout is CPU time: a capability's network wait (io.go) is not in
-// it. Limits.MaxCallTime bounds the call's wall time, waits included, and
+// CallTimeout bounds a call's running time: the monotonic clock less a
+// capability's network wait (io.go). It is not the thread's CPU time, so
+// a call kept waiting for a core on an overloaded node spends its
+// deadline as if it ran (RATIONALE.md, Failure, says why and what it
+// costs). Limits.MaxCallTime bounds the call's wall time, waits included, and
 // Limits.MaxHostCallsPerCall its host calls; a call killed while it waits
 // ends that wait at once and does not get back to the guest.
 // Without CallTimeout there are no checks: a plugin that loops forever
