@@ -81,9 +81,10 @@
 // capability's network wait (io.go). It is not the thread's CPU time, so
 // a call kept waiting for a core on an overloaded node spends its
 // deadline as if it ran (RATIONALE.md, Failure, says why and what it
-// costs). Limits.MaxCallTime bounds the call's wall time, waits included, and
-// Limits.MaxHostCallsPerCall its host calls; a call killed while it waits
-// ends that wait at once and does not get back to the guest.
+// costs). Limits.MaxCallTime bounds the call's wall time, waits
+// included, and Limits.MaxHostCallsPerCall its host calls; a call killed
+// while it waits ends that wait at once and does not get back to the
+// guest.
 // Without CallTimeout there are no checks: a plugin that loops forever
 // hangs its instance (and, being compiled code the Go runtime cannot
 // preempt, stalls the next garbage collection); Load still runs its start

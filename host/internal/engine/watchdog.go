@@ -21,8 +21,8 @@ import (
 // The watchdog wakes every tick while at least one instance with a
 // deadline exists, and kills the calls that have run longer than their
 // timeout (running time: callStart, which stands still while the call
-// waits on the network but not while its thread waits for a core) or than their MaxCallTime (wall time: wallStart, which
-// does not). A call is therefore stopped between its bound and its bound
+// waits on the network but not while its thread waits for a core) or
+// than their MaxCallTime (wall time: wallStart, which does not). A call is therefore stopped between its bound and its bound
 // plus one tick (plus scheduling delay). The tick is a tenth of the
 // shortest bound, clamped to [1ms, 100ms].
 type watchdog struct {
