@@ -260,7 +260,15 @@ func TestParseProblems(t *testing.T) {
 			[]string{`config.yaml:8: plugins.default.verify: required: true needs keys or identities`}},
 		{"verify identity without subject", withHead("plugins:", "  modules:", "  - file: a.wasm", "    source: oci://ghcr.io/org/a:v1",
 			"    verify:", "      identities: [{issuer: https://accounts.example.com}]"),
-			[]string{`config.yaml:11: plugins.modules[0].verify.identities[0].subject: required`}},
+			[]string{`config.yaml:11: plugins.modules[0].verify.identities[0].subject: required`, `config.yaml:11: plugins.modules[0].verify.identities: keyless signatures`}},
+		{"keyless verify without a trusted root", withHead("plugins:", "  modules:", "  - file: a.wasm", "    source: oci://ghcr.io/org/a:v1",
+			"    verify:", "      required: true", "      identities: [{issuer: https://accounts.example.com, subject: me@example.com}]"),
+			[]string{`config.yaml:12: plugins.modules[0].verify.identities: keyless signatures are checked against a trusted root read from disk, never fetched: mount a trusted_root.json and set plugins.modules[0].verify.trustedRoot`}},
+		{"keyless default verify without a trusted root", withHead("plugins:", "  default:", "    verify:", "      keys: []",
+			"      identities: [{issuer: https://accounts.example.com, subject: me@example.com}]"),
+			[]string{"config.yaml:10: plugins.default.verify.identities: keyless signatures are checked against a trusted root read from disk, never fetched: " +
+				"mount a trusted_root.json and set plugins.default.verify.trustedRoot (for the public sigstore instance, the trusted_root.json target of its TUF repository, " +
+				"tuf-repo-cdn.sigstore.dev; for your own instance, `cosign trusted-root create` writes one)"}},
 		{"insecure remote registry", withHead("plugins:", "  registries:", "    ghcr.io: {insecure: true}"),
 			[]string{`config.yaml:8: plugins.registries.ghcr.io.insecure: plain HTTP to ghcr.io, which is not loopback`}},
 		{"registry key with a path", withHead("plugins:", "  registries:", "    ghcr.io/org: {}"),

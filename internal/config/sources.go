@@ -64,8 +64,8 @@ type Verify struct {
 	// Identities are the keyless signers accepted: an OIDC issuer and a
 	// certificate subject (an e-mail, a workflow URL).
 	Identities []Identity `yaml:"identities" json:"identities,omitempty"`
-	// TrustedRoot is a sigstore trusted_root.json; "" = the public good
-	// instance's, as the verifier ships it.
+	// TrustedRoot is a sigstore trusted_root.json, read from disk and
+	// never fetched; identities need it (there is no built-in root).
 	TrustedRoot string `yaml:"trustedRoot" json:"trustedRoot,omitempty"`
 }
 
@@ -379,8 +379,17 @@ func validateVerify(p *problems, vp path, v *Verify) {
 			p.add(ip.key("subject"), "required: the certificate's subject (an e-mail or a workflow URL)")
 		}
 	}
-	if v.TrustedRoot != "" {
+	switch {
+	case v.TrustedRoot != "":
 		readable(vp.key("trustedRoot"), v.TrustedRoot)
+	case len(v.Identities) > 0:
+		// The verifier ships no root and never fetches one (no TUF at
+		// start, so it works air-gapped): without a file every keyless
+		// signature would be refused at every attempt, long after the
+		// file was accepted.
+		p.add(vp.key("identities"), "keyless signatures are checked against a trusted root read from disk, never fetched: "+
+			"mount a trusted_root.json and set %s.trustedRoot (for the public sigstore instance, the trusted_root.json target of its TUF repository, tuf-repo-cdn.sigstore.dev; "+
+			"for your own instance, `cosign trusted-root create` writes one)", vp)
 	}
 }
 

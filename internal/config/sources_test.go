@@ -19,6 +19,9 @@ func TestSourceDefaults(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "local.wasm"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "trusted_root.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	digest := "sha256:" + strings.Repeat("ab", 32)
 	in := withHead(
 		"plugins:",
@@ -33,7 +36,7 @@ func TestSourceDefaults(t *testing.T) {
 		"  - file: digest.wasm",
 		"    source: oci://ghcr.io/org/digest@"+digest,
 		"    failurePolicy: fail-open",
-		"    verify: {identities: [{issuer: https://issuer.example.com, subject: me@example.com}]}",
+		"    verify: {identities: [{issuer: https://issuer.example.com, subject: me@example.com}], trustedRoot: trusted_root.json}",
 		"  - file: https.wasm",
 		"    source: https://example.com/x.wasm",
 		"    sha256: "+strings.Repeat("CD", 32),
