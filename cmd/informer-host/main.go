@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -125,16 +126,54 @@ func parseOneArg(fs *flag.FlagSet, args []string, stderr io.Writer, usage string
 	return fs.Arg(0), 0, true
 }
 
-// parseOnly parses the flags: -h is the usage and exit 0, a bad flag exit 2.
+// parseOnly parses the flags, wherever they are among the arguments: -h
+// is the usage and exit 0, a bad flag exit 2.
 func parseOnly(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(reorderArgs(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, false
 		}
 		return 2, false
 	}
 	return 0, true
+}
+
+// reorderArgs returns args with every flag (and its value) before the
+// arguments, then "--", then the arguments in their order. The flag
+// package stops at the first argument, so `pull oci://x -o f` would take
+// -o for a second argument; people write flags where they remember them,
+// and README shows both orders. A flag's value is never taken for a flag
+// or an argument: fs says which flags take one. After "--" all is an
+// argument, as for the flag package.
+func reorderArgs(fs *flag.FlagSet, args []string) []string {
+	var flags, positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			positional = append(positional, a)
+			continue
+		}
+		flags = append(flags, a)
+		name, _, inline := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		f := fs.Lookup(name)
+		if inline || f == nil || isBoolFlag(f) || i+1 == len(args) {
+			// An unknown flag stays where Parse reports it.
+			continue
+		}
+		i++
+		flags = append(flags, args[i])
+	}
+	return append(append(flags, "--"), positional...)
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 func versionString() string {

@@ -34,7 +34,7 @@ func verifyCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	trustedRoot := fs.String("trusted-root", "", "trusted_root.json of the sigstore instance (read from disk, never fetched)")
 	cache := fs.String("cache", "", "a JSON file of verified digests to read and update (the daemon's, next to its module store)")
 	const usage = "usage: informer-host verify oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] (--key KEY.pub | --identity ISSUER=SUBJECT --trusted-root trusted_root.json)"
-	refArg, code, ok := parseInterleaved(fs, args, stderr, usage)
+	refArg, code, ok := parseOneArg(fs, args, stderr, usage)
 	if !ok {
 		return code
 	}
@@ -100,7 +100,7 @@ func signCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs := flag.NewFlagSet("sign", flag.ContinueOnError)
 	key := fs.String("key", "", "the PEM private key (cosign.key; its password from $COSIGN_PASSWORD, as cosign reads it)")
 	const usage = "usage: informer-host sign oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] --key KEY.pem"
-	refArg, code, ok := parseInterleaved(fs, args, stderr, usage)
+	refArg, code, ok := parseOneArg(fs, args, stderr, usage)
 	if !ok {
 		return code
 	}
@@ -129,27 +129,6 @@ func signCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	fmt.Fprintf(stdout, "%s@%s: signed; signature %s@%s\n", repo, digest, repo, ref)
 	return 0
-}
-
-// parseInterleaved parses flags before and after the one argument, so
-// both `verify oci://x --key k` and `verify --key k oci://x` work.
-func parseInterleaved(fs *flag.FlagSet, args []string, stderr io.Writer, usage string) (arg string, code int, ok bool) {
-	var positional []string
-	for {
-		if code, ok := parseOnly(fs, args, stderr); !ok {
-			return "", code, false
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if len(positional) != 1 {
-		fmt.Fprintln(stderr, usage)
-		return "", 2, false
-	}
-	return positional[0], 0, true
 }
 
 func remoteOptions(ctx context.Context) []remote.Option {

@@ -47,22 +47,8 @@ func TestSignAndVerifyCommands(t *testing.T) {
 	push("unsigned")
 
 	dir := t.TempDir()
-	keyPair := func(base string) (string, string) {
-		priv, pub, err := cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		privFile, pubFile := filepath.Join(dir, base+".key"), filepath.Join(dir, base+".pub")
-		if err := os.WriteFile(privFile, priv, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(pubFile, pub, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return privFile, pubFile
-	}
-	priv, pub := keyPair("cosign")
-	_, otherPub := keyPair("other")
+	priv, pub := writeKeyPair(t, dir, "cosign")
+	_, otherPub := writeKeyPair(t, dir, "other")
 
 	run := func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
@@ -90,4 +76,22 @@ func TestSignAndVerifyCommands(t *testing.T) {
 	if code, _, errOut := run("verify", "oci://"+host+"/plugins/logger:v1", "--identity", "no-equals-sign", "--trusted-root", "x"); code != 2 || !strings.Contains(errOut, "ISSUER=SUBJECT") {
 		t.Fatalf("verify with a bad --identity: exit %d, want 2\n%s", code, errOut)
 	}
+}
+
+// writeKeyPair writes a new ECDSA key pair as dir/base.key (PEM, no
+// password) and dir/base.pub and returns their paths.
+func writeKeyPair(t *testing.T, dir, base string) (privFile, pubFile string) {
+	t.Helper()
+	priv, pub, err := cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	privFile, pubFile = filepath.Join(dir, base+".key"), filepath.Join(dir, base+".pub")
+	if err := os.WriteFile(privFile, priv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pubFile, pub, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return privFile, pubFile
 }
