@@ -62,8 +62,8 @@ func TestFlagsInAnyPosition(t *testing.T) {
 		{[]string{"new"}, func(out string) ([]string, []string) {
 			return []string{"--lang", "wat", "--dir", filepath.Join(out, "p")}, []string{"p"}
 		}, 0, "created"},
-		{[]string{"sign"}, func(string) ([]string, []string) { return []string{"--key", priv}, []string{ref} }, 0, "signed"},
-		{[]string{"verify"}, func(string) ([]string, []string) { return []string{"--key", pub}, []string{ref} }, 0, "verified"},
+		{[]string{"sign"}, func(string) ([]string, []string) { return []string{"--insecure", "--key", priv}, []string{ref} }, 0, "signed"},
+		{[]string{"verify"}, func(string) ([]string, []string) { return []string{"--insecure", "--key", pub}, []string{ref} }, 0, "verified"},
 		// The commands without arguments name the stray one, not the
 		// flags after it.
 		{[]string{"validate"}, func(string) ([]string, []string) { return []string{"--config", cfg}, []string{"stray"} }, 2, `unexpected arguments ["stray"]`},

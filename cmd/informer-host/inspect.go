@@ -21,7 +21,7 @@ func inspectCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	startTimeout := fs.Duration("start-timeout", 10*time.Second, "how long the start functions, _initialize and ih_init may take, as in run")
 	var rf registryFlags
 	rf.register(fs)
-	path, code, ok := parseOneArg(fs, args, stderr, "usage: informer-host inspect [--json] [--docker-config FILE] [--insecure] X.wasm|oci://registry/repository:tag")
+	path, code, ok := parseOneArg(fs, args, stderr, "usage: informer-host inspect [--json] [--docker-config FILE] [--insecure] [--timeout D] X.wasm|oci://registry/repository:tag")
 	if !ok {
 		return code
 	}

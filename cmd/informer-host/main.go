@@ -96,7 +96,11 @@ commands:
   sign      oci://REPO[:TAG|@DIGEST] --key KEY.pem   sign an artifact offline and attach the signature as a cosign v3 bundle referrer
   version                                   print the version
 
-Run "informer-host <command> -h" for a command's flags.
+Flags go before or after a command's arguments ("--" ends them). The
+commands that reach a registry (push, pull, inspect oci://, bundle save,
+sign, verify) take --docker-config FILE, --insecure (plain HTTP, loopback
+only) and --timeout (default 2m). Run "informer-host <command> -h" for a
+command's flags.
 `)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,15 +20,54 @@ import (
 	"github.com/informer-host/informer-host/internal/pluginsource"
 )
 
-// registryFlags are the flags every registry command takes.
+// registryFlags are the flags every registry command takes (push, pull,
+// inspect, bundle save, sign, verify), so that each reaches a registry
+// under the same rules: TLS unless --insecure names a loopback registry,
+// credentials only from --docker-config, and no wait without end.
 type registryFlags struct {
 	dockerConfig string
 	insecure     bool
+	timeout      time.Duration
 }
+
+// defaultCommandTimeout bounds a registry command as a whole: long
+// enough for a module of tens of MiB over a slow link, short enough that
+// a registry that never answers is given up on while someone waits.
+const defaultCommandTimeout = 2 * time.Minute
 
 func (f *registryFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dockerConfig, "docker-config", "", "a docker config.json (or a pull Secret's .dockerconfigjson) with the registry's credentials; none: anonymous")
 	fs.BoolVar(&f.insecure, "insecure", false, "plain HTTP / no TLS verification for the references' registries (loopback registries only)")
+	fs.DurationVar(&f.timeout, "timeout", defaultCommandTimeout, "give up on the registry after this long, for the whole command (0: never)")
+}
+
+// given reports whether any flag chose registry settings, which then
+// replace a config's.
+func (f *registryFlags) given() bool { return f.dockerConfig != "" || f.insecure }
+
+// bound is ctx limited by --timeout.
+func (f *registryFlags) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if f.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, f.timeout, errNoAnswer{f.timeout})
+}
+
+// explain says that a command gave up because of --timeout, and what to
+// do; other errors are returned as they are.
+func (f *registryFlags) explain(ctx context.Context, err error) error {
+	var na errNoAnswer
+	if err != nil && errors.As(context.Cause(ctx), &na) {
+		return fmt.Errorf("%w: %v", na, err)
+	}
+	return err
+}
+
+// errNoAnswer is the cause of a command's context ending at --timeout.
+type errNoAnswer struct{ after time.Duration }
+
+func (e errNoAnswer) Error() string {
+	return fmt.Sprintf("the registry gave no answer within --timeout %s (raise --timeout for a slow registry or a big module)", e.after)
 }
 
 // client builds the client for refs: --insecure marks each ref's
@@ -79,7 +119,7 @@ func pushCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return code
 	}
 	if fs.NArg() != 2 || !ociRef(fs.Arg(1)) {
-		fmt.Fprintln(stderr, "usage: informer-host push [--docker-config FILE] [--insecure] [--annotation K=V] FILE.wasm oci://registry/repository:tag")
+		fmt.Fprintln(stderr, "usage: informer-host push [--docker-config FILE] [--insecure] [--timeout D] [--annotation K=V] FILE.wasm oci://registry/repository:tag")
 		return 2
 	}
 	file, ref := fs.Arg(0), fs.Arg(1)
@@ -115,9 +155,11 @@ func pushCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "informer-host push: %v\n", err)
 		return 1
 	}
+	ctx, cancel := rf.bound(ctx)
+	defer cancel()
 	d, err := c.Push(ctx, wasm, ref, ann)
 	if err != nil {
-		fmt.Fprintf(stderr, "informer-host push: %v\n", err)
+		fmt.Fprintf(stderr, "informer-host push: %v\n", rf.explain(ctx, err))
 		return 1
 	}
 	fmt.Fprintln(stdout, d.Digest)
@@ -148,7 +190,7 @@ func pullCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	var rf registryFlags
 	rf.register(fs)
 	out := fs.String("o", "", "the file to write; default: the repository's last part + .wasm, in the current directory")
-	ref, code, ok := parseOneArg(fs, args, stderr, "usage: informer-host pull [--docker-config FILE] [--insecure] [-o FILE] oci://registry/repository:tag")
+	ref, code, ok := parseOneArg(fs, args, stderr, "usage: informer-host pull [--docker-config FILE] [--insecure] [--timeout D] [-o FILE] oci://registry/repository:tag")
 	if !ok {
 		return code
 	}
@@ -161,9 +203,11 @@ func pullCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "informer-host pull: %v\n", err)
 		return 1
 	}
+	ctx, cancel := rf.bound(ctx)
+	defer cancel()
 	a, err := c.Pull(ctx, ref)
 	if err != nil {
-		fmt.Fprintf(stderr, "informer-host pull: %v\n", err)
+		fmt.Fprintf(stderr, "informer-host pull: %v\n", rf.explain(ctx, err))
 		return 1
 	}
 	file := *out
@@ -201,9 +245,11 @@ func inspectRemote(ctx context.Context, ref string, rf registryFlags, asJSON boo
 		fmt.Fprintf(stderr, "informer-host inspect: %v\n", err)
 		return 1
 	}
-	a, err := c.Pull(ctx, ref)
+	pullCtx, cancel := rf.bound(ctx)
+	defer cancel()
+	a, err := c.Pull(pullCtx, ref)
 	if err != nil {
-		fmt.Fprintf(stderr, "informer-host inspect: %v\n", err)
+		fmt.Fprintf(stderr, "informer-host inspect: %v\n", rf.explain(pullCtx, err))
 		return 1
 	}
 	r, _ := c.ParseReference(ref)
@@ -270,6 +316,8 @@ func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if code, ok := parseOnly(fs, args[1:], stderr); !ok {
 			return code
 		}
+		ctx, cancel := rf.bound(ctx)
+		defer cancel()
 		refs := fs.Args()
 		var cfg *config.Config
 		if *cfgFile != "" {
@@ -296,7 +344,7 @@ func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		var c *ociartifact.Client
 		var err error
-		if cfg != nil && rf == (registryFlags{}) {
+		if cfg != nil && !rf.given() {
 			// The daemon's own client: the config's registries (CA
 			// bundles, mirrors, insecure) and its dockerConfig.
 			var o *pluginsource.OCI
@@ -326,7 +374,7 @@ func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 			err = os.Rename(f.Name(), *out)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "informer-host bundle save: %v\n", err)
+			fmt.Fprintf(stderr, "informer-host bundle save: %v\n", rf.explain(ctx, err))
 			return 1
 		}
 		fmt.Fprintf(stdout, "%s: %d module(s)\n", *out, len(refs))

@@ -148,6 +148,13 @@ func TestBundleCommands(t *testing.T) {
 // in order and each one's module.
 func pushFixtures(t *testing.T, reg *registrytest.Server, dir string, names ...string) ([]string, map[string][]byte) {
 	t.Helper()
+	return pushFixturesTo(t, reg, dir, "", names...)
+}
+
+// pushFixturesTo is pushFixtures with the credentials of a docker config
+// ("": none).
+func pushFixturesTo(t *testing.T, reg *registrytest.Server, dir, dockerConfig string, names ...string) ([]string, map[string][]byte) {
+	t.Helper()
 	var refs []string
 	modules := map[string][]byte{}
 	for _, f := range names {
@@ -155,7 +162,11 @@ func pushFixtures(t *testing.T, reg *registrytest.Server, dir string, names ...s
 		wasm := testenv.WAT(t, "../../host/testdata/fixtures/"+f+".wat")
 		os.WriteFile(file, wasm, 0o644)
 		ref := "oci://" + reg.Ref("air/"+f+":v1")
-		if code, _, errOut := run(t, "push", "--insecure", file, ref); code != 0 {
+		args := []string{"push", "--insecure", file, ref}
+		if dockerConfig != "" {
+			args = append(args, "--docker-config", dockerConfig)
+		}
+		if code, _, errOut := run(t, args...); code != 0 {
 			t.Fatalf("push %s: %s", f, errOut)
 		}
 		refs = append(refs, ref)

@@ -9,10 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-
+	"github.com/informer-host/informer-host/internal/ociartifact"
 	"github.com/informer-host/informer-host/internal/sigverify"
 )
 
@@ -33,7 +30,9 @@ func verifyCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Var(&identityRes, "identity-regexp", "a keyless signer as regular expressions, ISSUER_REGEXP=SUBJECT_REGEXP; may be repeated; needs --trusted-root")
 	trustedRoot := fs.String("trusted-root", "", "trusted_root.json of the sigstore instance (read from disk, never fetched)")
 	cache := fs.String("cache", "", "a JSON file of verified digests to read and update (the daemon's, next to its module store)")
-	const usage = "usage: informer-host verify oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] (--key KEY.pub | --identity ISSUER=SUBJECT --trusted-root trusted_root.json)"
+	var rf registryFlags
+	rf.register(fs)
+	const usage = "usage: informer-host verify [--docker-config FILE] [--insecure] [--timeout D] oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] (--key KEY.pub | --identity ISSUER=SUBJECT --trusted-root trusted_root.json)"
 	refArg, code, ok := parseOneArg(fs, args, stderr, usage)
 	if !ok {
 		return code
@@ -62,7 +61,14 @@ func verifyCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, usage)
 		return 2
 	}
-	opts := []sigverify.Option{sigverify.WithRemoteOptions(remoteOptions(ctx)...)}
+	c, err := rf.client(refArg)
+	if err != nil {
+		fmt.Fprintln(stderr, "informer-host verify:", err)
+		return 1
+	}
+	ctx, cancel := rf.bound(ctx)
+	defer cancel()
+	opts := []sigverify.Option{sigverify.WithRemoteOptions(c.RemoteOptions(ctx)...)}
 	if *cache != "" {
 		c, err := sigverify.OpenCache(*cache)
 		if err != nil {
@@ -76,15 +82,15 @@ func verifyCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "informer-host verify:", err)
 		return 1
 	}
-	repo, digest, err := resolveOCI(ctx, refArg)
+	repo, digest, err := resolveOCI(ctx, c, refArg)
 	if err != nil {
-		fmt.Fprintln(stderr, "informer-host verify:", err)
+		fmt.Fprintln(stderr, "informer-host verify:", rf.explain(ctx, err))
 		return 1
 	}
 	res, err := v.Verify(ctx, repo, digest)
 	if err != nil {
 		if !errors.Is(err, sigverify.ErrRefused) {
-			fmt.Fprintln(stderr, "informer-host verify:", err)
+			fmt.Fprintln(stderr, "informer-host verify:", rf.explain(ctx, err))
 			return 1
 		}
 		fmt.Fprintf(stdout, "%s@%s: NOT verified: %s\n", repo, digest, res.Reason)
@@ -99,7 +105,9 @@ func verifyCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 func signCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sign", flag.ContinueOnError)
 	key := fs.String("key", "", "the PEM private key (cosign.key; its password from $COSIGN_PASSWORD, as cosign reads it)")
-	const usage = "usage: informer-host sign oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] --key KEY.pem"
+	var rf registryFlags
+	rf.register(fs)
+	const usage = "usage: informer-host sign [--docker-config FILE] [--insecure] [--timeout D] oci://REGISTRY/REPO[:TAG|@sha256:DIGEST] --key KEY.pem"
 	refArg, code, ok := parseOneArg(fs, args, stderr, usage)
 	if !ok {
 		return code
@@ -113,45 +121,45 @@ func signCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "informer-host sign: --key:", err)
 		return 1
 	}
-	repo, digest, err := resolveOCI(ctx, refArg)
+	c, err := rf.client(refArg)
 	if err != nil {
 		fmt.Fprintln(stderr, "informer-host sign:", err)
 		return 1
 	}
-	opts := []sigverify.Option{sigverify.WithRemoteOptions(remoteOptions(ctx)...)}
+	ctx, cancel := rf.bound(ctx)
+	defer cancel()
+	repo, digest, err := resolveOCI(ctx, c, refArg)
+	if err != nil {
+		fmt.Fprintln(stderr, "informer-host sign:", rf.explain(ctx, err))
+		return 1
+	}
+	opts := []sigverify.Option{sigverify.WithRemoteOptions(c.RemoteOptions(ctx)...)}
 	if pw, ok := os.LookupEnv("COSIGN_PASSWORD"); ok {
 		opts = append(opts, sigverify.WithKeyPassword([]byte(pw)))
 	}
 	ref, err := sigverify.SignWithKey(ctx, repo, digest, pem, opts...)
 	if err != nil {
-		fmt.Fprintf(stderr, "informer-host sign: %s: %v\n", *key, err)
+		fmt.Fprintf(stderr, "informer-host sign: %s: %v\n", *key, rf.explain(ctx, err))
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s@%s: signed; signature %s@%s\n", repo, digest, repo, ref)
 	return 0
 }
 
-func remoteOptions(ctx context.Context) []remote.Option {
-	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
-}
-
 // resolveOCI turns oci://registry/repo:tag or @sha256:... into the
-// repository and the manifest digest, asking the registry for a tag's.
-func resolveOCI(ctx context.Context, s string) (repo, digest string, err error) {
-	raw, found := strings.CutPrefix(s, "oci://")
-	if !found {
+// repository and the manifest digest, asking the registry for a tag's
+// through c, as every registry command reaches a registry.
+func resolveOCI(ctx context.Context, c *ociartifact.Client, s string) (repo, digest string, err error) {
+	if !ociRef(s) {
 		return "", "", fmt.Errorf("%q: want oci://REGISTRY/REPO[:TAG|@sha256:DIGEST]", s)
 	}
-	ref, err := name.ParseReference(raw)
+	ref, err := c.ParseReference(s)
 	if err != nil {
-		return "", "", fmt.Errorf("%q: %v", s, err)
+		return "", "", err
 	}
-	if d, ok := ref.(name.Digest); ok {
-		return d.Context().Name(), d.DigestStr(), nil
-	}
-	desc, err := remote.Head(ref, remoteOptions(ctx)...)
+	d, err := c.Resolve(ctx, s)
 	if err != nil {
 		return "", "", fmt.Errorf("resolving %s: %w", s, err)
 	}
-	return ref.Context().Name(), desc.Digest.String(), nil
+	return ref.Context().Name(), d.Digest, nil
 }
