@@ -585,17 +585,27 @@ func yamlField(t reflect.Type, name string) (reflect.Type, bool) {
 		if !f.IsExported() {
 			continue
 		}
-		key, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		key, inline := yamlKey(f)
 		switch {
-		case opts == "inline":
+		case inline:
 			if ft, ok := yamlField(f.Type, name); ok {
 				return ft, true
 			}
-		case key == name, key == "" && strings.ToLower(f.Name) == name:
+		case key == name:
 			return f.Type, true
 		}
 	}
 	return nil, false
+}
+
+// yamlKey is the key a struct field decodes from, as yaml.v3 names it
+// ("-" for none), or inline when its fields are its parent's.
+func yamlKey(f reflect.StructField) (key string, inline bool) {
+	key, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if key == "" {
+		key = strings.ToLower(f.Name)
+	}
+	return key, opts == "inline"
 }
 
 func cutLast(s, sep string) (before, after string, ok bool) {
@@ -666,16 +676,12 @@ func knownFields(typ string) []string {
 			if !f.IsExported() {
 				continue
 			}
-			tag := f.Tag.Get("yaml")
-			name, opts, _ := strings.Cut(tag, ",")
-			switch {
+			switch name, inline := yamlKey(f); {
 			case name == "-":
-			case opts == "inline":
+			case inline:
 				collect(f.Type)
-			case name != "":
-				names = append(names, name)
 			default:
-				names = append(names, strings.ToLower(f.Name))
+				names = append(names, name)
 			}
 		}
 	}

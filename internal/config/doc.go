@@ -18,7 +18,8 @@
 //	      bindings: [{resource: pods}]
 //
 // The config.yaml at the top of the repository is a commented example of
-// every section.
+// every field (TestShippedConfigShowsEveryField walks these types' yaml
+// tags to keep it so: a new field goes there too).
 //
 // # Loading
 //
