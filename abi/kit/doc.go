@@ -2,8 +2,6 @@
 // handler in Go, build it for wasip1, and drop the .wasm file in the
 // host's plugin directory.
 //
-//	//go:build wasip1
-//
 //	package main
 //
 //	import "github.com/informer-host/informer-host/abi/kit"
@@ -18,7 +16,8 @@
 //
 //	func main() {}
 //
-// Build it as a WASI reactor:
+// It has no wasip1 build tag, so that go test can run the handler
+// natively on kittest; build it as a WASI reactor:
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o my-plugin.wasm .
 //
