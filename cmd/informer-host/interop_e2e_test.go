@@ -192,3 +192,113 @@ func tarGzip(t *testing.T, files map[string][]byte) []byte {
 	}
 	return buf.Bytes()
 }
+
+// cosignPassword is what cosign reads the key's password from; the key pair
+// interopKeys makes is encrypted with it.
+const cosignPassword = "interop"
+
+// signingDir is a directory holding state.wasm and a cosign key pair
+// made by cosign itself (cosign.key, encrypted with cosignPassword, and
+// cosign.pub), and otherPub, a public key that signs nothing.
+func signingDir(t *testing.T, cosign string) (dir, key, pub, otherPub string) {
+	t.Helper()
+	dir = t.TempDir()
+	interopModule(t, dir, "state.wasm")
+	other := t.TempDir()
+	for _, d := range []string{dir, other} {
+		if out, err := tool(t, d, []string{"COSIGN_PASSWORD=" + cosignPassword}, cosign, "generate-key-pair"); err != nil {
+			t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
+		}
+	}
+	return dir, filepath.Join(dir, "cosign.key"), filepath.Join(dir, "cosign.pub"), filepath.Join(other, "cosign.pub")
+}
+
+// pushModule pushes the module in dir/state.wasm to repo with
+// informer-host push, an annotation making its manifest its own, and
+// returns the reference by digest.
+func pushModule(t *testing.T, reg *registrytest.Server, dir, repo string) string {
+	t.Helper()
+	ref := "oci://" + reg.Ref(repo+":v1")
+	code, out, errOut := run(t, "push", "--insecure", "--annotation", "repo="+repo, filepath.Join(dir, "state.wasm"), ref)
+	if code != 0 {
+		t.Fatalf("informer-host push: exit %d: %s", code, errOut)
+	}
+	return reg.Ref(repo + "@" + strings.TrimSpace(out))
+}
+
+// What cosign signs with a key, offline, in either of its formats (the
+// legacy .sig tag and the sigstore bundle referrer), informer-host verify
+// (the daemon's sigverify under `verify: required`) accepts with
+// cosign.pub; a digest nobody signed is refused.
+func TestCosignSignaturesVerify(t *testing.T) {
+	cosign := outsideClient(t, "cosign", "github.com/sigstore/cosign/v2")
+	registrytest.Each(t, func(t *testing.T, reg *registrytest.Server) {
+		dir, key, pub, otherPub := signingDir(t, cosign)
+		for _, tc := range []struct {
+			name  string
+			flags []string
+			found string // where verify says the signature was
+		}{
+			{"legacy", nil, "cosign simple-signing in tag sha256-"},
+			{"bundle", []string{"--new-bundle-format"}, "sigstore bundle in referrer sha256:"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				ref := pushModule(t, reg, dir, "cosign-"+tc.name)
+				args := append([]string{"sign", "--key", key, "--tlog-upload=false", "--allow-insecure-registry", "-y"}, tc.flags...)
+				if out, err := tool(t, dir, []string{"COSIGN_PASSWORD=" + cosignPassword}, cosign, append(args, ref)...); err != nil {
+					t.Fatalf("cosign %s: %v\n%s", strings.Join(args, " "), err, out)
+				}
+				code, out, errOut := run(t, "verify", "oci://"+ref, "--key", pub)
+				if code != 0 || !strings.Contains(out, "verified, signed by") || !strings.Contains(out, tc.found) {
+					t.Fatalf("informer-host verify of cosign's %s signature: exit %d, want 0 and %q: %s%s", tc.name, code, tc.found, out, errOut)
+				}
+				code, out, errOut = run(t, "verify", "oci://"+ref, "--key", otherPub)
+				if code != 1 || !strings.Contains(out, "NOT verified") {
+					t.Fatalf("informer-host verify with a key that did not sign: exit %d, want 1: %s%s", code, out, errOut)
+				}
+			})
+		}
+		ref := pushModule(t, reg, dir, "unsigned")
+		code, out, errOut := run(t, "verify", "oci://"+ref, "--key", pub)
+		if code != 1 || !strings.Contains(out, "NOT verified") {
+			t.Fatalf("informer-host verify of an unsigned digest: exit %d, want 1: %s%s", code, out, errOut)
+		}
+	})
+}
+
+// What informer-host sign signs (a sigstore bundle referrer, the only
+// form it writes), cosign verify accepts with cosign.pub, offline: no
+// transparency log, and a trusted root with nothing in it, since for a
+// bundle cosign v2 wants one and without --trusted-root fetches the
+// public instance's by TUF (offline it then fails: "trusted root is
+// required when using new bundle format").
+func TestSignVerifiedByCosign(t *testing.T) {
+	cosign := outsideClient(t, "cosign", "github.com/sigstore/cosign/v2")
+	registrytest.Each(t, func(t *testing.T, reg *registrytest.Server) {
+		dir, key, pub, otherPub := signingDir(t, cosign)
+		root := filepath.Join(dir, "trusted_root.json")
+		if err := os.WriteFile(root, []byte(`{"mediaType":"application/vnd.dev.sigstore.trustedroot+json;version=0.1"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ref := pushModule(t, reg, dir, "signed")
+		t.Setenv("COSIGN_PASSWORD", cosignPassword)
+		if code, out, errOut := run(t, "sign", "oci://"+ref, "--key", key); code != 0 {
+			t.Fatalf("informer-host sign: exit %d: %s%s", code, out, errOut)
+		}
+		verify := func(key, ref string) (string, error) {
+			return tool(t, dir, nil, cosign, "verify", "--insecure-ignore-tlog=true", "--allow-insecure-registry",
+				"--trusted-root", root, "--key", key, ref)
+		}
+		if out, err := verify(pub, ref); err != nil || !strings.Contains(out, "The signatures were verified against the specified public key") {
+			t.Fatalf("cosign verify: %v\n%s", err, out)
+		}
+		// cosign refuses what it should: the same digest under a key that
+		// did not sign it, and a digest nobody signed.
+		if out, err := verify(otherPub, ref); err == nil {
+			t.Fatalf("cosign verify with a key that did not sign accepted:\n%s", out)
+		}
+		if out, err := verify(pub, pushModule(t, reg, dir, "unsigned")); err == nil {
+			t.Fatalf("cosign verify of an unsigned digest accepted:\n%s", out)
+		}
+	})
+}
