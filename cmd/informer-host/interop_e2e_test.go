@@ -87,8 +87,9 @@ func interopModule(t *testing.T, dir, name string) []byte {
 	return wasm
 }
 
-// Each form a user pushes with oras pulls back byte for byte, and inspect
-// says which form it read and that the module loads.
+// Each form a user pushes with oras pulls back byte for byte, inspect
+// says which form it read and that the module loads, and a bundle of it
+// loads into a cache.
 func TestOrasPushedFormsPull(t *testing.T) {
 	oras := outsideClient(t, "oras", "oras.land/oras")
 	registrytest.Each(t, func(t *testing.T, reg *registrytest.Server) {
@@ -143,6 +144,24 @@ func TestOrasPushedFormsPull(t *testing.T) {
 					if !strings.Contains(out, want) {
 						t.Errorf("inspect output lacks %q:\n%s", want, out)
 					}
+				}
+				// And air-gapped: a bundle of it loads into a cache as the
+				// source's module.
+				tmp := t.TempDir()
+				tarFile, cache := filepath.Join(tmp, "plugins.tar"), filepath.Join(tmp, "cache")
+				if code, out, errOut := run(t, "bundle", "save", "--insecure", "-o", tarFile, "oci://"+ref); code != 0 {
+					t.Fatalf("bundle save: exit %d: %s%s", code, out, errOut)
+				}
+				if code, _, errOut := run(t, "bundle", "load", "--cache", cache, tarFile); code != 0 {
+					t.Fatalf("bundle load: exit %d: %s", code, errOut)
+				}
+				store := ociartifact.Store{Dir: cache}
+				rec, ok, err := store.LoadRecord("oci://" + ref)
+				if err != nil || !ok {
+					t.Fatalf("bundle load left no record of %s: %v", ref, err)
+				}
+				if b, err := store.Read(rec.ModuleDigest, 1<<20); err != nil || !bytes.Equal(b, wasm) || rec.Format != tc.format {
+					t.Errorf("bundle load of %s: format %s, module differs or unreadable (%v)", ref, rec.Format, err)
 				}
 			})
 		}
