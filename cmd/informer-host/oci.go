@@ -223,6 +223,15 @@ func pullCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	return 0
 }
 
+// formatNames say what each form is, for a person reading inspect: the
+// publisher may know the tool better than the media types.
+var formatNames = map[ociartifact.Format]string{
+	ociartifact.FormatCNCF:      "CNCF Wasm artifact: config " + ociartifact.ConfigMediaType + ", one " + ociartifact.LayerMediaType + " layer",
+	ociartifact.FormatWasmLayer: "one " + ociartifact.LayerMediaType + " layer under another config, as oras push writes",
+	ociartifact.FormatWasmToOCI: "wasm-to-oci: one " + ociartifact.WasmToOCILayerMediaType + " layer",
+	ociartifact.FormatImage:     "an image whose one layer holds " + ociartifact.ImageModuleFile,
+}
+
 // remoteReport is inspect's report of a module in a registry: the
 // artifact, then the module as inspect reports a file.
 type remoteReport struct {
@@ -277,7 +286,7 @@ func inspectRemote(ctx context.Context, ref string, rf registryFlags, asJSON boo
 		if rr.IndexDigest != "" {
 			fmt.Fprintf(stdout, "index:      %s\n", rr.IndexDigest)
 		}
-		fmt.Fprintf(stdout, "format:     %s\n", rr.Format)
+		fmt.Fprintf(stdout, "format:     %s (%s)\n", rr.Format, formatNames[a.Format])
 		fmt.Fprintf(stdout, "module:     %s\n", rr.ModuleDigest)
 		fmt.Fprintf(stdout, "size:       %d bytes\n", rr.Size)
 		keys := make([]string, 0, len(rr.Annotations))

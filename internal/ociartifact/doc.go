@@ -7,10 +7,11 @@
 // from what it had.
 //
 // What it reads from a registry is one WebAssembly module, in one of
-// three forms (Format): the CNCF TAG Runtime Wasm artifact (config
+// four forms (Format): the CNCF TAG Runtime Wasm artifact (config
 // application/vnd.wasm.config.v0+json, one application/wasm layer; what
-// Push writes), wasm-to-oci's (one
-// application/vnd.wasm.content.layer.v1+wasm layer), and Istio's image
+// Push writes), one application/wasm layer under any other config (what
+// `oras push ref plugin.wasm:application/wasm` writes), wasm-to-oci's
+// (one application/vnd.wasm.content.layer.v1+wasm layer), and Istio's image
 // form (a docker or OCI image of exactly one tar or tar+gzip layer
 // holding plugin.wasm). Anything else is refused with the media types it
 // has. Sizes are checked against MaxModuleSize before a blob is read

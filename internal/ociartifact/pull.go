@@ -49,6 +49,10 @@ const (
 	FormatCNCF      Format = "cncf-wasm"   // CNCF TAG Runtime Wasm artifact
 	FormatWasmToOCI Format = "wasm-to-oci" // wasm-to-oci's layer media type
 	FormatImage     Format = "image"       // Istio's single-layer image holding plugin.wasm
+	// FormatWasmLayer is one application/wasm layer under any config but
+	// the CNCF one: what `oras push ref plugin.wasm:application/wasm`
+	// writes (config application/vnd.oci.empty.v1+json).
+	FormatWasmLayer Format = "wasm-layer"
 )
 
 // Descriptor names one manifest in a registry.
@@ -316,10 +320,10 @@ func (e *UnknownFormatError) summary() string {
 }
 
 func (e *UnknownFormatError) Error() string {
-	return fmt.Sprintf("not a Wasm module artifact: it has %s; this host reads a CNCF Wasm artifact "+
-		"(config %s, one %s layer; what informer-host push writes), wasm-to-oci's (one %s layer) "+
+	return fmt.Sprintf("not a Wasm module artifact: it has %s; this host reads one %s layer "+
+		"(under config %s, as informer-host push writes, or any other, as oras push writes), wasm-to-oci's (one %s layer) "+
 		"or an image of exactly one tar(+gzip) layer holding %s: republish the module with informer-host push",
-		e.summary(), ConfigMediaType, LayerMediaType, WasmToOCILayerMediaType, ImageModuleFile)
+		e.summary(), LayerMediaType, ConfigMediaType, WasmToOCILayerMediaType, ImageModuleFile)
 }
 
 // classify says which form m is and which layer holds the module.
@@ -336,6 +340,10 @@ func classify(m *v1.Manifest) (Format, v1.Descriptor, error) {
 	switch {
 	case l.MediaType == LayerMediaType && m.Config.MediaType == ConfigMediaType:
 		return FormatCNCF, l, nil
+	case l.MediaType == LayerMediaType:
+		// The layer's type says it is the module, whatever the config
+		// (which nothing here reads).
+		return FormatWasmLayer, l, nil
 	case l.MediaType == WasmToOCILayerMediaType:
 		return FormatWasmToOCI, l, nil
 	case slices.Contains(imageLayerTypes, l.MediaType) && (m.Config.MediaType == types.DockerConfigJSON || m.Config.MediaType == types.OCIConfigJSON):

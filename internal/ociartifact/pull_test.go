@@ -139,7 +139,8 @@ func image(t *testing.T, reg *registrytest.Server, repo string, mediaType, confi
 	return reg.Ref(repo + ":v1")
 }
 
-// Besides its own, Pull reads wasm-to-oci's form and Istio's image form
+// Besides its own, Pull reads one application/wasm layer under any other
+// config (oras push's default), wasm-to-oci's form and Istio's image form
 // (docker or OCI, tar+gzip or tar, plugin.wasm inside).
 func TestPullFormats(t *testing.T) {
 	registrytest.Each(t, func(t *testing.T, reg *registrytest.Server) {
@@ -151,6 +152,13 @@ func TestPullFormats(t *testing.T) {
 			ref    string
 			format ociartifact.Format
 		}{
+			// oras push's default (OCI 1.1: the empty config) and its
+			// --image-spec v1.0 (the unknown config): the application/wasm
+			// layer alone says what it holds.
+			{"oras default", image(t, reg, "oras", types.OCIManifestSchema1, "application/vnd.oci.empty.v1+json",
+				map[types.MediaType][]byte{ociartifact.LayerMediaType: wasm}), ociartifact.FormatWasmLayer},
+			{"oras image-spec v1.0", image(t, reg, "oras-v10", types.OCIManifestSchema1, "application/vnd.unknown.config.v1+json",
+				map[types.MediaType][]byte{ociartifact.LayerMediaType: wasm}), ociartifact.FormatWasmLayer},
 			{"wasm-to-oci", image(t, reg, "w2o", types.OCIManifestSchema1, "application/vnd.wasm.config.v1+json",
 				map[types.MediaType][]byte{ociartifact.WasmToOCILayerMediaType: wasm}), ociartifact.FormatWasmToOCI},
 			{"docker image", image(t, reg, "istio-docker", types.DockerManifestSchema2, types.DockerConfigJSON,
