@@ -267,18 +267,18 @@ func TestCosignSignaturesVerify(t *testing.T) {
 				if out, err := tool(t, dir, []string{"COSIGN_PASSWORD=" + cosignPassword}, cosign, append(args, ref)...); err != nil {
 					t.Fatalf("cosign %s: %v\n%s", strings.Join(args, " "), err, out)
 				}
-				code, out, errOut := run(t, "verify", "oci://"+ref, "--key", pub)
+				code, out, errOut := run(t, "verify", "--insecure", "oci://"+ref, "--key", pub)
 				if code != 0 || !strings.Contains(out, "verified, signed by") || !strings.Contains(out, tc.found) {
 					t.Fatalf("informer-host verify of cosign's %s signature: exit %d, want 0 and %q: %s%s", tc.name, code, tc.found, out, errOut)
 				}
-				code, out, errOut = run(t, "verify", "oci://"+ref, "--key", otherPub)
+				code, out, errOut = run(t, "verify", "--insecure", "oci://"+ref, "--key", otherPub)
 				if code != 1 || !strings.Contains(out, "NOT verified") {
 					t.Fatalf("informer-host verify with a key that did not sign: exit %d, want 1: %s%s", code, out, errOut)
 				}
 			})
 		}
 		ref := pushModule(t, reg, dir, "unsigned")
-		code, out, errOut := run(t, "verify", "oci://"+ref, "--key", pub)
+		code, out, errOut := run(t, "verify", "--insecure", "oci://"+ref, "--key", pub)
 		if code != 1 || !strings.Contains(out, "NOT verified") {
 			t.Fatalf("informer-host verify of an unsigned digest: exit %d, want 1: %s%s", code, out, errOut)
 		}
@@ -301,7 +301,7 @@ func TestSignVerifiedByCosign(t *testing.T) {
 		}
 		ref := pushModule(t, reg, dir, "signed")
 		t.Setenv("COSIGN_PASSWORD", cosignPassword)
-		if code, out, errOut := run(t, "sign", "oci://"+ref, "--key", key); code != 0 {
+		if code, out, errOut := run(t, "sign", "--insecure", "oci://"+ref, "--key", key); code != 0 {
 			t.Fatalf("informer-host sign: exit %d: %s%s", code, out, errOut)
 		}
 		verify := func(key, ref string) (string, error) {
