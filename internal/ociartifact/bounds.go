@@ -148,19 +148,22 @@ func (b *boundedBody) Close() error {
 // timeouts (connect, TLS handshake, response headers).
 func stalled(ctx context.Context, host string, timeout time.Duration, partial bool, err error) error {
 	var se *StallError
-	if errors.As(err, &se) {
-		return err
+	switch {
+	case errors.As(err, &se): // the transport may hand back the context's cause itself
+	case ctx.Err() != nil && errors.As(context.Cause(ctx), &se):
+	default:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			return err
+		}
+		se = &StallError{Host: host, Timeout: timeout}
 	}
-	if ctx.Err() != nil && errors.As(context.Cause(ctx), &se) {
+	if partial && !se.Partial {
 		c := *se
-		c.Partial = c.Partial || partial
+		c.Partial = true
 		return &c
 	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return &StallError{Host: host, Timeout: timeout, Partial: partial}
-	}
-	return err
+	return se
 }
 
 // attempt bounds one attempt at one registry (a resolve, a pull) as a

@@ -30,67 +30,24 @@ const safetyNet = 20 * time.Second
 
 // hangingServer accepts every request and never answers it.
 func hangingServer(t *testing.T) string {
-	done := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-done:
-		}
-	}))
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { registrytest.Hang(r, stop) }))
 	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(done) }) // before srv.Close, which waits for handlers
+	t.Cleanup(func() { close(stop) })
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-// silentPort accepts TCP connections and never reads or writes a byte.
-func silentPort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	return l.Addr().String()
-}
-
 // drippingServer answers every request with headers at once and then a
-// body of one byte at a time, slowly, as a registry behind a choked link.
+// body that drips.
 func drippingServer(t *testing.T) string {
-	done := make(chan struct{})
+	stop := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", string(types.OCIManifestSchema1))
 		w.Header().Set("Content-Length", "1000000")
-		w.WriteHeader(http.StatusOK)
-		for {
-			if _, err := w.Write([]byte("{")); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
-			select {
-			case <-r.Context().Done():
-				return
-			case <-done:
-				return
-			case <-time.After(20 * time.Millisecond): // the drip's pace, not a wait in the test
-			}
-		}
+		registrytest.Drip(w, r, stop)
 	}))
 	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(done) })
+	t.Cleanup(func() { close(stop) })
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
@@ -105,7 +62,7 @@ func TestStalledRegistryIsGivenUp(t *testing.T) {
 		host func(*testing.T) string
 	}{
 		{"hangs after accepting", hangingServer},
-		{"silent port", silentPort},
+		{"silent port", func(t *testing.T) string { return registrytest.SilentPort(t) }},
 		{"drips", drippingServer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
