@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/ociartifact"
 	"github.com/informer-host/informer-host/internal/ociartifact/registrytest"
 )
 
@@ -99,5 +100,13 @@ func TestHTTPSFetcher(t *testing.T) {
 				t.Errorf("%s: the error shows the URL's %q: %v", tc.name, s, err)
 			}
 		}
+	}
+}
+
+// The config's default bound is the registry client's, so a Config
+// built in code and one read from a file behave alike.
+func TestFetchTimeoutDefaultsAgree(t *testing.T) {
+	if config.DefaultFetchTimeout != ociartifact.DefaultTimeout {
+		t.Errorf("config.DefaultFetchTimeout %s, ociartifact.DefaultTimeout %s", config.DefaultFetchTimeout, ociartifact.DefaultTimeout)
 	}
 }
