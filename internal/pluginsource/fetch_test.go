@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/ociartifact"
 	"github.com/informer-host/informer-host/internal/ociartifact/registrytest"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // secrets are what an https:// source URL may carry (user info, a
@@ -109,4 +111,32 @@ func TestFetchTimeoutDefaultsAgree(t *testing.T) {
 	if config.DefaultFetchTimeout != ociartifact.DefaultTimeout {
 		t.Errorf("config.DefaultFetchTimeout %s, ociartifact.DefaultTimeout %s", config.DefaultFetchTimeout, ociartifact.DefaultTimeout)
 	}
+}
+
+// A registry that accepts and never answers makes the source degraded,
+// with the bound in its reason and a next retry, instead of leaving it
+// "not pulled yet" for as long as one waits.
+func TestStalledRegistryDegradesTheSource(t *testing.T) {
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { registrytest.Hang(r, stop) }))
+	defer srv.Close()
+	defer close(stop)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	in := "apiVersion: informer-host/v1\nresources: [{name: pods, version: v1, resource: pods}]\nplugins:\n" +
+		"  fetchTimeout: 200ms\n  registries:\n    " + host + ": {insecure: true}\n" +
+		"  modules:\n  - file: a.wasm\n    source: oci://" + host + "/org/a:v1\n"
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "config.yaml"), []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oci, err := NewOCI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, newFakeHost(), &Fetchers{OCI: oci, Timeout: cfg.FetchTimeoutOrDefault()}, store(t), nil)
+	m.Apply(t.Context(), cfg)
+	testenv.Eventually(t, "degraded, with the bound and a retry", func() bool {
+		st := m.Status()["a.wasm"]
+		return st.Degraded && strings.Contains(st.LastError, "no answer from "+host+" within 200ms (plugins.fetchTimeout)") && !st.NextRetry.IsZero()
+	})
 }
