@@ -86,6 +86,10 @@ const (
 	// runtime included, are under 4 MB) and far below what would hurt:
 	// a module is held in memory whole while it compiles.
 	DefaultMaxModuleSize Size = 64 << 20
+	// DefaultFetchTimeout notices a stalled registry within a minute and
+	// still lets a module of DefaultMaxModuleSize arrive over a link of
+	// about 1 MiB/s (ociartifact.DefaultTimeout).
+	DefaultFetchTimeout = time.Minute
 )
 
 // Bounds that validation enforces. They exist to catch typos (an extra
@@ -194,6 +198,13 @@ type Plugins struct {
 	// .dockerconfigjson) with the registries' credentials; relative to
 	// the config file. "": anonymous pulls.
 	DockerConfig string `yaml:"dockerConfig" json:"dockerConfig,omitempty"`
+	// FetchTimeout bounds each network step of getting a sourced module:
+	// connecting, the TLS handshake, waiting for an answer, each
+	// download with its body, and each attempt at one registry, mirror
+	// or URL (a resolve, a pull, a signature lookup's requests). A step
+	// that does not finish fails the attempt with the reason, and the
+	// source is retried. Default 1m; use FetchTimeoutOrDefault.
+	FetchTimeout Duration `yaml:"fetchTimeout" json:"fetchTimeout,omitzero"`
 }
 
 // Module names one plugin file and overrides plugins.default for it.
@@ -425,6 +436,15 @@ func (c *Config) ModuleSizeLimit() int64 {
 		return int64(DefaultMaxModuleSize)
 	}
 	return int64(c.Plugins.MaxModuleSize)
+}
+
+// FetchTimeoutOrDefault returns plugins.fetchTimeout, or its default for
+// a Config built in code.
+func (c *Config) FetchTimeoutOrDefault() time.Duration {
+	if c.Plugins.FetchTimeout.Duration <= 0 {
+		return DefaultFetchTimeout
+	}
+	return c.Plugins.FetchTimeout.Duration
 }
 
 // KubeconfigPath returns the kubeconfig file named in the config, resolved

@@ -72,6 +72,10 @@ func TestParseProblems(t *testing.T) {
 			[]string{`config.yaml:7: plugins.maxModuleSize: expected a size like 64Mi or a number of bytes, got a list`}},
 		{"module size too small", withHead("plugins:", "  maxModuleSize: 64"),
 			[]string{`config.yaml:7: plugins.maxModuleSize: 64 is out of range; use a size from 1Ki to 1Gi (default 64Mi)`}},
+		{"zero fetch timeout", withHead("plugins:", "  fetchTimeout: 0s"),
+			[]string{`config.yaml:7: plugins.fetchTimeout: must be greater than 0`}},
+		{"negative fetch timeout", withHead("plugins:", "  fetchTimeout: -5s"),
+			[]string{`config.yaml:7: plugins.fetchTimeout: must not be negative (got -5s)`}},
 		{"module size too large", withHead("plugins:", "  maxModuleSize: 2Gi"),
 			[]string{`config.yaml:7: plugins.maxModuleSize: 2Gi is out of range`}},
 
@@ -660,6 +664,24 @@ func TestSyntaxErrorLines(t *testing.T) {
 				t.Errorf("got  %v\nwant %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// plugins.fetchTimeout is 1m when left out, what the file says
+// otherwise, and 1m for a Config built in code.
+func TestFetchTimeout(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": DefaultFetchTimeout, "plugins: {fetchTimeout: 5s}\n": 5 * time.Second} {
+		c, err := Parse("", []byte("apiVersion: informer-host/v1\n"+in))
+		if err != nil {
+			t.Errorf("%q: %v", in, err)
+			continue
+		}
+		if got := c.FetchTimeoutOrDefault(); got != want {
+			t.Errorf("%q: fetch timeout %s, want %s", in, got, want)
+		}
+	}
+	if got := (&Config{}).FetchTimeoutOrDefault(); got != DefaultFetchTimeout {
+		t.Errorf("a Config built in code: %s", got)
 	}
 }
 

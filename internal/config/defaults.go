@@ -273,6 +273,9 @@ func applyDefaults(c *Config, p *problems) {
 	if !p.present(path{"plugins", "maxModuleSize"}) {
 		c.Plugins.MaxModuleSize = DefaultMaxModuleSize
 	}
+	if !p.present(path{"plugins", "fetchTimeout"}) {
+		c.Plugins.FetchTimeout = NewDuration(DefaultFetchTimeout)
+	}
 	dp := path{"plugins", "default"}
 	def := resolveSettings(c.Plugins.Default, fieldsSet(c.Plugins.Default, p, dp), PluginSettings{}, 0)
 	c.Plugins.Default = def

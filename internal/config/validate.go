@@ -35,6 +35,7 @@ func validate(p *problems, c *Config) {
 	if ms := c.Plugins.MaxModuleSize; p.present(path{"plugins", "maxModuleSize"}) && (ms < 1024 || ms > MaxModuleSize) {
 		p.add(path{"plugins", "maxModuleSize"}, "%s is out of range; use a size from 1Ki to %s (default %s)", ms, MaxModuleSize, DefaultMaxModuleSize)
 	}
+	positive(p, path{"plugins", "fetchTimeout"}, c.Plugins.FetchTimeout)
 	validateSettings(p, path{"plugins", "default"}, &c.Plugins.Default, names, complete)
 	files := map[string]int{}
 	for i := range c.Plugins.Modules {

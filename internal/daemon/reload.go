@@ -26,8 +26,8 @@ func (d *Daemon) reload(ctx context.Context, why string) {
 	}
 	if d.sources != nil && d.sources.m != nil && (!reflect.DeepEqual(next.Plugins.Registries, d.cfg.Plugins.Registries) ||
 		next.Plugins.DockerConfig != d.cfg.Plugins.DockerConfig || next.Plugins.AllowInsecureRemote != d.cfg.Plugins.AllowInsecureRemote ||
-		next.Plugins.SourceCache != d.cfg.Plugins.SourceCache) {
-		d.log.Warn("plugins.registries, dockerConfig, allowInsecureRemote and sourceCache take effect only after a restart")
+		next.Plugins.SourceCache != d.cfg.Plugins.SourceCache || next.FetchTimeoutOrDefault() != d.cfg.FetchTimeoutOrDefault()) {
+		d.log.Warn("plugins.registries, dockerConfig, allowInsecureRemote, sourceCache and fetchTimeout take effect only after a restart")
 	}
 	if next.Sharding != d.cfg.Sharding || next.LeaderElection != d.cfg.LeaderElection {
 		d.log.Warn("sharding and leaderElection take effect only after a restart")

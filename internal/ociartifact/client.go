@@ -60,22 +60,34 @@ type Options struct {
 	Transport http.RoundTripper
 	// UserAgent is sent with every request; "" is "informer-host".
 	UserAgent string
+	// Timeout bounds every network step: connecting, the TLS handshake,
+	// waiting for an answer, each download with its body, and each
+	// attempt at one registry (a Resolve, a Pull) whole. A step that
+	// does not finish is a *StallError. Zero is DefaultTimeout.
+	Timeout time.Duration
 }
 
 // Client talks to OCI registries. It is safe for concurrent use.
 type Client struct {
 	opts      Options
 	max       int64
+	timeout   time.Duration
 	keychain  authn.Keychain
 	transport *hostTransport
+	// rt is transport with each request bounded and manifests capped:
+	// what every request goes through.
+	rt http.RoundTripper
 }
 
 // New checks o and builds a Client: the docker config is read here, so a
 // file that is missing or not JSON is an error now, not at the first pull.
 func New(o Options) (*Client, error) {
-	c := &Client{opts: o, max: o.MaxModuleSize}
+	c := &Client{opts: o, max: o.MaxModuleSize, timeout: o.Timeout}
 	if c.max <= 0 {
 		c.max = DefaultMaxModuleSize
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
 	}
 	c.keychain = authn.NewMultiKeychain() // anonymous
 	if o.DockerConfig != "" {
@@ -87,7 +99,7 @@ func New(o Options) (*Client, error) {
 	}
 	base := o.Transport
 	if base == nil {
-		base = remote.DefaultTransport
+		base = boundedBase(c.timeout)
 	}
 	t := &hostTransport{base: base, hosts: map[string]http.RoundTripper{}, insecure: map[string]bool{}}
 	for host, r := range o.Registries {
@@ -135,22 +147,27 @@ func New(o Options) (*Client, error) {
 		t.hosts[host] = ht
 	}
 	c.transport = t
+	c.rt = &boundedTransport{next: t, timeout: c.timeout, capManifests: true}
 	return c, nil
 }
+
+// Timeout is the bound of each network step (Options.Timeout).
+func (c *Client) Timeout() time.Duration { return c.timeout }
 
 // MaxModuleSize is the bound the client enforces.
 func (c *Client) MaxModuleSize() int64 { return c.max }
 
 // RemoteOptions are the go-containerregistry options of this client's
 // requests (credentials, per-host TLS, plain HTTP only where allowed,
-// retries), for a package that talks to the same registries itself, such
+// retries, each request bounded by Timeout and manifests by
+// MaxManifestSize), for a package that talks to the same registries itself, such
 // as signature verification. Parse references with ParseReference so
 // that insecure hosts get their scheme.
 func (c *Client) RemoteOptions(ctx context.Context) []remote.Option {
 	return []remote.Option{
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(c.keychain),
-		remote.WithTransport(c.transport),
+		remote.WithTransport(c.rt),
 		remote.WithUserAgent(cmpOr(c.opts.UserAgent, "informer-host")),
 		// The daemon retries on its own schedule; a pull should fail
 		// fast enough to report.

@@ -18,10 +18,26 @@
 // (its descriptor) and while it is read (a registry that lies), and every
 // blob against its digest.
 //
-// An image index is accepted when exactly one of its manifests is one of
-// those forms: that one is chosen, whatever its platform says, and
-// Artifact.IndexDigest records the index. Two or none is an error naming
+// An image index is accepted when it names exactly one module: that one
+// is chosen, whatever its platform says, and Artifact.IndexDigest records
+// the index. The choice is made from the manifests alone (each distinct
+// digest read once, stopping at a second Wasm artifact), and only the
+// chosen manifest's layer is downloaded: a Wasm artifact (CNCF or
+// wasm-to-oci form) is a module by its media types, and an image, which
+// may or may not hold plugin.wasm, is read only when the index has no
+// Wasm artifact and no other image. Two, or none, is an error naming
 // them.
+//
+// Nothing a registry or server does can hold a caller without end or
+// fill its memory: every network step (connect, TLS handshake, waiting
+// for an answer, each download with its body, and each attempt at one
+// registry whole) is bounded by Options.Timeout, and a stall is a
+// *StallError naming the host and the bound; a manifest, an index or a
+// referrers list is cut at MaxManifestSize (4 MiB, what the CNCF
+// Distribution registry stores) as it is read, and refused unread when
+// its Content-Length or descriptor says more. RemoteOptions carries both
+// bounds to other packages' requests (signature lookups), and
+// NewHTTPClient to https:// downloads.
 //
 // Rule of direction: ociartifact imports go-containerregistry and the
 // standard library, nothing of host/ or the daemon (internal/daemon,

@@ -2,6 +2,7 @@ package ociartifact
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,52 +22,75 @@ func NormalizeSHA256(want string) (string, error) {
 
 // FetchHTTPS downloads an https:// module and checks it against
 // wantSHA256 ("sha256:<hex>" or the hex), which is required: a URL alone
-// says nothing about what it serves. client nil is http.DefaultClient.
-// max bounds the body, before reading (Content-Length) and while
-// reading; zero is DefaultMaxModuleSize.
+// says nothing about what it serves. client nil is NewHTTPClient(0);
+// client.Timeout bounds the download whole, body included, and its end
+// is a *StallError naming the host. max bounds the body, before reading
+// (Content-Length) and while reading; zero is DefaultMaxModuleSize.
+// Errors show the URL without its user info and query, which may hold
+// credentials (a pre-signed URL's signature).
 func FetchHTTPS(ctx context.Context, rawURL, wantSHA256 string, client *http.Client, max int64) ([]byte, error) {
 	if max <= 0 {
 		max = DefaultMaxModuleSize
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("source %q: not an https:// URL", rawURL)
+		return nil, fmt.Errorf("source %q: not an https:// URL", redactRaw(rawURL))
 	}
+	shown := redactURL(u)
 	if wantSHA256 == "" {
-		return nil, fmt.Errorf("source %s: an https:// source needs its sha256 (sha256: in config.yaml): `sha256sum plugin.wasm` prints it", redactURL(u))
+		return nil, fmt.Errorf("source %s: an https:// source needs its sha256 (sha256: in config.yaml): `sha256sum plugin.wasm` prints it", shown)
 	}
 	want, err := NormalizeSHA256(wantSHA256)
 	if err != nil {
-		return nil, fmt.Errorf("source %s: %w", redactURL(u), err)
+		return nil, fmt.Errorf("source %s: %w", shown, err)
 	}
 	if client == nil {
-		client = http.DefaultClient
+		client = NewHTTPClient(0)
+		defer client.CloseIdleConnections()
+	}
+	if client.Timeout > 0 {
+		// The deadline is this function's, so that its end is named.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, client.Timeout, &StallError{Host: u.Host, Timeout: client.Timeout})
+		defer cancel()
+		c := *client
+		c.Timeout = 0
+		client = &c
+	}
+	fail := func(partial bool, err error) error {
+		// http.Client's errors carry the URL (of a redirect too) with
+		// its query: keep only what went wrong.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("source %s: %w", shown, attemptErr(ctx, stalled(ctx, u.Host, client.Timeout, partial, err)))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return nil, fmt.Errorf("source %s: %w", redactURL(u), err)
+		return nil, fail(false, err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("source %s: %w", redactURL(u), err)
+		return nil, fail(false, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("source %s: HTTP %s", redactURL(u), resp.Status)
+		return nil, fmt.Errorf("source %s: HTTP %s", shown, resp.Status)
 	}
 	if resp.ContentLength > max {
 		return nil, fmt.Errorf("source %s: %d bytes (Content-Length), over the limit of %d (plugins.maxModuleSize): refused before download",
-			redactURL(u), resp.ContentLength, max)
+			shown, resp.ContentLength, max)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	if err != nil {
-		return nil, fmt.Errorf("source %s: %w", redactURL(u), err)
+		return nil, fail(true, err)
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("source %s: over the limit of %d bytes (plugins.maxModuleSize)", redactURL(u), max)
+		return nil, fmt.Errorf("source %s: over the limit of %d bytes (plugins.maxModuleSize)", shown, max)
 	}
 	if got := digestOf(b); got != want {
-		return nil, fmt.Errorf("source %s: served %s, not the sha256 %s the config pins: the file changed, or the pin is wrong", redactURL(u), got, want)
+		return nil, fmt.Errorf("source %s: served %s, not the sha256 %s the config pins: the file changed, or the pin is wrong", shown, got, want)
 	}
 	return b, nil
 }
@@ -103,6 +127,19 @@ func ReadFile(source, wantSHA256 string, max int64) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// RedactURL is rawURL as it may be shown: without user info and query,
+// which may hold credentials; a URL that does not parse is shown as
+// "(unparsable URL)".
+func RedactURL(rawURL string) string { return redactRaw(rawURL) }
+
+func redactRaw(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return redactURL(u)
 }
 
 // redactURL is u without its user info and query, which may hold

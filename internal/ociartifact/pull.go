@@ -92,15 +92,7 @@ func (c *Client) Resolve(ctx context.Context, ref string) (Descriptor, error) {
 	}
 	var errs []error
 	for _, ep := range c.endpoints(r) {
-		opts := c.RemoteOptions(ctx)
-		d, err := remote.Head(ep.ref, opts...)
-		if err != nil {
-			if g, gerr := remote.Get(ep.ref, opts...); gerr == nil {
-				d, err = &g.Descriptor, nil
-			} else {
-				err = gerr
-			}
-		}
+		d, err := c.resolveAt(ctx, ep.ref)
 		if err == nil {
 			return Descriptor{Digest: d.Digest.String(), MediaType: string(d.MediaType), Size: d.Size}, nil
 		}
@@ -110,6 +102,21 @@ func (c *Client) Resolve(ctx context.Context, ref string) (Descriptor, error) {
 		}
 	}
 	return Descriptor{}, errors.Join(errs...)
+}
+
+// resolveAt is one attempt at one endpoint, bounded by the timeout.
+func (c *Client) resolveAt(ctx context.Context, ref name.Reference) (*v1.Descriptor, error) {
+	actx, cancel := c.attempt(ctx, ref.Context().RegistryStr())
+	defer cancel()
+	opts := c.RemoteOptions(actx)
+	d, err := remote.Head(ref, opts...)
+	if err != nil && actx.Err() == nil {
+		var g *remote.Descriptor
+		if g, err = remote.Get(ref, opts...); err == nil {
+			d = &g.Descriptor
+		}
+	}
+	return d, attemptErr(actx, err)
 }
 
 // Pull fetches the module ref names, from each mirror in order and then
@@ -158,16 +165,19 @@ func (c *Client) pull(ctx context.Context, ref string, withConfig bool) (*pulled
 	return nil, errors.Join(errs...)
 }
 
+// pullFrom is one attempt at one endpoint, bounded by the timeout.
 func (c *Client) pullFrom(ctx context.Context, ref name.Reference, withConfig bool) (*pulled, error) {
-	opts := c.RemoteOptions(ctx)
+	actx, cancel := c.attempt(ctx, ref.Context().RegistryStr())
+	defer cancel()
+	opts := c.RemoteOptions(actx)
 	d, err := remote.Get(ref, opts...)
 	if err != nil {
-		return nil, c.explain(ref, err)
+		return nil, c.explain(ref, attemptErr(actx, err))
 	}
 	src := &remoteSource{repo: ref.Context(), opts: opts}
-	p, err := extract(ctx, src, d.Manifest, d.MediaType, c.max, withConfig)
+	p, err := extract(actx, src, d.Manifest, d.MediaType, c.max, withConfig)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ref, err)
+		return nil, fmt.Errorf("%s: %w", ref, attemptErr(actx, err))
 	}
 	return p, nil
 }
@@ -211,50 +221,7 @@ const configMax = 1 << 20
 func extract(ctx context.Context, src source, raw []byte, mt types.MediaType, max int64, withConfig bool) (*pulled, error) {
 	top := digestOf(raw)
 	if mt.IsIndex() {
-		var idx v1.IndexManifest
-		if err := json.Unmarshal(raw, &idx); err != nil {
-			return nil, fmt.Errorf("the index %s is not JSON: %v", top, err)
-		}
-		if len(idx.Manifests) > maxIndexManifests {
-			return nil, fmt.Errorf("the index %s lists %d manifests, more than the %d read for a module: "+
-				"push the module on its own (informer-host push) and name that", top, len(idx.Manifests), maxIndexManifests)
-		}
-		var found []*pulled
-		var seen []string
-		for _, m := range idx.Manifests {
-			if !m.MediaType.IsImage() {
-				seen = append(seen, fmt.Sprintf("%s (%s)", m.Digest, m.MediaType))
-				continue
-			}
-			b, err := src.manifest(ctx, m)
-			if err != nil {
-				return nil, fmt.Errorf("the index's manifest %s: %w", m.Digest, err)
-			}
-			if digestOf(b) != m.Digest.String() {
-				return nil, fmt.Errorf("the index's manifest %s: content does not match its digest (got %s)", m.Digest, digestOf(b))
-			}
-			p, err := extract(ctx, src, b, m.MediaType, max, withConfig)
-			if err != nil {
-				var ue *UnknownFormatError
-				if errors.As(err, &ue) {
-					seen = append(seen, fmt.Sprintf("%s (%s)", m.Digest, ue.summary()))
-					continue
-				}
-				if errors.Is(err, errNoModuleFile) {
-					seen = append(seen, fmt.Sprintf("%s (an image without %s)", m.Digest, ImageModuleFile))
-					continue
-				}
-				return nil, err
-			}
-			found = append(found, p)
-			seen = append(seen, fmt.Sprintf("%s (%s)", m.Digest, p.art.Format))
-		}
-		if len(found) != 1 {
-			return nil, fmt.Errorf("the index %s has %d Wasm module manifests, and a module source needs exactly one: %s; "+
-				"name the one you mean by its digest (repo@sha256:...)", top, len(found), strings.Join(seen, ", "))
-		}
-		found[0].art.IndexDigest = top
-		return found[0], nil
+		return extractIndex(ctx, src, raw, max, withConfig)
 	}
 	if !mt.IsImage() && mt != "" {
 		return nil, &UnknownFormatError{Manifest: string(mt)}
@@ -302,6 +269,107 @@ func extract(ctx context.Context, src source, raw []byte, mt types.MediaType, ma
 			return nil, err
 		}
 	}
+	return p, nil
+}
+
+// extractIndex reads the one module of the index raw. Which manifest
+// that is, is decided from the manifests alone, each distinct digest
+// read once, and only the chosen one's layer is downloaded: an index
+// cannot make the client download more than one module, nor the same one
+// many times. A Wasm artifact (the CNCF or wasm-to-oci form) is a module
+// by its media types; an image only may be one (its layer holds
+// plugin.wasm or not), so an image is read only when the index has no
+// Wasm artifact and no other image.
+func extractIndex(ctx context.Context, src source, raw []byte, max int64, withConfig bool) (*pulled, error) {
+	top := digestOf(raw)
+	var idx v1.IndexManifest
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		return nil, fmt.Errorf("the index %s is not JSON: %v", top, err)
+	}
+	if len(idx.Manifests) > maxIndexManifests {
+		return nil, fmt.Errorf("the index %s lists %d manifests, more than the %d read for a module: "+
+			"push the module on its own (informer-host push) and name that", top, len(idx.Manifests), maxIndexManifests)
+	}
+	type candidate struct {
+		d   v1.Descriptor
+		raw []byte
+	}
+	var wasm, images []candidate
+	var seen []string
+	read := map[v1.Hash]bool{}
+	complete := true
+	for i, m := range idx.Manifests {
+		if read[m.Digest] {
+			continue
+		}
+		read[m.Digest] = true
+		if !m.MediaType.IsImage() {
+			seen = append(seen, fmt.Sprintf("%s (%s)", m.Digest, m.MediaType))
+			continue
+		}
+		if m.Size > MaxManifestSize {
+			return nil, fmt.Errorf("the index's manifest %s is %d bytes, over the %dMiB a manifest may be: refused unread", m.Digest, m.Size, MaxManifestSize>>20)
+		}
+		b, err := src.manifest(ctx, m)
+		if err != nil {
+			return nil, fmt.Errorf("the index's manifest %s: %w", m.Digest, err)
+		}
+		if digestOf(b) != m.Digest.String() {
+			return nil, fmt.Errorf("the index's manifest %s: content does not match its digest (got %s)", m.Digest, digestOf(b))
+		}
+		var mf v1.Manifest
+		if err := json.Unmarshal(b, &mf); err != nil {
+			return nil, fmt.Errorf("the index's manifest %s is not JSON: %v", m.Digest, err)
+		}
+		format, _, err := classify(&mf)
+		if err != nil {
+			var ue *UnknownFormatError
+			if !errors.As(err, &ue) {
+				return nil, err
+			}
+			seen = append(seen, fmt.Sprintf("%s (%s)", m.Digest, ue.summary()))
+			continue
+		}
+		seen = append(seen, fmt.Sprintf("%s (%s)", m.Digest, format))
+		if format == FormatImage {
+			images = append(images, candidate{m, b})
+			continue
+		}
+		wasm = append(wasm, candidate{m, b})
+		if len(wasm) == 2 {
+			complete = i == len(idx.Manifests)-1
+			break // two already make the index ambiguous
+		}
+	}
+	var chosen candidate
+	switch {
+	case len(wasm) == 1:
+		chosen = wasm[0]
+	case len(wasm) > 1:
+		more := ""
+		if !complete {
+			more = ", or more (the rest were not read)"
+		}
+		return nil, fmt.Errorf("the index %s has %d Wasm module manifests%s, and a module source needs exactly one: %s; "+
+			"name the one you mean by its digest (repo@sha256:...)", top, len(wasm), more, strings.Join(seen, ", "))
+	case len(images) == 1:
+		chosen = images[0]
+	case len(images) > 1:
+		return nil, fmt.Errorf("the index %s has no Wasm artifact and %d images, any of which may hold %s, and a module source needs exactly one: %s; "+
+			"name the one you mean by its digest (repo@sha256:...)", top, len(images), ImageModuleFile, strings.Join(seen, ", "))
+	default:
+		return nil, fmt.Errorf("the index %s has 0 Wasm module manifests, and a module source needs exactly one: %s; "+
+			"name the one you mean by its digest (repo@sha256:...)", top, strings.Join(seen, ", "))
+	}
+	p, err := extract(ctx, src, chosen.raw, chosen.d.MediaType, max, withConfig)
+	if err != nil {
+		if errors.Is(err, errNoModuleFile) {
+			return nil, fmt.Errorf("the index %s has 0 Wasm module manifests, and a module source needs exactly one: %s (an image without %s)",
+				top, chosen.d.Digest, ImageModuleFile)
+		}
+		return nil, err
+	}
+	p.art.IndexDigest = top
 	return p, nil
 }
 

@@ -18,7 +18,9 @@
 // What it needs from the world is three small interfaces: a Fetcher
 // (Resolve a source to a digest, Fetch the bytes of a digest), a Verifier
 // (sigstore policy over a repository and digest) and a Store (blobs by
-// digest, last good digest by source). file:// and https:// fetching, an
+// digest, last good digest by source). file:// and https:// fetching
+// (https:// through ociartifact.FetchHTTPS: bounded by plugins.fetchTimeout
+// and maxModuleSize, the URL's user info and query kept out of errors), an
 // on-disk Store, the oci:// Fetcher over internal/ociartifact's client
 // (oci.go) and the Verifier over internal/sigverify (sigstore.go) are
 // here; the tests use fakes of each beside the real ones.

@@ -9,8 +9,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/ociartifact"
 )
 
 // Source is one plugin's source, as the config gives it.
@@ -54,10 +56,16 @@ var ErrNoOCIClient = errors.New("oci:// sources need the OCI registry client, wh
 type Fetchers struct {
 	// OCI fetches oci:// sources; nil refuses them (ErrNoOCIClient).
 	OCI Fetcher
-	// HTTP is the client of https:// sources; nil: http.DefaultClient.
+	// HTTP is the client of https:// sources; nil: one bounded by
+	// Timeout (ociartifact.NewHTTPClient).
 	HTTP *http.Client
-	// MaxBytes bounds a module (plugins.maxModuleSize); 0: no bound.
+	// MaxBytes bounds a module (plugins.maxModuleSize); 0: no bound for
+	// a file, ociartifact.DefaultMaxModuleSize for a download.
 	MaxBytes int64
+	// Timeout bounds each https:// download whole, body included
+	// (plugins.fetchTimeout); 0: HTTP's own Timeout, or
+	// ociartifact.DefaultTimeout when HTTP is nil.
+	Timeout time.Duration
 }
 
 // Resolve implements Fetcher.
@@ -93,12 +101,9 @@ func (f *Fetchers) Fetch(ctx context.Context, src Source, digest string) (Artifa
 		}
 		return f.OCI.Fetch(ctx, src, digest)
 	case config.SchemeHTTPS:
-		b, err := f.get(ctx, src.Ref.URL)
+		b, err := f.get(ctx, src.Ref.URL, digest)
 		if err != nil {
 			return Artifact{}, err
-		}
-		if d := digestOf(b); d != digest {
-			return Artifact{}, fmt.Errorf("the bytes at %s have %s, not the pinned %s: refused", src.Ref.URL, d, digest)
 		}
 		return Artifact{Digest: digest, Module: b}, nil
 	case config.SchemeFile:
@@ -140,24 +145,21 @@ func (f *Fetchers) readAll(r io.Reader, what string) ([]byte, error) {
 	return b, nil
 }
 
-func (f *Fetchers) get(ctx context.Context, url string) ([]byte, error) {
+// get downloads an https:// module pinned to digest through
+// internal/ociartifact's fetcher, which bounds it in time and size,
+// checks the pin, and keeps the URL's user info and query (a pre-signed
+// URL's signature) out of its errors.
+func (f *Fetchers) get(ctx context.Context, url, digest string) ([]byte, error) {
 	c := f.HTTP
 	if c == nil {
-		c = http.DefaultClient
+		c = ociartifact.NewHTTPClient(f.Timeout)
+		defer c.CloseIdleConnections()
+	} else if f.Timeout > 0 {
+		cc := *c
+		cc.Timeout = f.Timeout
+		c = &cc
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return f.readAll(resp.Body, url)
+	return ociartifact.FetchHTTPS(ctx, url, digest, c, f.MaxBytes)
 }
 
 func digestOf(b []byte) string {

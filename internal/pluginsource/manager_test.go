@@ -372,8 +372,8 @@ func TestApplyChangesAndRemovesSources(t *testing.T) {
 	}
 }
 
-// file:// follows a file (unpinned: resolved by its bytes), https:// is
-// fetched and checked against its pin.
+// file:// follows a file (unpinned: resolved by its bytes); https:// has
+// its own test, TestHTTPSFetcher (fetch_test.go).
 func TestFileAndHTTPSFetchers(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "m.wasm")

@@ -13,14 +13,15 @@ import (
 type OCI struct{ Client *ociartifact.Client }
 
 // NewOCI builds the registry client the config describes: plugins.registries,
-// plugins.dockerConfig, plugins.allowInsecureRemote, plugins.maxModuleSize.
+// plugins.dockerConfig, plugins.allowInsecureRemote, plugins.maxModuleSize,
+// plugins.fetchTimeout.
 func NewOCI(cfg *config.Config) (*OCI, error) {
 	regs := make(map[string]ociartifact.Registry, len(cfg.Plugins.Registries))
 	for host, r := range cfg.Plugins.Registries {
 		regs[host] = ociartifact.Registry{CAFile: cfg.ResolvePath(r.CABundle), Mirrors: r.Mirrors, Insecure: r.Insecure}
 	}
 	c, err := ociartifact.New(ociartifact.Options{DockerConfig: cfg.ResolvePath(cfg.Plugins.DockerConfig), Registries: regs,
-		AllowInsecureRemote: cfg.Plugins.AllowInsecureRemote, MaxModuleSize: cfg.ModuleSizeLimit()})
+		AllowInsecureRemote: cfg.Plugins.AllowInsecureRemote, MaxModuleSize: cfg.ModuleSizeLimit(), Timeout: cfg.FetchTimeoutOrDefault()})
 	if err != nil {
 		return nil, err
 	}
