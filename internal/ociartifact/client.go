@@ -209,6 +209,23 @@ func IsLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// Locations are where ref is pulled from, in the order pulls try them:
+// each mirror, then the registry itself, insecure hosts marked as
+// ParseReference does. Signature verification looks there too, so that
+// a signature copied to a mirror with the module counts.
+func (c *Client) Locations(ref string) ([]name.Reference, error) {
+	r, err := c.ParseReference(ref)
+	if err != nil {
+		return nil, err
+	}
+	eps := c.endpoints(r)
+	refs := make([]name.Reference, 0, len(eps))
+	for _, ep := range eps {
+		refs = append(refs, ep.ref)
+	}
+	return refs, nil
+}
+
 // endpoint is one place a ref can be fetched from: a mirror or the
 // registry itself.
 type endpoint struct {

@@ -27,7 +27,8 @@
 //
 // Rule of direction: imported by internal/daemon (which runs a Manager
 // beside the host) and internal/server (which reports its Status); it
-// imports internal/config, internal/ociartifact, internal/sigverify and
-// client-go's workqueue, and reaches the host only through the Loader interface, so
+// imports internal/config, internal/ociartifact, internal/sigverify,
+// go-containerregistry's reference names (which sigverify's options
+// take) and client-go's workqueue, and reaches the host only through the Loader interface, so
 // it does not import host and host does not import it.
 package pluginsource

@@ -1,11 +1,6 @@
 package pluginsource
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,19 +61,8 @@ func TestOCITagMovesInARealRegistry(t *testing.T) {
 func TestSignedAndUnsignedFromARealRegistry(t *testing.T) {
 	reg := registrytest.GGCR(t)
 	dir := t.TempDir()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := x509.MarshalPKIXPublicKey(&priv.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "cosign.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600); err != nil {
+	privPEM, pubPEM := testKey(t)
+	if err := os.WriteFile(filepath.Join(dir, "cosign.pub"), pubPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	in := "apiVersion: informer-host/v1\nresources: [{name: pods, version: v1, resource: pods}]\nplugins:\n" +
@@ -99,7 +83,7 @@ func TestSignedAndUnsignedFromARealRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sigverify.SignWithKey(t.Context(), reg.Host+"/org/signed", d.Digest, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
+	if _, err := sigverify.SignWithKey(t.Context(), reg.Host+"/org/signed", d.Digest, privPEM,
 		sigverify.WithRemoteOptions(oci.Client.RemoteOptions(t.Context())...)); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +104,7 @@ func TestSignedAndUnsignedFromARealRegistry(t *testing.T) {
 	}
 	// Signed after its tag moved (push, then sign): a later attempt
 	// finds the signature; a refusal is not kept.
-	if _, err := sigverify.SignWithKey(t.Context(), reg.Host+"/org/unsigned", u.Digest, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
+	if _, err := sigverify.SignWithKey(t.Context(), reg.Host+"/org/unsigned", u.Digest, privPEM,
 		sigverify.WithRemoteOptions(oci.Client.RemoteOptions(t.Context())...)); err != nil {
 		t.Fatal(err)
 	}

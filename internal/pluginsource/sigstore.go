@@ -6,30 +6,61 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/google/go-containerregistry/pkg/name"
+
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/ociartifact"
 	"github.com/informer-host/informer-host/internal/sigverify"
 )
 
 // Sigstore is the Verifier over internal/sigverify: one sigverify.Verifier
 // per distinct policy, sharing the registry client's options
-// (credentials, per-host TLS) and one cache of results.
+// (credentials, per-host TLS), its mirrors and one cache of results.
 type Sigstore struct {
 	opts []sigverify.Option
 
-	mu        sync.Mutex
-	verifiers map[string]*sigverify.Verifier // by policy
+	mu sync.Mutex
+	// verifiers are by the policy as written (file names): a
+	// sigverify.Verifier reads its files again at each verification, so
+	// a key file replaced in place applies to the next one, and its
+	// cached results are by the files' contents.
+	verifiers map[string]*sigverify.Verifier
 }
 
-// NewSigstore returns a Verifier that reaches registries as oci does.
+// NewSigstore returns a Verifier that reaches registries as oci does,
+// looking for signatures where pulls look for modules: each mirror in
+// order, then the registry.
 func NewSigstore(oci *OCI) *Sigstore {
-	return &Sigstore{opts: []sigverify.Option{sigverify.WithRemoteOptions(oci.Client.RemoteOptions(context.Background())...),
-		sigverify.WithCache(sigverify.NewCache())}, verifiers: map[string]*sigverify.Verifier{}}
+	return &Sigstore{opts: []sigverify.Option{
+		// The context here is only a placeholder: sigverify puts each
+		// call's own after it, and that one governs the requests.
+		sigverify.WithRemoteOptions(oci.Client.RemoteOptions(context.Background())...),
+		sigverify.WithLocations(func(ref name.Digest) ([]name.Digest, error) { return locations(oci.Client, ref) }),
+		sigverify.WithCache(sigverify.NewCache()),
+	}, verifiers: map[string]*sigverify.Verifier{}}
+}
+
+// locations are the client's mirrors and registry for ref, by digest.
+func locations(c *ociartifact.Client, ref name.Digest) ([]name.Digest, error) {
+	refs, err := c.Locations(ref.String())
+	if err != nil {
+		return nil, err
+	}
+	ds := make([]name.Digest, 0, len(refs))
+	for _, r := range refs {
+		d, ok := r.(name.Digest)
+		if !ok {
+			return nil, fmt.Errorf("location %s of %s is not by digest", r, ref)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }
 
 // Verify implements Verifier. A refusal (required, and no signature
 // verifies) is a result with its reason, not an error: it is final for
 // that digest. An error means the verifier could not decide (a policy
-// file unreadable, the registry not answering).
+// file unreadable, ctx ended).
 func (s *Sigstore) Verify(ctx context.Context, p config.Verify, repo, digest string) (VerifyResult, error) {
 	key := fmt.Sprintf("%#v", p)
 	s.mu.Lock()

@@ -21,14 +21,33 @@
 // of another predicate type (SBOM, provenance) is an attestation, not a
 // signature, and does not count.
 //
-// Where signatures are found for D in repository R, in this order:
+// Where signatures are found for D: at each location of the artifact in
+// turn, as WithLocations gives them (the daemon gives a registry's
+// mirrors in order, then the registry, the order pulls try them), or only
+// in the repository R Verify is given. A signature verified at any
+// location counts, since it names D: signatures copied with the module
+// to an on-site mirror serve an air-gapped cluster. At each location
+// (repository R), in this order:
 //
 //  1. the OCI referrers of D (remote.Referrers, which itself falls back to
 //     the referrers tag sha256-<hex> when the registry has no referrers
 //     API): manifests whose artifactType (or, for registries that report
 //     the config media type instead, whose own artifactType field or
-//     layer) is application/vnd.dev.sigstore.bundle.v0.3+json, with one
-//     layer holding the sigstore bundle JSON — cosign v3's layout;
+//     config) is application/vnd.dev.sigstore.bundle.v0.3+json, with one
+//     layer holding the sigstore bundle JSON — cosign v3's layout.
+//     Anyone who can push to R can push referrers, so they are filtered
+//     before any is fetched and the reason of a refusal says how many
+//     were skipped and why: a referrer of another artifact type (an
+//     SBOM) is skipped, and so is one whose
+//     dev.sigstore.bundle.predicateType annotation names another
+//     predicate (a cosign attestation). Those listed with the bundle
+//     type are looked at first, up to 128; those with no type or the
+//     empty config's (what registries reporting the config media type
+//     show for cosign's own signatures) after them, up to another 128,
+//     so that junk of one kind cannot use up the other's share. Each
+//     costs two small requests; 70 junk referrers listed before a good
+//     signature do not hide it, several hundred do (the price of a
+//     bound), and the location's timeout bounds them all;
 //  2. the legacy tag sha256-<hex>.sig: a layer of that bundle media type,
 //     or cosign's simple-signing layer
 //     (application/vnd.dev.cosign.simplesigning.v1+json) with its
@@ -55,8 +74,21 @@
 // checked (cosign checks them too): the transparency log entry is the
 // proof of publication this package relies on.
 //
+// Every registry request of a verification is governed by the caller's
+// context (a stop or a reload cancels it, whatever context the options of
+// WithRemoteOptions carry) and each location's lookup by WithTimeout
+// (DefaultTimeout, 30s): a registry that accepts a request and never
+// answers is a failure naming the stall. SignWithKey and AttachBundle
+// follow their context the same way.
+//
+// The policy's key and trusted root files are read again at each
+// verification (and compiled again when their contents changed): a
+// leaked key is revoked by replacing its file, at the next verification,
+// with no restart.
+//
 // Verified results are cached by digest and policy (a policy's keys,
-// identities and trusted root, hashed), in memory and optionally in a
+// identities and trusted root, hashed by content, so a replaced file
+// misses the results of the old one), in memory and optionally in a
 // JSON file next to the module store, so a restart neither re-verifies
 // nor needs the registry. Only verified results are cached: a refusal is
 // looked at again next time, since a signature can be attached later.

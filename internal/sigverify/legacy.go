@@ -32,6 +32,10 @@ type simpleSigning struct {
 	} `json:"critical"`
 }
 
+// maxLegacyLayers bounds how many layers of the .sig tag are looked at:
+// cosign appends one per signature.
+const maxLegacyLayers = 64
+
 // checkLegacy looks at the tag sha256-<hex>.sig. It returns the signer
 // (with the place in tried[0].why) when one layer verifies, else what
 // each layer was; a missing tag is no error and nothing tried.
@@ -50,7 +54,7 @@ func (v *Verifier) checkLegacy(_ context.Context, ref name.Digest, hash v1.Hash,
 	}
 	var tried []found
 	for i, l := range m.Layers {
-		if i >= maxReferrers {
+		if i >= maxLegacyLayers {
 			break
 		}
 		where := fmt.Sprintf("tag %s layer %d", tag.TagStr(), i)

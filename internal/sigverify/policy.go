@@ -33,7 +33,9 @@ type Policy struct {
 	Identities []Identity
 	// TrustedRoot is the path of a trusted_root.json (the sigstore
 	// protobuf-specs TrustedRoot: Fulcio CAs, Rekor logs, timestamp
-	// authorities). It is read from disk once, never fetched.
+	// authorities). It is read from disk, never fetched; like the
+	// keys, it is read again at each verification, so a file replaced
+	// takes effect at the next one.
 	TrustedRoot string
 }
 
@@ -78,16 +80,50 @@ type compiled struct {
 	fingerprint string
 }
 
-// compile loads p. Every error names the file or field and what to do.
-func compile(p Policy) (*compiled, error) {
+// policyFiles are the contents of the files a Policy names, by path, and
+// a hash of them all: what a Verifier compares to notice a file replaced.
+type policyFiles struct {
+	content map[string][]byte
+	sum     [sha256.Size]byte
+}
+
+// readPolicyFiles reads the key and trusted root files of p. Its errors
+// name the file.
+func readPolicyFiles(p Policy) (policyFiles, error) {
+	f := policyFiles{content: map[string][]byte{}}
+	h := sha256.New()
+	read := func(what, file string) error {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("signature policy %s %s: %w", what, file, err)
+		}
+		f.content[file] = b
+		fmt.Fprintf(h, "%q %d\n", file, len(b))
+		h.Write(b)
+		return nil
+	}
+	for _, file := range p.Keys {
+		if err := read("key", file); err != nil {
+			return f, err
+		}
+	}
+	if p.TrustedRoot != "" {
+		if err := read("trusted root", p.TrustedRoot); err != nil {
+			return f, err
+		}
+	}
+	copy(f.sum[:], h.Sum(nil))
+	return f, nil
+}
+
+// compile builds p from its files as read. Every error names the file or
+// field and what to do.
+func compile(p Policy, files policyFiles) (*compiled, error) {
 	c := &compiled{required: p.Required}
 	h := sha256.New()
 	fmt.Fprintf(h, "sigverify policy v1\n")
 	for _, file := range p.Keys {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("signature policy key %s: %w", file, err)
-		}
+		b := files.content[file]
 		pub, err := cryptoutils.UnmarshalPEMToPublicKey(b)
 		if err != nil {
 			return nil, fmt.Errorf("signature policy key %s: not a PEM public key (%v): give the public half, a \"-----BEGIN PUBLIC KEY-----\" file such as cosign.pub", file, err)
@@ -130,10 +166,7 @@ func compile(p Policy) (*compiled, error) {
 	}
 
 	if p.TrustedRoot != "" {
-		raw, err := os.ReadFile(p.TrustedRoot)
-		if err != nil {
-			return nil, fmt.Errorf("signature policy trusted root %s: %w", p.TrustedRoot, err)
-		}
+		raw := files.content[p.TrustedRoot]
 		tr, err := root.NewTrustedRootFromJSON(raw)
 		if err != nil {
 			return nil, fmt.Errorf("signature policy trusted root %s: not a sigstore trusted_root.json (%v): mount the trusted root of your sigstore instance (for the public one, the trusted_root.json of its TUF repository, or `cosign trusted-root create`)", p.TrustedRoot, err)

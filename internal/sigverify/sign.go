@@ -110,7 +110,9 @@ func AttachBundle(ctx context.Context, repo, digest string, bundleJSON []byte, o
 	if err != nil {
 		return "", err
 	}
-	ropts := append([]remote.Option{remote.WithContext(ctx)}, o.remote...)
+	// ctx last, so that it wins over one among the caller's options:
+	// a registry that never answers is given up on with ctx.
+	ropts := append(append([]remote.Option{}, o.remote...), remote.WithContext(ctx))
 	subject, err := remote.Head(ref, ropts...)
 	if err != nil {
 		return "", fmt.Errorf("the manifest to sign, %s: %w", ref, err)

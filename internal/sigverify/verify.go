@@ -3,11 +3,14 @@ package sigverify
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -39,11 +42,25 @@ const (
 	certificateAnnotation = "dev.sigstore.cosign/certificate"
 	rekorBundleAnnotation = "dev.sigstore.cosign/bundle"
 
-	// maxReferrers bounds how many referrers of one digest are looked
-	// at, and maxBlobBytes how large a bundle or payload may be: a
-	// registry cannot make verification read without end.
-	maxReferrers = 64
-	maxBlobBytes = 1 << 20
+	predicateAnnotation = "dev.sigstore.bundle.predicateType"
+
+	// maxTypedReferrers bounds how many referrers of the bundle
+	// artifact type are looked at, maxUntypedReferrers how many with no
+	// type of their own (see sortReferrers), and maxBlobBytes how large a
+	// bundle or payload may be: a registry cannot make verification
+	// read without end. The bounds are well above what one digest
+	// gathers in practice (a signature per signer and release), so that
+	// junk pushed by anyone with push access does not hide a good
+	// signature cheaply; each costs two small requests, and the
+	// per-location timeout bounds them all.
+	maxTypedReferrers   = 128
+	maxUntypedReferrers = 128
+	maxBlobBytes        = 1 << 20
+
+	// DefaultTimeout bounds one location's signature lookup (referrers,
+	// their manifests and bundles, the legacy tag) when WithTimeout does
+	// not say otherwise.
+	DefaultTimeout = 30 * time.Second
 )
 
 // ErrRefused is wrapped by the error Verify returns when the policy
@@ -72,16 +89,42 @@ type Result struct {
 type Option func(*options)
 
 type options struct {
-	remote   []remote.Option
-	cache    *Cache
-	password []byte
-	now      func() time.Time
+	remote    []remote.Option
+	cache     *Cache
+	password  []byte
+	now       func() time.Time
+	timeout   time.Duration
+	locations func(name.Digest) ([]name.Digest, error)
 }
 
 // WithRemoteOptions passes go-containerregistry options (authentication,
-// transport, user agent) to every registry call.
+// transport, user agent) to every registry call. A remote.WithContext
+// among them is overridden: the context of the call (Verify,
+// SignWithKey, AttachBundle) governs every request it makes.
 func WithRemoteOptions(o ...remote.Option) Option {
 	return func(op *options) { op.remote = append(op.remote, o...) }
+}
+
+// WithTimeout bounds the signature lookup at one location (DefaultTimeout
+// without it, at most the caller's context): a registry that accepts a
+// request and never answers is a failure that names the stall, not a
+// verification that never ends. Zero or less is DefaultTimeout.
+func WithTimeout(d time.Duration) Option {
+	return func(op *options) {
+		if d > 0 {
+			op.timeout = d
+		}
+	}
+}
+
+// WithLocations tells Verify where the artifact is pulled from: for the
+// digest reference it is given, the references to look for signatures
+// at, in order (a registry's mirrors, then the registry itself, as the
+// pulls try them). A signature verified at any of them counts, since it
+// names the digest. Without it, signatures are looked up in the
+// repository Verify is given only.
+func WithLocations(f func(ref name.Digest) ([]name.Digest, error)) Option {
+	return func(op *options) { op.locations = f }
 }
 
 // WithCache makes the Verifier keep its verified results in c (shared by
@@ -94,7 +137,7 @@ func WithCache(c *Cache) Option { return func(op *options) { op.cache = c } }
 func WithKeyPassword(pw []byte) Option { return func(op *options) { op.password = pw } }
 
 func makeOptions(opts []Option) options {
-	o := options{now: time.Now}
+	o := options{now: time.Now, timeout: DefaultTimeout}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -103,16 +146,54 @@ func makeOptions(opts []Option) options {
 
 // Verifier verifies artifacts against one Policy.
 type Verifier struct {
-	policy *compiled
-	cache  *Cache
-	remote []remote.Option
-	now    func() time.Time
+	// policy is the policy one verification uses: Verify takes a copy
+	// of the Verifier with the files as they are now.
+	policy    *compiled
+	files     *policySource
+	cache     *Cache
+	remote    []remote.Option
+	now       func() time.Time
+	timeout   time.Duration
+	locations func(name.Digest) ([]name.Digest, error)
+}
+
+// policySource is a Policy with its files as last read and compiled. The
+// files are read again at every verification, so that an operator who
+// replaces a leaked key's file revokes it at the next one, without a
+// restart; they are compiled again only when their contents changed.
+type policySource struct {
+	p Policy
+
+	mu  sync.Mutex
+	sum [sha256.Size]byte
+	c   *compiled
+}
+
+func (s *policySource) load() (*compiled, error) {
+	files, err := readPolicyFiles(s.p)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c != nil && s.sum == files.sum {
+		return s.c, nil
+	}
+	c, err := compile(s.p, files)
+	if err != nil {
+		return nil, err
+	}
+	s.sum, s.c = files.sum, c
+	return c, nil
 }
 
 // New loads p (key files, trusted root) from disk; nothing goes to the
 // network. Its errors name the file or entry and what is wrong with it.
+// The files are read again at each Verify: a replaced key or trusted
+// root applies to the next verification.
 func New(p Policy, opts ...Option) (*Verifier, error) {
-	c, err := compile(p)
+	src := &policySource{p: p}
+	c, err := src.load()
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +201,7 @@ func New(p Policy, opts ...Option) (*Verifier, error) {
 	if o.cache == nil {
 		o.cache = NewCache()
 	}
-	return &Verifier{policy: c, cache: o.cache, remote: o.remote, now: o.now}, nil
+	return &Verifier{policy: c, files: src, cache: o.cache, remote: o.remote, now: o.now, timeout: o.timeout, locations: o.locations}, nil
 }
 
 // Verify looks for signatures of the manifest digest (sha256:<hex>) in
@@ -128,12 +209,26 @@ func New(p Policy, opts ...Option) (*Verifier, error) {
 // against the policy. When the policy requires a signature and none
 // verifies, the error wraps ErrRefused and says why; otherwise the error
 // is nil and Result says what was found. A digest verified before under
-// the same policy is answered from the cache without the registry.
+// the same policy (the same keys, identities and trusted root, by
+// content) is answered from the cache without the registry. A policy
+// file that cannot be read or parsed now is an error naming it, and so
+// is ctx ending: neither wraps ErrRefused, they decide nothing.
 func (v *Verifier) Verify(ctx context.Context, repo, digest string) (Result, error) {
 	ref, hash, err := parseRef(repo, digest)
 	if err != nil {
 		return Result{Reason: err.Error()}, err
 	}
+	c, err := v.files.load()
+	if err != nil {
+		return Result{Reason: err.Error()}, err
+	}
+	now := *v
+	now.policy = c
+	return now.verify(ctx, ref, hash)
+}
+
+func (v *Verifier) verify(ctx context.Context, ref name.Digest, hash v1.Hash) (Result, error) {
+	var err error
 	if e, ok := v.cache.get(hash.String(), v.policy.fingerprint); ok {
 		return Result{Verified: true, Signer: e.Signer, Reason: e.Reason + " (cached " + e.VerifiedAt.UTC().Format(time.RFC3339) + ")", Cached: true}, nil
 	}
@@ -141,9 +236,8 @@ func (v *Verifier) Verify(ctx context.Context, repo, digest string) (Result, err
 	if len(v.policy.keys) == 0 && len(v.policy.identities) == 0 {
 		res = Result{Reason: "signatures not checked: the policy names no key and no identity"}
 	} else {
-		res, err = v.verifyRemote(ctx, ref, hash)
-		if err != nil {
-			res = Result{Reason: fmt.Sprintf("could not look for signatures of %s: %v", ref, err)}
+		if res, err = v.verifyRemote(ctx, ref, hash); err != nil {
+			return res, err
 		}
 	}
 	if res.Verified {
@@ -179,8 +273,148 @@ type found struct {
 	why   string
 }
 
+// verifyRemote looks for a verified signature of hash at each location of
+// ref in turn. Its error is only ctx ending; a location that fails or
+// stalls is one more reason in the result.
 func (v *Verifier) verifyRemote(ctx context.Context, ref name.Digest, hash v1.Hash) (Result, error) {
-	ropts := append([]remote.Option{remote.WithContext(ctx)}, v.remote...)
+	locs := []name.Digest{ref}
+	if v.locations != nil {
+		l, err := v.locations(ref)
+		if err != nil {
+			return Result{Reason: fmt.Sprintf("could not tell where to look for signatures of %s: %v", ref, err)}, nil
+		}
+		if len(l) > 0 {
+			locs = l
+		}
+	}
+	reasons := make([]string, 0, len(locs))
+	for _, loc := range locs {
+		res, err := v.verifyAt(ctx, loc, hash)
+		if ctx.Err() != nil {
+			return Result{Reason: fmt.Sprintf("looking for signatures of %s stopped: %v", ref, context.Cause(ctx))},
+				fmt.Errorf("looking for signatures of %s at %s stopped: %w", ref, loc.Context(), context.Cause(ctx))
+		}
+		if err != nil {
+			res.Reason = fmt.Sprintf("could not look for signatures of %s: %v", loc, err)
+		}
+		if res.Verified {
+			if loc.Context() != ref.Context() {
+				res.Reason += " at " + loc.Context().String()
+			}
+			return res, nil
+		}
+		reasons = append(reasons, res.Reason)
+	}
+	if len(reasons) == 1 {
+		return Result{Reason: reasons[0]}, nil
+	}
+	return Result{Reason: fmt.Sprintf("no verified signature at any of the %d places %s is pulled from: %s", len(locs), ref, strings.Join(reasons, "; "))}, nil
+}
+
+// candidates sorts the referrers of a digest into those worth fetching,
+// by artifact type, and counts the rest by why they were skipped.
+type candidates struct {
+	// typed have the bundle artifact type: cosign v3's signatures on a
+	// registry that reports a referrer's own artifactType.
+	typed []v1.Descriptor
+	// untyped have no artifact type, or the empty config's: a registry
+	// that reports the config media type (go-containerregistry's,
+	// some older ones, the referrers tag written by clients) lists
+	// cosign's signatures so. They are ambiguous, so they come after
+	// the typed ones, with their own bound: junk of one kind cannot use
+	// up the budget of the other.
+	untyped []v1.Descriptor
+	skipped map[string]int
+	// notBundle counts candidates fetched whose manifest turned out not
+	// to be a sigstore bundle artifact.
+	notBundle int
+}
+
+func sortReferrers(ds []v1.Descriptor) candidates {
+	c := candidates{skipped: map[string]int{}}
+	for _, d := range ds {
+		at := d.ArtifactType
+		// cosign writes the predicate type of what a bundle holds as an
+		// annotation the referrers list repeats: an attestation
+		// (SBOM, provenance) is never a signature, and a repository
+		// gathers many, so it is not fetched.
+		if pt := d.Annotations[predicateAnnotation]; pt != "" && pt != SignPredicateType {
+			c.skipped["attestations ("+pt+")"]++
+			continue
+		}
+		switch {
+		case strings.HasPrefix(at, bundleMediaTypePrefix):
+			c.typed = append(c.typed, d)
+		case at == "" || at == emptyMediaType:
+			c.untyped = append(c.untyped, d)
+		default:
+			c.skipped[at]++
+		}
+	}
+	return c
+}
+
+// summary says what was skipped and why, for a reason: "referrers
+// skipped: 70 of other artifact types (application/spdx+json: 70), not
+// signatures; ...".
+func (c candidates) summary(overTyped, overUntyped int) string {
+	var parts []string
+	other, kinds := 0, []string{}
+	attest := 0
+	for k, n := range c.skipped {
+		if strings.HasPrefix(k, "attestations (") {
+			attest += n
+			continue
+		}
+		other += n
+		kinds = append(kinds, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(kinds)
+	if other > 0 {
+		if len(kinds) > 4 {
+			kinds = append(kinds[:4], "...")
+		}
+		parts = append(parts, fmt.Sprintf("%d of other artifact types (%s), not signatures", other, strings.Join(kinds, ", ")))
+	}
+	if attest > 0 {
+		parts = append(parts, fmt.Sprintf("%d attestations, by their predicate type annotation", attest))
+	}
+	if c.notBundle > 0 {
+		parts = append(parts, fmt.Sprintf("%d untyped whose manifest is not a sigstore bundle artifact", c.notBundle))
+	}
+	if overTyped > 0 {
+		parts = append(parts, fmt.Sprintf("%d bundle-typed referrers past the first %d", overTyped, maxTypedReferrers))
+	}
+	if overUntyped > 0 {
+		parts = append(parts, fmt.Sprintf("%d untyped referrers past the first %d", overUntyped, maxUntypedReferrers))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "referrers skipped: " + strings.Join(parts, "; ")
+}
+
+// maxReasons bounds how many signatures a refusal describes one by one.
+const maxReasons = 8
+
+// verifyAt looks for signatures of hash at one location, within the
+// Verifier's timeout: its error says the registry could not be asked (or
+// did not answer in time); a result says what was found.
+func (v *Verifier) verifyAt(ctx context.Context, ref name.Digest, hash v1.Hash) (Result, error) {
+	actx, cancel := context.WithTimeout(ctx, v.timeout)
+	defer cancel()
+	res, err := v.lookAt(actx, ref, hash)
+	if err != nil && ctx.Err() == nil && actx.Err() != nil {
+		err = fmt.Errorf("registry %s did not answer within %s, the bound of a signature lookup: %w", ref.RegistryStr(), v.timeout, err)
+	}
+	return res, err
+}
+
+func (v *Verifier) lookAt(ctx context.Context, ref name.Digest, hash v1.Hash) (Result, error) {
+	// The call's context last: go-containerregistry keeps the last
+	// WithContext, and one in the caller's options (the daemon's carry
+	// context.Background()) must not outlive a stop or a reload.
+	ropts := append(append([]remote.Option{}, v.remote...), remote.WithContext(ctx))
 	digestBytes, err := hex.DecodeString(hash.Hex)
 	if err != nil {
 		return Result{}, err
@@ -196,35 +430,43 @@ func (v *Verifier) verifyRemote(ctx context.Context, ref name.Digest, hash v1.Ha
 	if err != nil {
 		return Result{}, fmt.Errorf("listing referrers: %w", err)
 	}
-	looked := 0
-	for _, desc := range im.Manifests {
-		at := desc.ArtifactType
-		if at != "" && at != emptyMediaType && !strings.HasPrefix(at, bundleMediaTypePrefix) {
-			continue // an SBOM, an attestation of another kind: not ours
+	cands := sortReferrers(im.Manifests)
+	over := [2]int{}
+	for i, group := range [][]v1.Descriptor{cands.typed, cands.untyped} {
+		bound := [2]int{maxTypedReferrers, maxUntypedReferrers}[i]
+		if len(group) > bound {
+			over[i] = len(group) - bound
+			group = group[:bound]
 		}
-		if looked++; looked > maxReferrers {
-			tried = append(tried, found{"referrers", fmt.Sprintf("more than %d candidate referrers; the rest were not looked at", maxReferrers)})
-			break
+		for _, desc := range group {
+			where := "referrer " + desc.Digest.String()
+			raw, err := v.bundleFromReferrer(ref.Context().Digest(desc.Digest.String()), ropts)
+			if err != nil {
+				if ctx.Err() != nil {
+					return Result{}, fmt.Errorf("%s: %w", where, err)
+				}
+				tried = append(tried, found{where, err.Error()})
+				continue
+			}
+			if raw == nil {
+				cands.notBundle++
+				continue
+			}
+			signer, why := v.checkBundle(raw, digestBytes, hash)
+			if signer != "" {
+				return Result{Verified: true, Signer: signer, Reason: "signature verified: sigstore bundle in " + where}, nil
+			}
+			tried = append(tried, found{where, why})
 		}
-		where := "referrer " + desc.Digest.String()
-		raw, err := v.bundleFromReferrer(ref.Context().Digest(desc.Digest.String()), ropts)
-		if err != nil {
-			tried = append(tried, found{where, err.Error()})
-			continue
-		}
-		if raw == nil {
-			continue // a referrer of another kind, reported as empty config
-		}
-		signer, why := v.checkBundle(raw, digestBytes, hash)
-		if signer != "" {
-			return Result{Verified: true, Signer: signer, Reason: "signature verified: sigstore bundle in " + where}, nil
-		}
-		tried = append(tried, found{where, why})
 	}
+	skipped := cands.summary(over[0], over[1])
 
 	// (2) cosign's legacy tag.
 	signer, legacy, err := v.checkLegacy(ctx, ref, hash, digestBytes, ropts)
 	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, err
+		}
 		// what the referrers showed still stands; the tag's trouble is
 		// one more thing found
 		legacy = append(legacy, found{"tag " + legacyTag(hash), err.Error()})
@@ -235,13 +477,24 @@ func (v *Verifier) verifyRemote(ctx context.Context, ref name.Digest, hash v1.Ha
 	tried = append(tried, legacy...)
 
 	if len(tried) == 0 {
-		return Result{Reason: fmt.Sprintf("unsigned: no sigstore bundle among the referrers of %s and no tag %s in %s", hash, legacyTag(hash), ref.Context())}, nil
+		r := fmt.Sprintf("unsigned: no sigstore bundle among the referrers of %s and no tag %s in %s", hash, legacyTag(hash), ref.Context())
+		if skipped != "" {
+			r += " (" + skipped + ")"
+		}
+		return Result{Reason: r}, nil
 	}
-	parts := make([]string, 0, len(tried))
-	for _, f := range tried {
+	parts := make([]string, 0, maxReasons+2)
+	for i, f := range tried {
+		if i == maxReasons {
+			parts = append(parts, fmt.Sprintf("and %d more", len(tried)-maxReasons))
+			break
+		}
 		parts = append(parts, f.where+": "+f.why)
 	}
-	return Result{Reason: fmt.Sprintf("no verified signature (%d looked at): %s", len(tried), strings.Join(parts, "; "))}, nil
+	if skipped != "" {
+		parts = append(parts, skipped)
+	}
+	return Result{Reason: fmt.Sprintf("no verified signature in %s (%d looked at): %s", ref.Context(), len(tried), strings.Join(parts, "; "))}, nil
 }
 
 // bundleFromReferrer returns the bundle JSON a referrer manifest holds,
