@@ -20,6 +20,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -33,8 +34,10 @@ const annotationContainerdName = "io.containerd.image.name"
 // site with no registry: each ref's manifest, config and layer, byte for
 // byte (the manifest digests stay those the registry served, so a
 // signature over them still holds), listed in index.json with the full
-// reference as org.opencontainers.image.ref.name. A ref to an index is
-// saved as the one module manifest Pull chooses from it.
+// reference as org.opencontainers.image.ref.name. A ref to an index (by
+// digest or by a tag naming one) is saved as that index, with the
+// manifests it lists but only the chosen module's blobs, so the bundle
+// still answers for the index digest.
 func (c *Client) SaveBundle(ctx context.Context, refs []string, w io.Writer) error {
 	if len(refs) == 0 {
 		return errors.New("bundle: no references to save")
@@ -69,17 +72,68 @@ func (c *Client) SaveBundle(ctx context.Context, refs []string, w io.Writer) err
 				return fmt.Errorf("bundle: %w", err)
 			}
 		}
+		top := v1.Descriptor{MediaType: p.mediaType, Digest: md, Size: int64(len(p.manifest))}
+		if p.art.IndexDigest != "" {
+			if top, err = c.saveIndex(ctx, lp, p); err != nil {
+				return fmt.Errorf("bundle: %s: %w", ref, err)
+			}
+		}
 		full := r.Name()
-		if err := lp.AppendDescriptor(v1.Descriptor{
-			MediaType:   p.mediaType,
-			Digest:      md,
-			Size:        int64(len(p.manifest)),
-			Annotations: map[string]string{AnnotationRefName: full, annotationContainerdName: full},
-		}); err != nil {
+		top.Annotations = map[string]string{AnnotationRefName: full, annotationContainerdName: full}
+		if err := lp.AppendDescriptor(top); err != nil {
 			return fmt.Errorf("bundle: %w", err)
 		}
 	}
 	return tarDir(dir, w)
+}
+
+// saveIndex writes the index p was chosen from, and the manifests it
+// lists (not their blobs: only the chosen one's module is saved), so
+// that the bundle serves the index digest, which a source pinned to it,
+// or a tag naming it, resolves to. It returns the index's descriptor.
+func (c *Client) saveIndex(ctx context.Context, lp layout.Path, p *pulled) (v1.Descriptor, error) {
+	from, err := c.ParseReference(p.art.From)
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	opts := c.RemoteOptions(ctx)
+	get := func(digest string) (*remote.Descriptor, error) {
+		g, err := remote.Get(from.Context().Digest(digest), opts...)
+		if err != nil {
+			return nil, c.explain(from, err)
+		}
+		if got := digestOf(g.Manifest); got != digest {
+			return nil, fmt.Errorf("the registry served %s for %s", got, digest)
+		}
+		if len(g.Manifest) > manifestMax {
+			return nil, fmt.Errorf("the manifest %s is %d bytes, over %d", digest, len(g.Manifest), manifestMax)
+		}
+		return g, nil
+	}
+	idx, err := get(p.art.IndexDigest)
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	var im v1.IndexManifest
+	if err := json.Unmarshal(idx.Manifest, &im); err != nil {
+		return v1.Descriptor{}, fmt.Errorf("the index %s is not JSON: %v", p.art.IndexDigest, err)
+	}
+	for i, m := range im.Manifests {
+		if i >= maxIndexManifests || !m.MediaType.IsImage() || m.Digest.String() == p.art.ManifestDigest {
+			continue
+		}
+		g, err := get(m.Digest.String())
+		if err != nil {
+			return v1.Descriptor{}, err
+		}
+		if err := lp.WriteBlob(m.Digest, io.NopCloser(bytes.NewReader(g.Manifest))); err != nil {
+			return v1.Descriptor{}, err
+		}
+	}
+	if err := lp.WriteBlob(idx.Digest, io.NopCloser(bytes.NewReader(idx.Manifest))); err != nil {
+		return v1.Descriptor{}, err
+	}
+	return v1.Descriptor{MediaType: idx.MediaType, Digest: idx.Digest, Size: int64(len(idx.Manifest))}, nil
 }
 
 // tarDir writes dir's files to w, in lexical order, with fixed times so
@@ -121,8 +175,11 @@ type Loaded struct {
 	// none.
 	Ref            string
 	ManifestDigest string
-	ModuleDigest   string
-	Format         Format
+	// IndexDigest is the index the manifest was chosen from, if the
+	// bundle lists an index.
+	IndexDigest  string
+	ModuleDigest string
+	Format       Format
 	// Path is the module in the store.
 	Path string
 	// Recorded is whether Ref became the store's record of source
@@ -202,9 +259,11 @@ func LoadBundle(ctx context.Context, r io.ReadSeeker, store Store, max int64) ([
 		if err != nil {
 			return out, err
 		}
-		l := Loaded{Ref: ref, ManifestDigest: p.art.ManifestDigest, ModuleDigest: digest, Format: p.art.Format, Path: file}
+		l := Loaded{Ref: ref, ManifestDigest: p.art.ManifestDigest, IndexDigest: p.art.IndexDigest, ModuleDigest: digest, Format: p.art.Format, Path: file}
 		if fullRef(ref) {
-			err := store.SaveRecord(Record{Source: "oci://" + ref, ModuleDigest: digest, ManifestDigest: p.art.ManifestDigest,
+			// The record holds the digest the source resolves to, the
+			// index's for an index, as the daemon's own records do.
+			err := store.SaveRecord(Record{Source: "oci://" + ref, ModuleDigest: digest, ManifestDigest: cmpOr(p.art.IndexDigest, p.art.ManifestDigest),
 				Format: p.art.Format, Annotations: p.art.Annotations})
 			if err != nil {
 				return out, err

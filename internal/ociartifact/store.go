@@ -96,7 +96,8 @@ type Record struct {
 	// the store.
 	ModuleDigest string `json:"moduleDigest"`
 	// ManifestDigest, Format and Annotations are the OCI artifact's, if
-	// the source is one.
+	// the source is one. ManifestDigest is the digest the source
+	// resolves to: an index's, when the module was chosen from one.
 	ManifestDigest string            `json:"manifestDigest,omitempty"`
 	Format         Format            `json:"format,omitempty"`
 	Annotations    map[string]string `json:"annotations,omitempty"`
