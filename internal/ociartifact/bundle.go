@@ -33,7 +33,9 @@ const annotationContainerdName = "io.containerd.image.name"
 // limit) and writes them to w as one OCI image layout in a tar, for a
 // site with no registry: each ref's manifest, config and layer, byte for
 // byte (the manifest digests stay those the registry served, so a
-// signature over them still holds), listed in index.json with the full
+// signature over them still holds), with its signatures (the sigstore
+// bundle referrers of the digest the ref names and cosign's legacy
+// sha256-<hex>.sig tag, as saveSignatures copies them), listed in index.json with the full
 // reference as org.opencontainers.image.ref.name. A ref to an index (by
 // digest or by a tag naming one) is saved as that index, with the
 // manifests it lists but only the chosen module's blobs, so the bundle
@@ -77,6 +79,13 @@ func (c *Client) SaveBundle(ctx context.Context, refs []string, w io.Writer) err
 			if top, err = c.saveIndex(ctx, lp, p); err != nil {
 				return fmt.Errorf("bundle: %s: %w", ref, err)
 			}
+		}
+		from, err := c.ParseReference(p.art.From)
+		if err != nil {
+			return err
+		}
+		if _, err := c.saveSignatures(ctx, lp, from.Context(), top.Digest.String()); err != nil {
+			return fmt.Errorf("bundle: %s: %w", ref, err)
 		}
 		full := r.Name()
 		top.Annotations = map[string]string{AnnotationRefName: full, annotationContainerdName: full}
@@ -182,6 +191,9 @@ type Loaded struct {
 	Format       Format
 	// Path is the module in the store.
 	Path string
+	// Signature is true for a signature artifact the bundle carried,
+	// put in the store's SignatureDir (Path) rather than run.
+	Signature bool
 	// Recorded is whether Ref became the store's record of source
 	// oci://Ref: a ref.name that is a full reference (registry/repository
 	// with a tag or digest); a bare tag, as some tools write, names no
@@ -197,7 +209,10 @@ const maxBundleFiles = 4096
 // checked as Pull checks one (forms, digests, max bytes; zero is
 // DefaultMaxModuleSize), and records each full ref.name as its source's
 // last good digest, so a daemon configured with oci://<that ref> starts
-// from it without a registry. What it writes is bounded (extractLayout):
+// from it without a registry. The signature artifacts it lists (as
+// SaveBundle saves them) go to store's SignatureDir, verified by nothing
+// here: a verifier reads them there as it would from a registry.
+// What it writes is bounded (extractLayout):
 // only the blobs index.json references, no sparse file, at most
 // max + 2 MiB per entry of index.json in all. r is read more than once.
 func LoadBundle(ctx context.Context, r io.ReadSeeker, store Store, max int64) ([]Loaded, error) {
@@ -250,6 +265,13 @@ func LoadBundle(ctx context.Context, r io.ReadSeeker, store Store, max int64) ([
 		}
 		if got := digestOf(raw); got != d.Digest.String() {
 			return out, fmt.Errorf("bundle: %s: the manifest does not match its digest (got %s)", what, got)
+		}
+		if isSignature(raw) {
+			if err := store.putSignature(lp, d, raw); err != nil {
+				return out, fmt.Errorf("bundle: the signature %s: %w", what, err)
+			}
+			out = append(out, Loaded{Ref: ref, ManifestDigest: d.Digest.String(), Signature: true, Path: store.SignatureDir()})
+			continue
 		}
 		p, err := extract(ctx, src, raw, d.MediaType, max, false)
 		if err != nil {

@@ -2,13 +2,19 @@ package pluginsource
 
 import (
 	"bytes"
+	"crypto/elliptic"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 
 	"github.com/informer-host/informer-host/internal/ociartifact"
 	"github.com/informer-host/informer-host/internal/ociartifact/registrytest"
+	"github.com/informer-host/informer-host/internal/sigverify"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -60,5 +66,84 @@ func TestBundleOfIndexStartsWithRegistryDown(t *testing.T) {
 		testenv.Eventually(t, p+" to run from the bundle", func() bool {
 			return host.get(p) == string(wasm) && m.Status()[p].RunningDigest == index
 		})
+	}
+}
+
+// Signatures travel with bundles: a module signed in a registry, saved
+// in a bundle, loaded into a fresh cache with the registry gone,
+// verifies under a required key policy from the cache alone, and the
+// daemon's manager starts it; an unsigned module in the same bundle is
+// refused with a reason that says the bundle holds no signature and how
+// to make one that does.
+func TestBundleCarriesSignatures(t *testing.T) {
+	ctx := t.Context()
+	reg := registrytest.GGCR(t)
+	c, err := ociartifact.New(ociartifact.Options{Registries: map[string]ociartifact.Registry{reg.Host: {Insecure: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, unsigned := []byte("\x00asm\x01\x00\x00\x00 signed"), []byte("\x00asm\x01\x00\x00\x00 unsigned")
+	digests := map[string]string{}
+	for repo, b := range map[string][]byte{"sig/a": signed, "sig/b": unsigned} {
+		d, err := c.Push(ctx, b, reg.Ref(repo+":v1"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests[repo] = d.Digest
+	}
+	priv, pub, err := cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubFile := filepath.Join(t.TempDir(), "cosign.pub")
+	if err := os.WriteFile(pubFile, pub, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sigverify.SignWithKey(ctx, reg.Ref("sig/a"), digests["sig/a"], priv, sigverify.WithRemoteOptions(c.RemoteOptions(ctx)...)); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := c.SaveBundle(ctx, []string{reg.Ref("sig/a:v1"), reg.Ref("sig/b:v1")}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	reg.Close() // the air gap: no registry from here on
+
+	dir := t.TempDir()
+	if _, err := ociartifact.LoadBundle(ctx, bytes.NewReader(buf.Bytes()), ociartifact.Store{Dir: dir}, 0); err != nil {
+		t.Fatal(err)
+	}
+	local := sigverify.WithLocalLayout(ociartifact.Store{Dir: dir}.SignatureDir())
+	v, err := sigverify.New(sigverify.Policy{Required: true, Keys: []string{pubFile}}, local, sigverify.WithRemoteOptions(c.RemoteOptions(ctx)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := v.Verify(ctx, reg.Ref("sig/a"), digests["sig/a"])
+	if err != nil || !res.Verified {
+		t.Fatalf("the signed module from the bundle: %+v %v", res, err)
+	}
+	res, err = v.Verify(ctx, reg.Ref("sig/b"), digests["sig/b"])
+	if err == nil || res.Verified || !strings.Contains(err.Error(), "no signature of "+digests["sig/b"]) || !strings.Contains(err.Error(), "bundle save") {
+		t.Errorf("the unsigned module from the bundle: %+v %v", res, err)
+	}
+
+	// The daemon's path: a manager whose verifier reads the cache, with
+	// the pull policy an air-gapped site uses (a tag's cached digest,
+	// not resolved again).
+	cfg := parse(t, 0,
+		"  - file: a.wasm\n    source: oci://"+reg.Ref("sig/a:v1")+"\n    pullPolicy: IfNotPresent\n    verify: {required: true, keys: ["+pubFile+"]}",
+		"  - file: b.wasm\n    source: oci://"+reg.Ref("sig/b:v1")+"\n    pullPolicy: IfNotPresent\n    verify: {required: true, keys: ["+pubFile+"]}")
+	st, err := NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := newFakeHost()
+	oci := &OCI{Client: c}
+	m := newManager(t, host, oci, st, NewSigstore(oci, WithBundleSignatures(dir)))
+	m.Apply(ctx, cfg)
+	testenv.Eventually(t, "the signed module to run verified", func() bool {
+		return host.get("a.wasm") == string(signed) && m.Status()["a.wasm"].Verified
+	})
+	if host.get("b.wasm") != "" {
+		t.Errorf("the unsigned module runs under verify: required")
 	}
 }

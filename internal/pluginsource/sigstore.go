@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/ociartifact"
 	"github.com/informer-host/informer-host/internal/sigverify"
 )
 
@@ -20,10 +21,18 @@ type Sigstore struct {
 	verifiers map[string]*sigverify.Verifier // by policy
 }
 
-// NewSigstore returns a Verifier that reaches registries as oci does.
-func NewSigstore(oci *OCI) *Sigstore {
-	return &Sigstore{opts: []sigverify.Option{sigverify.WithRemoteOptions(oci.Client.RemoteOptions(context.Background())...),
-		sigverify.WithCache(sigverify.NewCache())}, verifiers: map[string]*sigverify.Verifier{}}
+// NewSigstore returns a Verifier that reaches registries as oci does,
+// with opts after its own (WithBundleSignatures).
+func NewSigstore(oci *OCI, opts ...sigverify.Option) *Sigstore {
+	return &Sigstore{opts: append([]sigverify.Option{sigverify.WithRemoteOptions(oci.Client.RemoteOptions(context.Background())...),
+		sigverify.WithCache(sigverify.NewCache())}, opts...), verifiers: map[string]*sigverify.Verifier{}}
+}
+
+// WithBundleSignatures makes a Sigstore look for signatures first where
+// `informer-host bundle load` puts those a bundle carries in the source
+// cache cacheDir, so `verify: required` works with no registry.
+func WithBundleSignatures(cacheDir string) sigverify.Option {
+	return sigverify.WithLocalLayout(ociartifact.Store{Dir: cacheDir}.SignatureDir())
 }
 
 // Verify implements Verifier. A refusal (required, and no signature

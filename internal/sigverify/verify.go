@@ -76,6 +76,7 @@ type options struct {
 	cache    *Cache
 	password []byte
 	now      func() time.Time
+	local    string // WithLocalLayout, local.go
 }
 
 // WithRemoteOptions passes go-containerregistry options (authentication,
@@ -107,6 +108,7 @@ type Verifier struct {
 	cache  *Cache
 	remote []remote.Option
 	now    func() time.Time
+	local  string
 }
 
 // New loads p (key files, trusted root) from disk; nothing goes to the
@@ -120,7 +122,7 @@ func New(p Policy, opts ...Option) (*Verifier, error) {
 	if o.cache == nil {
 		o.cache = NewCache()
 	}
-	return &Verifier{policy: c, cache: o.cache, remote: o.remote, now: o.now}, nil
+	return &Verifier{policy: c, cache: o.cache, remote: o.remote, now: o.now, local: o.local}, nil
 }
 
 // Verify looks for signatures of the manifest digest (sha256:<hex>) in
@@ -141,7 +143,7 @@ func (v *Verifier) Verify(ctx context.Context, repo, digest string) (Result, err
 	if len(v.policy.keys) == 0 && len(v.policy.identities) == 0 {
 		res = Result{Reason: "signatures not checked: the policy names no key and no identity"}
 	} else {
-		res, err = v.verifyRemote(ctx, ref, hash)
+		res, err = v.verifyLocalThenRemote(ctx, ref, hash)
 		if err != nil {
 			res = Result{Reason: fmt.Sprintf("could not look for signatures of %s: %v", ref, err)}
 		}
