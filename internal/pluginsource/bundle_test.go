@@ -3,14 +3,20 @@ package pluginsource
 import (
 	"bytes"
 	"crypto/elliptic"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/informer-host/informer-host/internal/ociartifact"
 	"github.com/informer-host/informer-host/internal/ociartifact/registrytest"
@@ -84,7 +90,8 @@ func TestBundleCarriesSignatures(t *testing.T) {
 	}
 	signed, unsigned := []byte("\x00asm\x01\x00\x00\x00 signed"), []byte("\x00asm\x01\x00\x00\x00 unsigned")
 	digests := map[string]string{}
-	for repo, b := range map[string][]byte{"sig/a": signed, "sig/b": unsigned} {
+	legacy := []byte("\x00asm\x01\x00\x00\x00 signed the legacy way")
+	for repo, b := range map[string][]byte{"sig/a": signed, "sig/b": unsigned, "sig/c": legacy} {
 		d, err := c.Push(ctx, b, reg.Ref(repo+":v1"), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -102,8 +109,9 @@ func TestBundleCarriesSignatures(t *testing.T) {
 	if _, err := sigverify.SignWithKey(ctx, reg.Ref("sig/a"), digests["sig/a"], priv, sigverify.WithRemoteOptions(c.RemoteOptions(ctx)...)); err != nil {
 		t.Fatal(err)
 	}
+	pushLegacySignature(t, c, reg.Ref("sig/c"), digests["sig/c"], priv)
 	var buf bytes.Buffer
-	if err := c.SaveBundle(ctx, []string{reg.Ref("sig/a:v1"), reg.Ref("sig/b:v1")}, &buf); err != nil {
+	if err := c.SaveBundle(ctx, []string{reg.Ref("sig/a:v1"), reg.Ref("sig/b:v1"), reg.Ref("sig/c:v1")}, &buf); err != nil {
 		t.Fatal(err)
 	}
 	reg.Close() // the air gap: no registry from here on
@@ -117,11 +125,13 @@ func TestBundleCarriesSignatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := v.Verify(ctx, reg.Ref("sig/a"), digests["sig/a"])
-	if err != nil || !res.Verified {
-		t.Fatalf("the signed module from the bundle: %+v %v", res, err)
+	for _, repo := range []string{"sig/a", "sig/c"} {
+		res, err := v.Verify(ctx, reg.Ref(repo), digests[repo])
+		if err != nil || !res.Verified {
+			t.Fatalf("the signed module %s from the bundle: %+v %v", repo, res, err)
+		}
 	}
-	res, err = v.Verify(ctx, reg.Ref("sig/b"), digests["sig/b"])
+	res, err := v.Verify(ctx, reg.Ref("sig/b"), digests["sig/b"])
 	if err == nil || res.Verified || !strings.Contains(err.Error(), "no signature of "+digests["sig/b"]) || !strings.Contains(err.Error(), "bundle save") {
 		t.Errorf("the unsigned module from the bundle: %+v %v", res, err)
 	}
@@ -145,5 +155,39 @@ func TestBundleCarriesSignatures(t *testing.T) {
 	})
 	if host.get("b.wasm") != "" {
 		t.Errorf("the unsigned module runs under verify: required")
+	}
+}
+
+// pushLegacySignature signs digest as cosign's legacy form: the tag
+// sha256-<hex>.sig holding a simple-signing payload, its signature in
+// the layer's annotation.
+func pushLegacySignature(t *testing.T, c *ociartifact.Client, repo, digest string, privPEM []byte) {
+	t.Helper()
+	payload := []byte(`{"critical":{"identity":{"docker-reference":"` + repo + `"},"image":{"docker-manifest-digest":"` + digest +
+		`"},"type":"cosign container image signature"},"optional":null}`)
+	priv, err := cryptoutils.UnmarshalPEMToPrivateKey(privPEM, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := signature.LoadDefaultSigner(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := signer.SignMessage(bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.Append(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1),
+		mutate.Addendum{Layer: static.NewLayer(payload, sigverify.SimpleSigningMediaType),
+			Annotations: map[string]string{"dev.cosignproject.cosign/signature": base64.StdEncoding.EncodeToString(sig)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := c.ParseReference(repo + ":" + strings.Replace(digest, ":", "-", 1) + ".sig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img, c.RemoteOptions(t.Context())...); err != nil {
+		t.Fatal(err)
 	}
 }
