@@ -127,7 +127,7 @@ func dirSize(t *testing.T, dir string) int64 {
 	return n
 }
 
-// Issue 31 item 9: a bundle writes at most what its index references,
+// A bundle writes at most what its index references,
 // whole files only, within a stated total.
 func TestExtractLayoutBounds(t *testing.T) {
 	const max = 1 << 20

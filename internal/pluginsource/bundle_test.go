@@ -24,7 +24,7 @@ import (
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
-// Issue 31 item 6: a bundle of an image index serves a source pinned to
+// A bundle of an image index serves a source pinned to
 // the index digest, and a tag that names the index, with the registry
 // gone: bundle save, registry down, bundle load into an empty cache, the
 // manager starts both.
