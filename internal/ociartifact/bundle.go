@@ -339,6 +339,8 @@ const (
 // regular files and directories, a name outside dir, more than
 // maxBundleFiles entries, and a referenced blob over its limit or past
 // the total bound: len(index.json's manifests) × (max + perEntrySlack).
+// With no sparse entry and each blob written once, it never writes more
+// than the tar holds.
 // r is read once per level of references (at most maxLayoutDepth).
 func extractLayout(r io.ReadSeeker, dir string, max int64) error {
 	top := map[string][]byte{"index.json": nil, "oci-layout": nil}
