@@ -419,7 +419,7 @@ func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		loaded, err := ociartifact.LoadBundle(ctx, f, ociartifact.Store{Dir: *cache}, 0)
 		for _, l := range loaded {
 			if l.Signature {
-				fmt.Fprintf(stdout, "signature %s: in %s, for verify: to read without a registry\n", cmpOr(l.Ref, l.ManifestDigest), l.Path)
+				fmt.Fprintf(stdout, "signature %s: in %s, where the daemon looks for signatures before the registry\n", cmpOr(l.Ref, l.ManifestDigest), l.Path)
 				continue
 			}
 			line := fmt.Sprintf("%s: %s (%s)", cmpOr(l.Ref, l.ManifestDigest), l.ModuleDigest, l.Format)

@@ -80,17 +80,17 @@ func (c *Client) SaveBundle(ctx context.Context, refs []string, w io.Writer) err
 				return fmt.Errorf("bundle: %s: %w", ref, err)
 			}
 		}
+		full := r.Name()
+		top.Annotations = map[string]string{AnnotationRefName: full, annotationContainerdName: full}
+		if err := lp.AppendDescriptor(top); err != nil {
+			return fmt.Errorf("bundle: %w", err)
+		}
 		from, err := c.ParseReference(p.art.From)
 		if err != nil {
 			return err
 		}
 		if _, err := c.saveSignatures(ctx, lp, from.Context(), top.Digest.String()); err != nil {
 			return fmt.Errorf("bundle: %s: %w", ref, err)
-		}
-		full := r.Name()
-		top.Annotations = map[string]string{AnnotationRefName: full, annotationContainerdName: full}
-		if err := lp.AppendDescriptor(top); err != nil {
-			return fmt.Errorf("bundle: %w", err)
 		}
 	}
 	return tarDir(dir, w)
