@@ -418,6 +418,10 @@ func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		defer f.Close()
 		loaded, err := ociartifact.LoadBundle(ctx, f, ociartifact.Store{Dir: *cache}, 0)
 		for _, l := range loaded {
+			if l.Signature {
+				fmt.Fprintf(stdout, "signature %s: in %s, where the daemon looks for signatures before the registry\n", cmpOr(l.Ref, l.ManifestDigest), l.Path)
+				continue
+			}
 			line := fmt.Sprintf("%s: %s (%s)", cmpOr(l.Ref, l.ManifestDigest), l.ModuleDigest, l.Format)
 			if !l.Recorded {
 				line += " (no full reference: in the cache, but no source's last good version)"

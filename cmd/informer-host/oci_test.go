@@ -113,6 +113,10 @@ func TestBundleCommands(t *testing.T) {
 	reg := registrytest.Distribution(t, registrytest.Options{})
 	dir := t.TempDir()
 	refs, modules := pushFixtures(t, reg, dir, "healthy", "state")
+	priv, _ := writeKeyPair(t, dir, "cosign")
+	if code, out, errOut := run(t, "sign", "--insecure", refs[0], "--key", priv); code != 0 {
+		t.Fatalf("sign: exit %d: %s%s", code, out, errOut)
+	}
 	tarFile := filepath.Join(dir, "plugins.tar")
 	code, out, errOut := run(t, append([]string{"bundle", "save", "--insecure", "-o", tarFile}, refs...)...)
 	if code != 0 || !strings.Contains(out, "2 module(s)") {
@@ -123,6 +127,10 @@ func TestBundleCommands(t *testing.T) {
 	code, out, errOut = run(t, "bundle", "load", "--cache", cache, tarFile)
 	if code != 0 {
 		t.Fatalf("bundle load: exit %d: %s", code, errOut)
+	}
+	// The signature travels with its module, into the cache's layout.
+	if !strings.Contains(out, "signature ") || !strings.Contains(out, filepath.Join(cache, "signatures")) {
+		t.Errorf("bundle load output names no signature in the cache:\n%s", out)
 	}
 	store := ociartifact.Store{Dir: cache}
 	for _, ref := range refs {

@@ -39,7 +39,7 @@ func (s *sources) apply(cfg *config.Config) error {
 			return fmt.Errorf("plugin sources: registry client: %w", err)
 		}
 		m, err := pluginsource.New(pluginsource.Options{Host: s.d.host, Store: store, Logger: s.d.log,
-			Fetcher: &pluginsource.Fetchers{OCI: oci, MaxBytes: cfg.ModuleSizeLimit(), Timeout: cfg.FetchTimeoutOrDefault()}, Verifier: pluginsource.NewSigstore(oci)})
+			Fetcher: &pluginsource.Fetchers{OCI: oci, MaxBytes: cfg.ModuleSizeLimit(), Timeout: cfg.FetchTimeoutOrDefault()}, Verifier: pluginsource.NewSigstore(oci, pluginsource.WithBundleSignatures(dir))})
 		if err != nil {
 			return err
 		}

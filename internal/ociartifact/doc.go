@@ -39,6 +39,15 @@
 // bounds to other packages' requests (signature lookups), and
 // NewHTTPClient to https:// downloads.
 //
+// A bundle (SaveBundle, LoadBundle) is an OCI image layout tar of
+// modules with their signatures: each module's manifest byte for byte
+// (an index kept as the index, with the manifests it lists), and the
+// sigstore bundle referrers and legacy .sig tag of its digest, which
+// LoadBundle puts in the store's SignatureDir, a layout a verifier reads
+// in place of a registry; this package copies signatures and never
+// judges them. Loading writes only what index.json references, refuses
+// sparse entries, and stays within a total stated in LoadBundle's doc.
+//
 // Rule of direction: ociartifact imports go-containerregistry and the
 // standard library, nothing of host/ or the daemon (internal/daemon,
 // internal/config): it knows refs, bytes and directories, not

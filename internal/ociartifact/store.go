@@ -16,6 +16,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 )
 
+// signatureDir is where, under a store's Dir, LoadBundle keeps the
+// signatures bundles carry.
+const signatureDir = "signatures"
+
 // Store is a content-addressed directory of modules, each at
 // Dir/blobs/sha256/<hex> (as in an OCI image layout), with one record per
 // source (Dir/sources/*.json) of the last digest that source gave which
@@ -40,6 +44,12 @@ func (s Store) Put(b []byte) (digest, path string, err error) {
 	}
 	return digest, path, nil
 }
+
+// SignatureDir is the OCI image layout in which LoadBundle keeps the
+// signature artifacts bundles carry (cosign v3 bundle referrers and
+// legacy .sig tags), for a verifier to read without a registry
+// (sigverify.WithLocalLayout). It may not exist.
+func (s Store) SignatureDir() string { return filepath.Join(s.Dir, signatureDir) }
 
 // Path is where digest's module is (or would be). digest is
 // "sha256:<hex>" or the bare hex.
@@ -96,7 +106,8 @@ type Record struct {
 	// the store.
 	ModuleDigest string `json:"moduleDigest"`
 	// ManifestDigest, Format and Annotations are the OCI artifact's, if
-	// the source is one.
+	// the source is one. ManifestDigest is the digest the source
+	// resolves to: an index's, when the module was chosen from one.
 	ManifestDigest string            `json:"manifestDigest,omitempty"`
 	Format         Format            `json:"format,omitempty"`
 	Annotations    map[string]string `json:"annotations,omitempty"`

@@ -221,7 +221,7 @@ func TestLoadBundleRefusesBadTars(t *testing.T) {
 	tw.WriteHeader(&tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644})
 	tw.Write([]byte("x"))
 	tw.Close()
-	if _, err := ociartifact.LoadBundle(context.Background(), &evil, store, 0); err == nil || !strings.Contains(err.Error(), "outside the layout") {
+	if _, err := ociartifact.LoadBundle(context.Background(), bytes.NewReader(evil.Bytes()), store, 0); err == nil || !strings.Contains(err.Error(), "outside the layout") {
 		t.Errorf("a tar escaping its directory: %v", err)
 	}
 	if _, err := ociartifact.LoadBundle(context.Background(), strings.NewReader("garbage"), store, 0); err == nil {

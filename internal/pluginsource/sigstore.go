@@ -29,15 +29,23 @@ type Sigstore struct {
 
 // NewSigstore returns a Verifier that reaches registries as oci does,
 // looking for signatures where pulls look for modules: each mirror in
-// order, then the registry.
-func NewSigstore(oci *OCI) *Sigstore {
-	return &Sigstore{opts: []sigverify.Option{
+// order, then the registry; with opts after its own
+// (WithBundleSignatures).
+func NewSigstore(oci *OCI, opts ...sigverify.Option) *Sigstore {
+	return &Sigstore{opts: append([]sigverify.Option{
 		// The context here is only a placeholder: sigverify puts each
 		// call's own after it, and that one governs the requests.
 		sigverify.WithRemoteOptions(oci.Client.RemoteOptions(context.Background())...),
 		sigverify.WithLocations(func(ref name.Digest) ([]name.Digest, error) { return locations(oci.Client, ref) }),
 		sigverify.WithCache(sigverify.NewCache()),
-	}, verifiers: map[string]*sigverify.Verifier{}}
+	}, opts...), verifiers: map[string]*sigverify.Verifier{}}
+}
+
+// WithBundleSignatures makes a Sigstore look for signatures first where
+// `informer-host bundle load` puts those a bundle carries in the source
+// cache cacheDir, so `verify: required` works with no registry.
+func WithBundleSignatures(cacheDir string) sigverify.Option {
+	return sigverify.WithLocalLayout(ociartifact.Store{Dir: cacheDir}.SignatureDir())
 }
 
 // locations are the client's mirrors and registry for ref, by digest.

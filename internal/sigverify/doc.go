@@ -61,6 +61,12 @@
 //     the dev.sigstore.cosign/chain and rfc3161timestamp annotations are
 //     not read, so such a signature needs the Rekor timestamp.
 //
+// With WithLocalLayout, an OCI image layout on disk (where `informer-host
+// bundle load` puts the signatures a bundle carries) is looked in first,
+// through the same lookup as a registry, the layout standing in for it
+// (local.go); a signature found there is checked like any other, and the
+// registry is asked when none verifies.
+//
 // Keys are verified without a transparency log entry or timestamp
 // (sigstore-go's WithNoObserverTimestamps): a key has no validity period
 // to check a signing time against, it is trusted for as long as the

@@ -95,6 +95,7 @@ type options struct {
 	now       func() time.Time
 	timeout   time.Duration
 	locations func(name.Digest) ([]name.Digest, error)
+	local     string // WithLocalLayout, local.go
 }
 
 // WithRemoteOptions passes go-containerregistry options (authentication,
@@ -155,6 +156,7 @@ type Verifier struct {
 	now       func() time.Time
 	timeout   time.Duration
 	locations func(name.Digest) ([]name.Digest, error)
+	local     string // WithLocalLayout, local.go
 }
 
 // policySource is a Policy with its files as last read and compiled. The
@@ -201,7 +203,7 @@ func New(p Policy, opts ...Option) (*Verifier, error) {
 	if o.cache == nil {
 		o.cache = NewCache()
 	}
-	return &Verifier{policy: c, files: src, cache: o.cache, remote: o.remote, now: o.now, timeout: o.timeout, locations: o.locations}, nil
+	return &Verifier{policy: c, files: src, cache: o.cache, remote: o.remote, now: o.now, timeout: o.timeout, locations: o.locations, local: o.local}, nil
 }
 
 // Verify looks for signatures of the manifest digest (sha256:<hex>) in
@@ -236,7 +238,7 @@ func (v *Verifier) verify(ctx context.Context, ref name.Digest, hash v1.Hash) (R
 	if len(v.policy.keys) == 0 && len(v.policy.identities) == 0 {
 		res = Result{Reason: "signatures not checked: the policy names no key and no identity"}
 	} else {
-		if res, err = v.verifyRemote(ctx, ref, hash); err != nil {
+		if res, err = v.verifyLocalThenRemote(ctx, ref, hash); err != nil {
 			return res, err
 		}
 	}
