@@ -267,3 +267,64 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// A stub file with trailing text after its object is refused: the text
+// is a second stub file pasted in, or an edit gone wrong, and a reader
+// that stops at the first object would replay without it.
+func TestReadStubsRefusesTrailingText(t *testing.T) {
+	const ok = `{"informerHostStubs": 1, "stubs": [{"function": "event_record"}]}`
+	for _, trail := range []string{` {"informerHostStubs": 1, "stubs": []}`, "\n]", " garbage", "\n{"} {
+		f := filepath.Join(t.TempDir(), "stubs.json")
+		if err := os.WriteFile(f, []byte(ok+trail), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadStubs(f)
+		if err == nil || !strings.Contains(err.Error(), "after the stub file's object") || !strings.Contains(err.Error(), f) {
+			t.Errorf("trailing %q: error %v, want one naming the file and the trailing text", trail, err)
+		}
+	}
+	f := filepath.Join(t.TempDir(), "stubs.json")
+	if err := os.WriteFile(f, []byte(ok+"\n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadStubs(f); err != nil {
+		t.Errorf("trailing white space refused: %v", err)
+	}
+}
+
+// The replay says where the plugin's capabilities II calls and the stub
+// file part: a stub no call used (a call the recording made and the
+// replay did not), a call no stub answered, and a call answered again by
+// a stub its request already used (the recording made it fewer times).
+// A stub without a request answers any number of calls: that is no
+// divergence, but it is unused when no call reached it.
+func TestStubsDivergence(t *testing.T) {
+	a := json.RawMessage(`{"name":"a"}`)
+	c := &Calls{stubs: NewStubs([]Stub{
+		{Function: "k8s_write", Request: a},
+		{Function: "k8s_write", Request: json.RawMessage(`{"name":"b"}`)},
+		{Function: "event_record"},
+		{Function: "http_request", Code: 200},
+	})}
+	c.Serve("k8s_write", map[string]string{"name": "a"})
+	c.Serve("k8s_write", map[string]string{"name": "a"}) // once more than recorded
+	c.Serve("k8s_write", map[string]string{"name": "x"}) // never recorded
+	c.Serve("http_request", map[string]string{"path": "/p"})
+	c.Serve("http_request", map[string]string{"path": "/q"})
+	calls := c.take()
+	var extra []string
+	for _, call := range calls {
+		extra = append(extra, call.Extra)
+	}
+	want := []string{"", "repeated", "unstubbed", "", ""}
+	if strings.Join(extra, ",") != strings.Join(want, ",") {
+		t.Errorf("calls' Extra %q, want %q", extra, want)
+	}
+	unused := c.unusedStubs()
+	if len(unused) != 2 || unused[0].Index != 1 || string(unused[0].Request) != `{"name":"b"}` || unused[1].Index != 2 || unused[1].Function != "event_record" {
+		t.Errorf("unused stubs %+v, want stubs[1] (write b) and stubs[2] (event_record)", unused)
+	}
+	if n := (&Calls{}).unusedStubs(); n != nil {
+		t.Errorf("no stub file: unused %+v", n)
+	}
+}
