@@ -58,7 +58,7 @@ func TestCapabilitiesIIStubbed(t *testing.T) {
 			logSub: "stale shop/web-1"},
 		{name: "apply unanswered", plugin: "label-enforcer", events: unlabelled,
 			result: "retry-exhausted", call: Call{Function: "k8s_write", Request: json.RawMessage(wantApply), Code: -16,
-				Message: unanswered("k8s_write")}},
+				Message: unanswered("k8s_write"), Extra: ExtraUnstubbed}},
 		{name: "post answered", plugin: "crashloop-notifier", events: crashing,
 			stubs:  []Stub{{Function: "http_request", Request: json.RawMessage(wantPost), Code: 204}},
 			result: "ok", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: 204, Stubbed: true}},
@@ -72,7 +72,7 @@ func TestCapabilitiesIIStubbed(t *testing.T) {
 			logSub: "ERR_TIMEOUT: no answer within 5s"},
 		{name: "post unanswered", plugin: "crashloop-notifier", events: crashing,
 			result: "retry-exhausted", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: -16,
-				Message: unanswered("http_request")}},
+				Message: unanswered("http_request"), Extra: ExtraUnstubbed}},
 		{name: "post bad stub code", plugin: "crashloop-notifier", events: crashing,
 			stubs:  []Stub{{Function: "http_request", Code: 0}},
 			result: "retry-exhausted", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: -16,
@@ -82,7 +82,7 @@ func TestCapabilitiesIIStubbed(t *testing.T) {
 			result: "ok", call: Call{Function: "event_record", Request: json.RawMessage(wantEvent), Stubbed: true}},
 		{name: "event unanswered", plugin: "event-recorder", events: big, config: `{"maxBytes": 4}`,
 			result: "error", call: Call{Function: "event_record", Request: json.RawMessage(wantEvent), Code: -16,
-				Message: unanswered("event_record")}},
+				Message: unanswered("event_record"), Extra: ExtraUnstubbed}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wasm, err := os.ReadFile(filepath.Join("../../build/plugins", tc.plugin+".wasm"))
