@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -337,6 +338,7 @@ func Describe(function string, request json.RawMessage) string {
 		Upstream, Method, Path                     string
 		Type, Reason                               string
 		Object                                     objectRef
+		Body                                       json.RawMessage
 	}
 	if json.Unmarshal(request, &r) != nil || len(request) == 0 {
 		return function
@@ -350,6 +352,14 @@ func Describe(function string, request json.RawMessage) string {
 	parts := []string{function}
 	switch function {
 	case abi.ImportK8sWrite:
+		if r.Name == "" {
+			// A create may name its object in the body only.
+			var body struct {
+				Metadata struct{ Name, GenerateName string }
+			}
+			_ = json.Unmarshal(r.Body, &body)
+			r.Name = cmp.Or(body.Metadata.Name, body.Metadata.GenerateName)
+		}
 		parts = append(parts, r.Op, r.Resource, name(r.Namespace, r.Name))
 		if r.Subresource != "" {
 			parts = append(parts, r.Subresource)

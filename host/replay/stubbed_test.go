@@ -328,3 +328,18 @@ func TestStubsDivergence(t *testing.T) {
 		t.Errorf("no stub file: unused %+v", n)
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct{ function, request, want string }{
+		{"k8s_write", `{"op":"apply","resource":"cms","namespace":"demo","name":"copy"}`, "k8s_write apply cms demo/copy"},
+		{"k8s_write", `{"op":"create","resource":"cms","namespace":"demo","body":{"metadata":{"name":"copy"}}}`, "k8s_write create cms demo/copy"},
+		{"k8s_write", `{"op":"json-patch","resource":"nodes","name":"n1","subresource":"status","body":[]}`, "k8s_write json-patch nodes n1 status"},
+		{"http_request", `{"upstream":"hook","method":"POST","path":"/x"}`, "http_request POST hook /x"},
+		{"event_record", `{"type":"Warning","reason":"Big","object":{"kind":"ConfigMap","namespace":"demo","name":"big"}}`, "event_record Warning Big ConfigMap demo/big"},
+		{"event_record", ``, "event_record"},
+	} {
+		if got := Describe(tc.function, json.RawMessage(tc.request)); got != tc.want {
+			t.Errorf("Describe(%s, %s) = %q, want %q", tc.function, tc.request, got, tc.want)
+		}
+	}
+}
