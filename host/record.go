@@ -191,11 +191,16 @@ func writesTo(target, res string, ref *event.ResourceRef) bool {
 }
 
 func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, res engine.Result, err error) {
-	if r.Resource != "" && ev.Resource != nil && ev.Resource.Name != r.Resource {
-		return
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.Resource != "" && ev.Resource != nil && ev.Resource.Name != r.Resource {
+		// Not recorded, but what the call wrote is in the cache the next
+		// recorded event reads.
+		if s := r.streams[plugin]; s != nil {
+			clear(s.own)
+		}
+		return
+	}
 	s := r.stream(plugin)
 	s.ref(ev.Resource)
 	r.syncCache(s)

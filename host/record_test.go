@@ -174,3 +174,30 @@ func TestRecordingCacheExcludesTheCallsOwnWrites(t *testing.T) {
 		t.Errorf("lines\n%q\nwant\n%q\n%s", got, want, b.String())
 	}
 }
+
+// A call whose event --resource leaves out still wrote before the next
+// recorded event: its writes' results are cache lines before that event.
+func TestRecordingCacheKeepsFilteredCallsWrites(t *testing.T) {
+	f := &fakeCaches{objs: map[string]*unstructured.Unstructured{"demo/src": configMap("src", "1")}}
+	r := &Recorder{p: f, Resource: "pods"}
+	r.stream("copier.wasm").head.Cache = []string{"cms"}
+	var o engine.InstanceOptions
+	o.Writes = informerWrites{f}
+	r.capabilities("copier.wasm", &o)
+	cms, _ := f.Ref("cms")
+	if _, code, msg := o.Writes.Do(context.Background(), &engine.WriteRequest{Op: abi.WriteApply, Resource: []byte("cms"), Namespace: []byte("demo"), Name: []byte("copy"), Body: []byte(`{}`)}); code != 0 {
+		t.Fatalf("write: %d %s", code, msg)
+	}
+	r.handled("copier.wasm", &event.Event{Type: event.EventAdd, Resource: cms, Object: configMap("src", "1")}, 0, engine.Result{Code: engine.CodeOK}, nil)
+	pods := &event.ResourceRef{Name: "pods", Version: "v1", Resource: "pods", Kind: "Pod"}
+	pod := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "p", "namespace": "demo", "resourceVersion": "3"}}}
+	r.handled("copier.wasm", &event.Event{Type: event.EventAdd, Resource: pods, Object: pod}, 0, engine.Result{Code: engine.CodeOK}, nil)
+	var b strings.Builder
+	if err := r.Write("copier.wasm", &b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[1], `"name":"copy"`) || !strings.Contains(lines[3], `"type":"add"`) {
+		t.Errorf("want the head, cache copy, cache src, add p:\n%s", b.String())
+	}
+}
