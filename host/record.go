@@ -12,11 +12,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 
+	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/host/replay"
-	"github.com/informer-host/informer-host/informer"
 )
 
 // Recorder writes, for each plugin, the event stream it receives in a
@@ -33,7 +34,10 @@ import (
 //
 // Event lines are written as the plugin's call returns, each after the
 // cache lines that bring the recording's cache to the informer's then
-// (syncCache): a cache change that lands while a call runs is written
+// (syncCache), except the results of the plugin's own writes in that
+// call, which follow its event line: the plugin read the cache before it
+// wrote, and a replay whose cache held what it wrote would not write it
+// again. Someone else's change that lands while a call runs is written
 // before that call's event, so a plugin whose reads race the informer may
 // read in the replay a cache a little newer than it read live.
 type Recorder struct {
@@ -48,9 +52,16 @@ type Recorder struct {
 	// replay rarely needs the values, only the keys.
 	KeepSecretData bool
 
-	p       *informer.Pipeline // set by NewRecording
+	p       recordedCaches // the pipeline, set by NewRecording
 	mu      sync.Mutex
 	streams map[string]*recStream // by plugin file name
+}
+
+// recordedCaches is what a Recorder reads of the informer's stores
+// (*informer.Pipeline).
+type recordedCaches interface {
+	CacheList(resource, namespace string, sel labels.Selector, f func(*unstructured.Unstructured))
+	Ref(name string) (*event.ResourceRef, bool)
 }
 
 type recStream struct {
@@ -63,7 +74,16 @@ type recStream struct {
 	// known holds, per cached resource, the resourceVersion of each
 	// object as the recording's cache lines have it.
 	known map[string]map[string]string
+	// own holds what the plugin's writes since its last event line left
+	// in the cluster: the write's target resource and store key, to the
+	// resourceVersion the write returned ("" for a delete). syncCache
+	// holds these changes back until after that event line: the plugin
+	// read the cache as it was before it wrote, and a replay whose cache
+	// already held its writes' results would not make them.
+	own map[ownWrite]string
 }
+
+type ownWrite struct{ resource, key string }
 
 func (r *Recorder) stream(plugin string) *recStream {
 	if r.streams == nil {
@@ -72,7 +92,7 @@ func (r *Recorder) stream(plugin string) *recStream {
 	s := r.streams[plugin]
 	if s == nil {
 		s = &recStream{head: replay.Head{Plugin: plugin, Resources: map[string]replay.Resource{}}, pending: map[string]bool{}, known: map[string]map[string]string{},
-			answers: &replay.Cassette{}}
+			answers: &replay.Cassette{}, own: map[ownWrite]string{}}
 		r.streams[plugin] = s
 	}
 	return s
@@ -97,23 +117,95 @@ type recordingHooks interface {
 }
 
 // capabilities records, as the plugin's stubs, what its capabilities II
-// calls are answered.
+// calls are answered, and notes what its writes leave in the cluster
+// (recStream.own).
 func (r *Recorder) capabilities(plugin string, o *engine.InstanceOptions) {
 	r.mu.Lock()
 	c := r.stream(plugin).answers
 	r.mu.Unlock()
 	c.Wrap(o)
+	if o.Writes != nil {
+		o.Writes = ownWrites{next: o.Writes, r: r, plugin: plugin}
+	}
+}
+
+// ownWrites notes each successful write of a plugin in its stream's own.
+type ownWrites struct {
+	next   engine.ClusterWriter
+	r      *Recorder
+	plugin string
+}
+
+func (w ownWrites) Check(req *engine.WriteRequest) (int32, string) { return w.next.Check(req) }
+
+func (w ownWrites) Do(ctx context.Context, req *engine.WriteRequest) (map[string]any, int32, string) {
+	obj, code, msg := w.next.Do(ctx, req)
+	if code != 0 {
+		return obj, code, msg
+	}
+	// The returned object names what was written (a create may have
+	// had only a generateName); a delete returns none.
+	ns, name, rv := string(req.Namespace), string(req.Name), ""
+	if req.Op != abi.WriteDelete && obj != nil {
+		u := unstructured.Unstructured{Object: obj}
+		ns, name, rv = u.GetNamespace(), u.GetName(), u.GetResourceVersion()
+	}
+	w.r.mu.Lock()
+	w.r.stream(w.plugin).own[ownWrite{string(req.Resource), cache.NewObjectName(ns, name).String()}] = rv
+	w.r.mu.Unlock()
+	return obj, code, msg
+}
+
+// wrote returns what the plugin's writes since its last event left of
+// the cached resource res (ref its coordinates): the store key to the
+// resourceVersion ("" for gone). A write names its target by a
+// configured name or group/version/resource (ABI.md 17.1).
+func (s *recStream) wrote(res string, ref *event.ResourceRef) map[string]string {
+	var out map[string]string
+	for w, rv := range s.own {
+		if !writesTo(w.resource, res, ref) {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[w.key] = rv
+	}
+	return out
+}
+
+func writesTo(target, res string, ref *event.ResourceRef) bool {
+	if target == res {
+		return true
+	}
+	if ref == nil {
+		return false
+	}
+	switch parts := strings.Split(target, "/"); len(parts) {
+	case 3:
+		return parts[0] == ref.Group && parts[2] == ref.Resource
+	case 2:
+		return ref.Group == "" && parts[1] == ref.Resource
+	}
+	return false
 }
 
 func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, res engine.Result, err error) {
-	if r.Resource != "" && ev.Resource != nil && ev.Resource.Name != r.Resource {
-		return
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.Resource != "" && ev.Resource != nil && ev.Resource.Name != r.Resource {
+		// Not recorded, but what the call wrote is in the cache the next
+		// recorded event reads.
+		if s := r.streams[plugin]; s != nil {
+			clear(s.own)
+		}
+		return
+	}
 	s := r.stream(plugin)
 	s.ref(ev.Resource)
 	r.syncCache(s)
+	// The next sync, before the next event, takes what this call wrote.
+	clear(s.own)
 	if ev.Object == nil {
 		s.lines = append(s.lines, replay.Line{Type: replay.LineSynced, Resource: ev.Resource.Name})
 		return
@@ -142,9 +234,11 @@ func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, re
 // syncCache appends to s the changes of the caches it may read since the
 // last event: each granted resource's store is compared with what the
 // recording's cache lines hold. It runs as each call is observed, so the
-// cache lines before an event line are the cache when the call returned
-// (which is the cache during the call unless it changed meanwhile). It
-// walks every granted store once per event: a recording tool's cost.
+// cache lines before an event line are the cache when the call returned,
+// less what the plugin's own writes in that call left there (s.own),
+// which the next sync takes: the cache during the call, unless someone
+// else changed it meanwhile. It walks every granted store once per
+// event: a recording tool's cost.
 func (r *Recorder) syncCache(s *recStream) {
 	for _, res := range s.head.Cache {
 		known := s.known[res]
@@ -152,23 +246,29 @@ func (r *Recorder) syncCache(s *recStream) {
 			known = map[string]string{}
 			s.known[res] = known
 		}
-		seen := map[string]bool{}
-		r.p.CacheList(res, "", labels.Everything(), func(u *unstructured.Unstructured) {
-			k := storeKey(u)
-			seen[k] = true
-			if rv := u.GetResourceVersion(); known[k] != rv || rv == "" {
-				known[k] = rv
-				s.lines = append(s.lines, replay.Line{Type: replay.LineCache, Resource: res, Object: u.Object})
-			}
-		})
-		if ref, ok := r.p.Ref(res); ok {
+		ref, resolved := r.p.Ref(res)
+		if resolved {
 			s.ref(ref)
 		} else if _, ok := s.head.Resources[res]; !ok {
 			s.head.Resources[res] = replay.Resource{}
 		}
+		wrote := s.wrote(res, ref)
+		seen := map[string]bool{}
+		r.p.CacheList(res, "", labels.Everything(), func(u *unstructured.Unstructured) {
+			k := storeKey(u)
+			seen[k] = true
+			rv := u.GetResourceVersion()
+			if w, ok := wrote[k]; ok && w == rv && rv != "" {
+				return // the call's own write: after its event line
+			}
+			if known[k] != rv || rv == "" {
+				known[k] = rv
+				s.lines = append(s.lines, replay.Line{Type: replay.LineCache, Resource: res, Object: u.Object})
+			}
+		})
 		var gone []string
 		for k := range known {
-			if !seen[k] {
+			if w, ok := wrote[k]; !seen[k] && !(ok && w == "") {
 				gone = append(gone, k)
 			}
 		}

@@ -65,38 +65,17 @@ plugins:
 				}
 			}
 			pod(tc.listed)
-			logs := &testenv.LogBuffer{}
-			runCtx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			out := filepath.Join(dir, "events.jsonl")
-			var stdout bytes.Buffer
-			done := make(chan int, 1)
-			go func() {
-				done <- Main(runCtx, []string{"record", "--config", filepath.Join(dir, "config.yaml"), "--out", out}, &stdout, logs)
-			}()
+			rec := startRecord(ctx, t, dir)
+			out := rec.out
 			// The update each apply causes comes back flagged as the
 			// plugin's own write, which it logs.
 			ownWrite := func(name string) func() bool {
-				return func() bool {
-					select {
-					case code := <-done:
-						t.Fatalf("record ended early: exit %d\n%s", code, strings.Join(logs.Lines(), "\n"))
-					default:
-					}
-					return len(logs.Lines("plugin=label-enforcer.wasm", "own write "+ns+"/"+name)) > 0
-				}
+				return rec.logged("plugin=label-enforcer.wasm", "own write "+ns+"/"+name)
 			}
 			testenv.Eventually(t, "label-enforcer to see its write of the listed pod", ownWrite(tc.listed))
 			pod(tc.live)
 			testenv.Eventually(t, "label-enforcer to see its write of the live pod", ownWrite(tc.live))
-			cancel()
-			if code := <-done; code != 0 {
-				t.Fatalf("record: exit %d\n%s", code, strings.Join(logs.Lines(), "\n"))
-			}
-			stubs := filepath.Join(dir, "events.stubs.json")
-			if !strings.Contains(stdout.String(), "recorded "+stubs) {
-				t.Fatalf("record did not write the stubs file:\n%s", stdout.String())
-			}
+			stubs := rec.stop()
 			events, err := os.ReadFile(out)
 			if err != nil {
 				t.Fatal(err)
@@ -135,6 +114,55 @@ plugins:
 			}
 		})
 	}
+}
+
+// liveRecord is informer-host record running in the test's process.
+type liveRecord struct {
+	t      *testing.T
+	out    string // the events file
+	logs   *testenv.LogBuffer
+	stdout bytes.Buffer
+	cancel context.CancelFunc
+	done   chan int
+}
+
+// startRecord runs informer-host record on dir's config.yaml, writing
+// dir/events.jsonl, until stop.
+func startRecord(ctx context.Context, t *testing.T, dir string) *liveRecord {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &liveRecord{t: t, out: filepath.Join(dir, "events.jsonl"), logs: &testenv.LogBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	t.Cleanup(cancel)
+	go func() {
+		r.done <- Main(ctx, []string{"record", "--config", filepath.Join(dir, "config.yaml"), "--out", r.out}, &r.stdout, r.logs)
+	}()
+	return r
+}
+
+// logged is a condition for testenv.Eventually: a log line holds every
+// substr. A record that ended early fails the test.
+func (r *liveRecord) logged(substr ...string) func() bool {
+	return func() bool {
+		select {
+		case code := <-r.done:
+			r.t.Fatalf("record ended early: exit %d\n%s", code, strings.Join(r.logs.Lines(), "\n"))
+		default:
+		}
+		return len(r.logs.Lines(substr...)) > 0
+	}
+}
+
+// stop ends the recording as SIGINT does and returns the stub file it
+// wrote beside the events file.
+func (r *liveRecord) stop() string {
+	r.cancel()
+	if code := <-r.done; code != 0 {
+		r.t.Fatalf("record: exit %d\n%s", code, strings.Join(r.logs.Lines(), "\n"))
+	}
+	stubs := strings.TrimSuffix(r.out, ".jsonl") + ".stubs.json"
+	if !strings.Contains(r.stdout.String(), "recorded "+stubs) {
+		r.t.Fatalf("record did not write the stubs file:\n%s", r.stdout.String())
+	}
+	return stubs
 }
 
 // writeJSON writes a plugin's configuration file for replay --config.

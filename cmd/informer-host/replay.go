@@ -26,8 +26,8 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	stateFile := fs.String("state", "", "seed the plugin's state from a JSON `file` {\"key\": \"value\", ...}")
 	stubsFile := fs.String("stubs", "", "answer writes, events and HTTP calls from a stub `file` (abi/REPLAY.md)")
 	asJSON := fs.Bool("json", false, "print one JSON report instead of text")
-	allow := fs.String("allow", "", "comma-separated outcomes that do not fail the replay: drop, error, retry-exhausted, failure (traps, exits, timeouts)")
-	compare := fs.Bool("compare", false, "fail when a result differs from the one the recording holds")
+	allow := fs.String("allow", "", "comma-separated outcomes that do not fail the replay: drop, error, retry-exhausted, failure (traps, exits, timeouts), calls (with --compare: writes, Events and HTTP calls that differ from the --stubs file)")
+	compare := fs.Bool("compare", false, "fail when a result differs from the one the recording holds, or the plugin's writes, Events and HTTP calls from the --stubs file's (a stub no call used, a call no stub was there for)")
 	retries := fs.Int("max-retries", 3, "deliveries again of an event answered retry once the recording has no cache line left to wait for")
 	timeout := fs.Duration("call-timeout", 10*time.Second, "deadline of each call into the plugin")
 	realClock := fs.Bool("real-clock", false, "give the plugin the system clocks and random source (not reproducible)")
@@ -79,10 +79,10 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	for _, a := range strings.Split(*allow, ",") {
 		switch a = strings.TrimSpace(a); a {
 		case "":
-		case "drop", "error", "retry-exhausted", "failure":
+		case "drop", "error", "retry-exhausted", "failure", "calls":
 			allowed[a] = true
 		default:
-			fmt.Fprintf(stderr, "informer-host replay: --allow: unknown outcome %q (want drop, error, retry-exhausted or failure)\n", a)
+			fmt.Fprintf(stderr, "informer-host replay: --allow: unknown outcome %q (want drop, error, retry-exhausted, failure or calls)\n", a)
 			return 2
 		}
 	}
@@ -144,8 +144,32 @@ func verdict(rep *replay.Report, allowed map[string]bool, compare bool) []string
 		if compare && s.Recorded != "" && s.Recorded != s.Result {
 			out = append(out, fmt.Sprintf("%s: result %s, recorded %s", what, s.Result, s.Recorded))
 		}
+		if compare && !allowed["calls"] {
+			for _, c := range s.Calls {
+				if why := extraWhy[c.Extra]; why != "" {
+					out = append(out, fmt.Sprintf("%s: %s: %s (--allow calls to accept)", what, replay.Describe(c.Function, c.Request), why))
+				}
+			}
+		}
+	}
+	if compare && !allowed["calls"] {
+		// The stub file of a recording holds the calls the live run made,
+		// in order: one the replay did not make is a divergence as real
+		// as a different result (a write the live run made, whose result
+		// the replay's cache already held, say).
+		for _, u := range rep.UnusedStubs {
+			out = append(out, fmt.Sprintf("stubs[%d] (%s) was not used: the recording made this call, the replay did not (--allow calls to accept)",
+				u.Index, replay.Describe(u.Function, u.Request)))
+		}
 	}
 	return out
+}
+
+// extraWhy says, for --compare, why a call (replay.Call.Extra) is not one
+// the stub file holds.
+var extraWhy = map[string]string{
+	replay.ExtraUnstubbed: "no stub answers it: the recording made no such call",
+	replay.ExtraRepeated:  "answered again by a stub this request used already: the recording made it fewer times",
 }
 
 func printReport(w io.Writer, rep *replay.Report, quiet bool) {
@@ -221,7 +245,20 @@ func printReport(w io.Writer, rep *replay.Report, quiet bool) {
 		_ = replay.WriteStubs(&b, rep.MissingStubs)
 		fmt.Fprintln(w, "  "+strings.ReplaceAll(strings.TrimRight(b.String(), "\n"), "\n", "\n  "))
 	}
+	if len(rep.UnusedStubs) > 0 {
+		// Said even without --compare: with a recording's stub file, each
+		// is a call the live run made and this replay did not.
+		fmt.Fprintln(w, "unused stubs (no call used them: calls the recording made that the replay did not):")
+		for _, u := range rep.UnusedStubs {
+			b, _ := json.MarshalIndent(u.Stub, "    ", "  ")
+			fmt.Fprintf(w, "  stubs[%d] %s:\n    %s\n", u.Index, replay.Describe(u.Function, u.Request), b)
+		}
+	}
 	c := rep.Counts
-	fmt.Fprintf(w, "%s: %d events: %d ok, %d retries, %d retry-exhausted, %d dropped, %d errors, %d failures\n",
+	fmt.Fprintf(w, "%s: %d events: %d ok, %d retries, %d retry-exhausted, %d dropped, %d errors, %d failures",
 		rep.Plugin, c.Events, c.OK, c.Retries, c.RetryExhausted, c.Dropped, c.Errors, c.Failures)
+	if c.UnstubbedCalls+c.RepeatedCalls+c.UnusedStubs > 0 {
+		fmt.Fprintf(w, "; calls apart from the stubs: %d unstubbed, %d repeated, %d stubs unused", c.UnstubbedCalls, c.RepeatedCalls, c.UnusedStubs)
+	}
+	fmt.Fprintln(w)
 }

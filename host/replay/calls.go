@@ -2,10 +2,13 @@ package replay
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/informer-host/informer-host/abi"
 )
@@ -28,6 +31,28 @@ type Call struct {
 	// the replay serves itself (cache, state, metrics) and for calls no
 	// stub answered.
 	Stubbed bool `json:"stubbed,omitempty"`
+	// Extra says why a capabilities II call is one the stub file does not
+	// hold, the file being the calls a recording made: ExtraUnstubbed or
+	// ExtraRepeated; "" for a call a stub was there for.
+	Extra string `json:"extra,omitempty"`
+}
+
+// The calls a stub file does not hold (Call.Extra).
+const (
+	// ExtraUnstubbed: no stub answered the call.
+	ExtraUnstubbed = "unstubbed"
+	// ExtraRepeated: the stub that answered had answered this request
+	// already; a recording holds one stub per call, so the live run made
+	// this call fewer times.
+	ExtraRepeated = "repeated"
+)
+
+// UnusedStub is a stub no call used: with a recording's stub file, a call
+// the live run made and the replay did not.
+type UnusedStub struct {
+	// Index is the stub's place in the file's list, from 0.
+	Index int `json:"index"`
+	Stub
 }
 
 // StubFormatVersion is the version of the stub file format.
@@ -62,6 +87,9 @@ type Stubs struct {
 	stubs []Stub
 	used  []bool
 	last  map[string]int // function+request -> index of the last stub used
+	// any marks the stubs without a request that answered a call (used
+	// marks those with one).
+	any []bool
 }
 
 // ReadStubs reads a stub file.
@@ -72,6 +100,9 @@ func ReadStubs(path string) (*Stubs, error) {
 	}
 	var f stubFile
 	if err := strictJSON(b, &f); err != nil {
+		if errors.Is(err, errTrailing) {
+			return nil, fmt.Errorf("%s: %v, after the stub file's object: a stub file is one {\"informerHostStubs\": %d, \"stubs\": [...]}; put every stub in its list", path, err, StubFormatVersion)
+		}
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	if f.Version != StubFormatVersion {
@@ -107,7 +138,7 @@ func checkStub(st Stub) error {
 
 // NewStubs returns Stubs answering from stubs (nil: none).
 func NewStubs(stubs []Stub) *Stubs {
-	s := &Stubs{stubs: stubs, used: make([]bool, len(stubs)), last: map[string]int{}}
+	s := &Stubs{stubs: stubs, used: make([]bool, len(stubs)), any: make([]bool, len(stubs)), last: map[string]int{}}
 	for i := range s.stubs {
 		s.stubs[i].Request = canonical(s.stubs[i].Request)
 	}
@@ -128,25 +159,38 @@ func canonical(b json.RawMessage) json.RawMessage {
 	return out
 }
 
-// answer finds the stub for function and request (canonical JSON).
-func (s *Stubs) answer(function string, request json.RawMessage) (Stub, bool) {
+// answer finds the stub for function and request (canonical JSON), and
+// says whether it is one whose request answered a call already.
+func (s *Stubs) answer(function string, request json.RawMessage) (st Stub, ok, repeated bool) {
 	k := function + "\x00" + string(request)
 	for i, st := range s.stubs {
 		if !s.used[i] && st.Function == function && st.Request != nil && bytes.Equal(st.Request, request) {
 			s.used[i] = true
 			s.last[k] = i
-			return st, true
+			return st, true, false
 		}
 	}
 	if i, ok := s.last[k]; ok {
-		return s.stubs[i], true
+		return s.stubs[i], true, true
 	}
-	for _, st := range s.stubs {
+	for i, st := range s.stubs {
 		if st.Function == function && st.Request == nil {
-			return st, true
+			s.any[i] = true
+			return st, true, false
 		}
 	}
-	return Stub{}, false
+	return Stub{}, false, false
+}
+
+// unused returns the stubs no call used, in file order.
+func (s *Stubs) unused() []UnusedStub {
+	var out []UnusedStub
+	for i, st := range s.stubs {
+		if !s.used[i] && !s.any[i] {
+			out = append(out, UnusedStub{Index: i, Stub: st})
+		}
+	}
+	return out
 }
 
 // Calls records one event's host calls and answers the stubbed ones. The
@@ -213,15 +257,30 @@ func (c *Calls) Record(function string, request any, response any, code int32) {
 // returns.
 func (c *Calls) Serve(function string, request any) (response json.RawMessage, code int32, message string) {
 	req := canonical(marshal(request))
-	st, ok := Stub{}, false
+	var st Stub
+	var ok, repeated bool
 	if c.stubs != nil {
-		st, ok = c.stubs.answer(function, req)
+		st, ok, repeated = c.stubs.answer(function, req)
 	}
-	if !ok {
+	call := Call{Function: function, Request: req, Stubbed: ok}
+	switch {
+	case !ok:
 		st = Stub{Function: function, Code: abi.ErrUnavailable, Message: c.missing(function, req)}
+		call.Extra = ExtraUnstubbed
+	case repeated:
+		call.Extra = ExtraRepeated
 	}
-	c.cur = append(c.cur, Call{Function: function, Request: req, Response: st.Response, Code: st.Code, Message: st.Message, Stubbed: ok})
+	call.Response, call.Code, call.Message = st.Response, st.Code, st.Message
+	c.cur = append(c.cur, call)
 	return st.Response, st.Code, st.Message
+}
+
+// unusedStubs returns the stubs no call used (nil without a stub file).
+func (c *Calls) unusedStubs() []UnusedStub {
+	if c.stubs == nil {
+		return nil
+	}
+	return c.stubs.unused()
 }
 
 // stubAnswers shows, in the error about a stub a function cannot use,
@@ -268,4 +327,47 @@ func (c *Calls) amend(code int32, msg string) (int32, string) {
 		c.cur[n-1].Code, c.cur[n-1].Message = code, msg
 	}
 	return code, msg
+}
+
+// Describe names a capabilities II call by its request, for a person:
+// "k8s_write apply configmaps demo/copy", "http_request POST hook /path",
+// "event_record Warning TooBig ConfigMap demo/big".
+func Describe(function string, request json.RawMessage) string {
+	var r struct {
+		Op, Resource, Namespace, Name, Subresource string
+		Upstream, Method, Path                     string
+		Type, Reason                               string
+		Object                                     objectRef
+		Body                                       json.RawMessage
+	}
+	if json.Unmarshal(request, &r) != nil || len(request) == 0 {
+		return function
+	}
+	name := func(ns, n string) string {
+		if ns == "" {
+			return n
+		}
+		return ns + "/" + n
+	}
+	parts := []string{function}
+	switch function {
+	case abi.ImportK8sWrite:
+		if r.Name == "" {
+			// A create may name its object in the body only.
+			var body struct {
+				Metadata struct{ Name, GenerateName string }
+			}
+			_ = json.Unmarshal(r.Body, &body)
+			r.Name = cmp.Or(body.Metadata.Name, body.Metadata.GenerateName)
+		}
+		parts = append(parts, r.Op, r.Resource, name(r.Namespace, r.Name))
+		if r.Subresource != "" {
+			parts = append(parts, r.Subresource)
+		}
+	case abi.ImportHTTPRequest:
+		parts = append(parts, r.Method, r.Upstream, r.Path)
+	case abi.ImportEventRecord:
+		parts = append(parts, r.Type, r.Reason, r.Object.Kind, name(r.Object.Namespace, r.Object.Name))
+	}
+	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), " ")
 }

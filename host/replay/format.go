@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -137,10 +138,27 @@ func Read(name string, r io.Reader) (*Recording, error) {
 	return rec, nil
 }
 
+// errTrailing is strictJSON's error for text after the value: a second
+// value pasted in, or an edit gone wrong, which a reader stopping at the
+// first value would silently leave out.
+var errTrailing = errors.New("text after the JSON value")
+
+// strictJSON decodes the one JSON value b holds into v, refusing unknown
+// fields and anything but white space after the value (errTrailing).
 func strictJSON(b []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
-	return d.Decode(v)
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	var extra json.RawMessage
+	switch err := d.Decode(&extra); {
+	case err == io.EOF:
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: %v", errTrailing, err)
+	}
+	return fmt.Errorf("%w: %.40s", errTrailing, extra)
 }
 
 func (rec *Recording) check(l *Line) error {

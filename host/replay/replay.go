@@ -112,11 +112,19 @@ type Report struct {
 	// MissingStubs are the stubs to add for the calls no stub answered,
 	// each distinct request once, with a success answer to edit.
 	MissingStubs []Stub `json:"missingStubs,omitempty"`
+	// UnusedStubs are the stubs no call used: with the stub file a
+	// recording wrote, the calls the live run made that the replay did
+	// not (a write whose result the recorded cache already held, say).
+	UnusedStubs []UnusedStub `json:"unusedStubs,omitempty"`
 }
 
-// Counts sum up the steps.
+// Counts sum up the steps. UnstubbedCalls and RepeatedCalls are the
+// calls the stub file does not hold (Call.Extra), UnusedStubs the stubs
+// no call used: together, where the replay's calls part from the
+// recorded ones.
 type Counts struct {
 	Events, OK, Retries, RetryExhausted, Dropped, Errors, Failures, Mismatches int
+	UnstubbedCalls, RepeatedCalls, UnusedStubs                                 int
 }
 
 // Run replays o.Events into the plugin. The error is for a replay that
@@ -136,7 +144,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r := &runner{o: o, name: name, rep: &Report{Plugin: name, State: map[string]string{}}, calls: &Calls{stubs: o.Stubs}}
 	r.logger = slog.New(&captureHandler{r: r})
-	defer func() { r.rep.MissingStubs = r.calls.toAdd }()
+	defer func() {
+		r.rep.MissingStubs = r.calls.toAdd
+		r.rep.UnusedStubs = r.calls.unusedStubs()
+		r.rep.Counts.UnusedStubs = len(r.rep.UnusedStubs)
+	}()
 	eng, err := engine.New(ctx, engine.Options{Logger: slog.New(slog.DiscardHandler), CacheDir: o.CacheDir})
 	if err != nil {
 		return nil, err
@@ -255,6 +267,7 @@ func (r *runner) start(ctx context.Context) error {
 	}
 	r.inst = inst
 	if logs, calls := r.take(); len(logs)+len(calls) > 0 {
+		r.countExtra(calls)
 		r.rep.Steps = append(r.rep.Steps, Step{Seq: len(r.rep.Steps) + 1, Call: "ih_init", Result: "ok", Logs: logs, Calls: calls})
 	}
 	return nil
@@ -272,7 +285,19 @@ func (r *runner) finish(s Step) {
 	if s.Recorded != "" && s.Recorded != s.Result {
 		r.rep.Counts.Mismatches++
 	}
+	r.countExtra(s.Calls)
 	r.rep.Steps = append(r.rep.Steps, s)
+}
+
+func (r *runner) countExtra(calls []Call) {
+	for _, c := range calls {
+		switch c.Extra {
+		case ExtraUnstubbed:
+			r.rep.Counts.UnstubbedCalls++
+		case ExtraRepeated:
+			r.rep.Counts.RepeatedCalls++
+		}
+	}
 }
 
 func (r *runner) fail(s *Step, err error) {

@@ -58,7 +58,7 @@ func TestCapabilitiesIIStubbed(t *testing.T) {
 			logSub: "stale shop/web-1"},
 		{name: "apply unanswered", plugin: "label-enforcer", events: unlabelled,
 			result: "retry-exhausted", call: Call{Function: "k8s_write", Request: json.RawMessage(wantApply), Code: -16,
-				Message: unanswered("k8s_write")}},
+				Message: unanswered("k8s_write"), Extra: ExtraUnstubbed}},
 		{name: "post answered", plugin: "crashloop-notifier", events: crashing,
 			stubs:  []Stub{{Function: "http_request", Request: json.RawMessage(wantPost), Code: 204}},
 			result: "ok", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: 204, Stubbed: true}},
@@ -72,7 +72,7 @@ func TestCapabilitiesIIStubbed(t *testing.T) {
 			logSub: "ERR_TIMEOUT: no answer within 5s"},
 		{name: "post unanswered", plugin: "crashloop-notifier", events: crashing,
 			result: "retry-exhausted", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: -16,
-				Message: unanswered("http_request")}},
+				Message: unanswered("http_request"), Extra: ExtraUnstubbed}},
 		{name: "post bad stub code", plugin: "crashloop-notifier", events: crashing,
 			stubs:  []Stub{{Function: "http_request", Code: 0}},
 			result: "retry-exhausted", call: Call{Function: "http_request", Request: json.RawMessage(wantPost), Code: -16,
@@ -82,7 +82,7 @@ func TestCapabilitiesIIStubbed(t *testing.T) {
 			result: "ok", call: Call{Function: "event_record", Request: json.RawMessage(wantEvent), Stubbed: true}},
 		{name: "event unanswered", plugin: "event-recorder", events: big, config: `{"maxBytes": 4}`,
 			result: "error", call: Call{Function: "event_record", Request: json.RawMessage(wantEvent), Code: -16,
-				Message: unanswered("event_record")}},
+				Message: unanswered("event_record"), Extra: ExtraUnstubbed}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wasm, err := os.ReadFile(filepath.Join("../../build/plugins", tc.plugin+".wasm"))
@@ -266,4 +266,80 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A stub file with trailing text after its object is refused: the text
+// is a second stub file pasted in, or an edit gone wrong, and a reader
+// that stops at the first object would replay without it.
+func TestReadStubsRefusesTrailingText(t *testing.T) {
+	const ok = `{"informerHostStubs": 1, "stubs": [{"function": "event_record"}]}`
+	for _, trail := range []string{` {"informerHostStubs": 1, "stubs": []}`, "\n]", " garbage", "\n{"} {
+		f := filepath.Join(t.TempDir(), "stubs.json")
+		if err := os.WriteFile(f, []byte(ok+trail), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadStubs(f)
+		if err == nil || !strings.Contains(err.Error(), "after the stub file's object") || !strings.Contains(err.Error(), f) {
+			t.Errorf("trailing %q: error %v, want one naming the file and the trailing text", trail, err)
+		}
+	}
+	f := filepath.Join(t.TempDir(), "stubs.json")
+	if err := os.WriteFile(f, []byte(ok+"\n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadStubs(f); err != nil {
+		t.Errorf("trailing white space refused: %v", err)
+	}
+}
+
+// The replay says where the plugin's capabilities II calls and the stub
+// file part: a stub no call used (a call the recording made and the
+// replay did not), a call no stub answered, and a call answered again by
+// a stub its request already used (the recording made it fewer times).
+// A stub without a request answers any number of calls: that is no
+// divergence, but it is unused when no call reached it.
+func TestStubsDivergence(t *testing.T) {
+	a := json.RawMessage(`{"name":"a"}`)
+	c := &Calls{stubs: NewStubs([]Stub{
+		{Function: "k8s_write", Request: a},
+		{Function: "k8s_write", Request: json.RawMessage(`{"name":"b"}`)},
+		{Function: "event_record"},
+		{Function: "http_request", Code: 200},
+	})}
+	c.Serve("k8s_write", map[string]string{"name": "a"})
+	c.Serve("k8s_write", map[string]string{"name": "a"}) // once more than recorded
+	c.Serve("k8s_write", map[string]string{"name": "x"}) // never recorded
+	c.Serve("http_request", map[string]string{"path": "/p"})
+	c.Serve("http_request", map[string]string{"path": "/q"})
+	calls := c.take()
+	var extra []string
+	for _, call := range calls {
+		extra = append(extra, call.Extra)
+	}
+	want := []string{"", "repeated", "unstubbed", "", ""}
+	if strings.Join(extra, ",") != strings.Join(want, ",") {
+		t.Errorf("calls' Extra %q, want %q", extra, want)
+	}
+	unused := c.unusedStubs()
+	if len(unused) != 2 || unused[0].Index != 1 || string(unused[0].Request) != `{"name":"b"}` || unused[1].Index != 2 || unused[1].Function != "event_record" {
+		t.Errorf("unused stubs %+v, want stubs[1] (write b) and stubs[2] (event_record)", unused)
+	}
+	if n := (&Calls{}).unusedStubs(); n != nil {
+		t.Errorf("no stub file: unused %+v", n)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct{ function, request, want string }{
+		{"k8s_write", `{"op":"apply","resource":"cms","namespace":"demo","name":"copy"}`, "k8s_write apply cms demo/copy"},
+		{"k8s_write", `{"op":"create","resource":"cms","namespace":"demo","body":{"metadata":{"name":"copy"}}}`, "k8s_write create cms demo/copy"},
+		{"k8s_write", `{"op":"json-patch","resource":"nodes","name":"n1","subresource":"status","body":[]}`, "k8s_write json-patch nodes n1 status"},
+		{"http_request", `{"upstream":"hook","method":"POST","path":"/x"}`, "http_request POST hook /x"},
+		{"event_record", `{"type":"Warning","reason":"Big","object":{"kind":"ConfigMap","namespace":"demo","name":"big"}}`, "event_record Warning Big ConfigMap demo/big"},
+		{"event_record", ``, "event_record"},
+	} {
+		if got := Describe(tc.function, json.RawMessage(tc.request)); got != tc.want {
+			t.Errorf("Describe(%s, %s) = %q, want %q", tc.function, tc.request, got, tc.want)
+		}
+	}
 }

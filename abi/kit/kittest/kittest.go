@@ -95,7 +95,11 @@ func (h *Host) Init() error {
 	return nil
 }
 
-// Add, Update and Delete deliver an event; objects are JSON.
+// Add, Update and Delete deliver an event; objects are JSON. As in the
+// host, the cache holds the event's object when the handler runs (Add
+// and Update put it there, Delete takes it out; the resource's cache is
+// granted by its first event, as by Cache): seed it with Cache for the
+// objects the plugin reads but is not told of.
 func (h *Host) Add(resource, obj string) Result {
 	return h.deliver(abi.Header{Type: uint8(kit.Add)}, resource, obj, "")
 }
@@ -157,6 +161,14 @@ func (h *Host) deliver(hd abi.Header, resource, obj, old string) Result {
 	if err := json.Unmarshal([]byte(obj), &o); err != nil {
 		h.t.Fatalf("kittest: object: %v", err)
 	}
+	// The host's cache holds an event's object when the plugin is
+	// called (the informer's store is updated first), and has lost a
+	// deleted one.
+	if hd.Type == uint8(kit.Delete) {
+		h.Uncache(resource, o.Metadata.Namespace, o.Metadata.Name)
+	} else {
+		h.cached(resource, o.Metadata.Namespace, o.Metadata.Name, obj)
+	}
 	hd = h.resourceHeader(hd, resource)
 	hd.Fields[abi.FieldNamespace], hd.Fields[abi.FieldName] = o.Metadata.Namespace, o.Metadata.Name
 	hd.Fields[abi.FieldUID], hd.Fields[abi.FieldResourceVersion] = o.Metadata.UID, o.Metadata.ResourceVersion
@@ -190,7 +202,7 @@ func (h *Host) SetState(key, value string) {
 }
 
 // Cache puts an object (JSON) into resource's cache; the resource is
-// granted by its first object.
+// granted by its first object (or event).
 func (h *Host) Cache(resource, obj string) {
 	var o struct {
 		Metadata struct{ Namespace, Name string }
@@ -198,10 +210,24 @@ func (h *Host) Cache(resource, obj string) {
 	if err := json.Unmarshal([]byte(obj), &o); err != nil {
 		h.t.Fatalf("kittest: cached object: %v", err)
 	}
+	h.cached(resource, o.Metadata.Namespace, o.Metadata.Name, obj)
+}
+
+func (h *Host) cached(resource, ns, name, obj string) {
 	if h.cache[resource] == nil {
 		h.cache[resource] = map[string][]byte{}
 	}
-	h.cache[resource][key(o.Metadata.Namespace, o.Metadata.Name)] = []byte(obj)
+	h.cache[resource][key(ns, name)] = []byte(obj)
+}
+
+// Uncache takes the object resource namespace/name out of the cache (the
+// resource stays granted), as the informer's store loses an object
+// deleted while the plugin was not told (a test of a missed delete).
+func (h *Host) Uncache(resource, namespace, name string) {
+	if h.cache[resource] == nil {
+		h.cache[resource] = map[string][]byte{}
+	}
+	delete(h.cache[resource], key(namespace, name))
 }
 
 // Deny takes capabilities away, as an operator who did not grant them:

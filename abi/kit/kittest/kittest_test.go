@@ -156,3 +156,50 @@ func TestMissesStayBareSentinels(t *testing.T) {
 		})
 	}
 }
+
+// The fake's cache follows the events it delivers, as the host's cache
+// holds an event's object when the plugin is called: Add and Update put
+// the object in it (granting the resource's cache, as Cache does), Delete
+// takes it out; Uncache takes out what a test put in.
+func TestEventsUpdateTheCache(t *testing.T) {
+	var seen []string
+	kit.Handle(func(ev *kit.Event) error {
+		_, err := kit.Cache().Get("pods", ev.Namespace(), ev.Name())
+		seen = append(seen, ev.Key()+" "+errName(err))
+		return nil
+	})
+	h := kittest.New(t)
+	v1 := `{"metadata":{"name":"web","namespace":"shop","resourceVersion":"1"}}`
+	v2 := `{"metadata":{"name":"web","namespace":"shop","resourceVersion":"2"}}`
+	h.Add("pods", v1)
+	if o, ok := h.CacheObject("pods", "shop", "web"); !ok || o != v1 {
+		t.Errorf("after Add: cached %q %v, want the added object", o, ok)
+	}
+	h.Update("pods", v1, v2)
+	if o, ok := h.CacheObject("pods", "shop", "web"); !ok || o != v2 {
+		t.Errorf("after Update: cached %q %v, want the new object", o, ok)
+	}
+	h.Delete("pods", v2)
+	if o, ok := h.CacheObject("pods", "shop", "web"); ok {
+		t.Errorf("after Delete: still cached %q", o)
+	}
+	h.SelfWrite("pods", "", v1)
+	h.Uncache("pods", "shop", "web")
+	if o, ok := h.CacheObject("pods", "shop", "web"); ok {
+		t.Errorf("after Uncache: still cached %q", o)
+	}
+	want := []string{"shop/web found", "shop/web found", "shop/web absent", "shop/web found"}
+	if strings.Join(seen, ",") != strings.Join(want, ",") {
+		t.Errorf("the handler read %q, want %q", seen, want)
+	}
+}
+
+func errName(err error) string {
+	switch {
+	case err == nil:
+		return "found"
+	case errors.Is(err, kit.ErrNoObject):
+		return "absent"
+	}
+	return err.Error()
+}

@@ -316,8 +316,8 @@ fn capability_errors_name_the_call() {
     let cases: &[(&str, Option<&'static str>, fn() -> crate::Result, Option<&str>)] = &[
         ("cache get denied", Some("cache"), || cache::get("secrets", "shop", "token").map(|_| ()).map_err(Into::into),
             Some("cache_get secrets shop/token: ERR_DENIED")),
-        ("cache list with a selector", None, || cache::list("pods", "shop", "app=web").map(|_| ()).map_err(Into::into),
-            Some("cache_list pods in shop -l app=web: ERR_INVALID")),
+        ("cache list with a bad selector", None, || cache::list("pods", "shop", "app in web").map(|_| ()).map_err(Into::into),
+            Some("cache_list pods in shop -l app in web: ERR_INVALID")),
         ("cache index denied", Some("cache"), || cache::owned("pods", "u-1").map(|_| ()).map_err(Into::into),
             Some("cache_index pods owner=u-1: ERR_DENIED")),
         ("cache miss", None, || cache::get("pods", "shop", "gone").map(|_| ()).map_err(Into::into), None),
@@ -363,4 +363,77 @@ fn capability_errors_name_the_call() {
     assert_eq!(cache::list("pods", "", "").unwrap_err(), Error::DENIED);
     assert_eq!(crate::Fail::from(Error::INVALID).message, "ERR_INVALID");
     assert_eq!(last_call_error().map(|c| c.to_string()).as_deref(), Some("cache_list pods: ERR_DENIED"));
+}
+
+// cache::list evaluates label selectors as the host does, for the
+// equality and set-based forms: on objects cached as JSON or as fields.
+#[test]
+fn cache_list_label_selectors() {
+    fake::reset();
+    fake::cached_json("svcs", r#"{"metadata":{"name":"web","namespace":"a","labels":{"app":"web","tier":"front"}}}"#);
+    fake::cached_json("svcs", r#"{"metadata":{"name":"db","namespace":"a","labels":{"app":"db","example.com/x":"1"}}}"#);
+    fake::cached_json("svcs", r#"{"metadata":{"name":"bare","namespace":"b"}}"#);
+    fake::cached("svcs", "b/fields", &[("metadata.labels.app", 1, "web")]);
+    for (sel, want) in [
+        ("app=web", vec!["a/web", "b/fields"]),
+        ("app==web", vec!["a/web", "b/fields"]),
+        ("app!=web", vec!["a/db", "b/bare"]),
+        ("app in (web, db)", vec!["a/db", "a/web", "b/fields"]),
+        ("app notin (web)", vec!["a/db", "b/bare"]),
+        ("tier", vec!["a/web"]),
+        ("!tier", vec!["a/db", "b/bare", "b/fields"]),
+        ("app=web,tier=front", vec!["a/web"]),
+        ("example.com/x=1", vec!["a/db"]),
+    ] {
+        assert_eq!(cache::list("svcs", "", sel).unwrap(), want, "selector {:?}", sel);
+    }
+    assert_eq!(cache::list("svcs", "a", "app in (web,db)").unwrap(), vec!["a/db", "a/web"]);
+    for bad in ["app in web", "a b", "=x", "app=a b", "app=x,,tier"] {
+        assert_eq!(cache::list("svcs", "", bad).err(), Some(crate::Error::INVALID), "selector {:?}", bad);
+    }
+}
+
+// A cached object reads whole as JSON (Object::json), as cached, after a
+// write, and built from the fields `cached` was given.
+#[test]
+fn cached_object_json() {
+    use crate::writes;
+    fake::reset();
+    let cm = r#"{"data":{"a":"1"},"metadata":{"name":"x","namespace":"demo"},"n":2,"t":true}"#;
+    fake::cached_json("configmaps", cm);
+    let o = cache::get("configmaps", "demo", "x").unwrap().unwrap();
+    assert_eq!(String::from_utf8(o.json().unwrap()).unwrap(), cm);
+    let x = writes::Target { resource: "configmaps", namespace: "demo", name: "x", ..Default::default() };
+    let w = writes::merge_patch(&x, br#"{"data":{"b":"2"}}"#, &writes::Preconditions::default()).unwrap();
+    let want = r#"{"data":{"a":"1","b":"2"},"metadata":{"name":"x","namespace":"demo","resourceVersion":"1"},"n":2,"t":true}"#;
+    assert_eq!(String::from_utf8(w.json().unwrap()).unwrap(), want);
+    fake::cached("pods", "shop/web", &[("metadata.name", 1, "web"), ("spec.replicas", 2, "3"), ("metadata.labels[\"a.b/c\"]", 1, "v")]);
+    let p = cache::get("pods", "shop", "web").unwrap().unwrap();
+    assert_eq!(String::from_utf8(p.json().unwrap()).unwrap(), r#"{"metadata":{"labels":{"a.b/c":"v"},"name":"web"},"spec":{"replicas":3}}"#);
+}
+
+// A write keeps the object's object-valued fields readable, old and new.
+#[test]
+fn write_keeps_object_fields() {
+    use crate::writes;
+    fake::reset();
+    fake::cached_json("configmaps", r#"{"metadata":{"name":"x","namespace":"demo","labels":{"k":"v"}},"data":{"a":"1"}}"#);
+    let x = writes::Target { resource: "configmaps", namespace: "demo", name: "x", ..Default::default() };
+    writes::merge_patch(&x, br#"{"data":{"b":"2"},"spec":{"s":{"t":1}}}"#, &writes::Preconditions::default()).unwrap();
+    let c = cache::get("configmaps", "demo", "x").unwrap().unwrap();
+    assert_eq!(c.get("data").as_deref(), Some(r#"{"a":"1","b":"2"}"#));
+    assert_eq!(c.get("metadata.labels").as_deref(), Some(r#"{"k":"v"}"#));
+    assert_eq!(c.get("spec.s").as_deref(), Some(r#"{"t":1}"#));
+}
+
+// fake::synced calls an ih_synced handler for a resource, as the host
+// does once the binding's initial list is handled.
+#[test]
+fn synced_delivered() {
+    fake::reset();
+    fn on_synced(h: &crate::Header) {
+        crate::info!("synced {}", h.resource_name());
+    }
+    fake::synced(on_synced, "pods");
+    assert_eq!(fake::logs(), vec![(crate::Level::Info as i32, "synced pods".to_string())]);
 }

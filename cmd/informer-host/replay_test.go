@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/informer-host/informer-host/internal/testenv"
+)
+
+// replay --compare holds the plugin's calls to the stub file, which a
+// recording writes as the calls the live run made: a recorded call the
+// replay did not make (an unused stub) or a call the recording did not
+// make (no stub, or one more than the stubs for its request) fails it,
+// unless --allow calls accepts it. Without --compare the replay still
+// says so. The writer fixture merge-patches each event's object once.
+func TestReplayCompareCalls(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	events := file("events.jsonl", `{"informerHostEvents":1,"resources":{"cms":{"version":"v1","resource":"configmaps","kind":"ConfigMap"}}}
+{"type":"add","resource":"cms","object":{"metadata":{"name":"a","namespace":"demo"}},"result":"ok"}
+`)
+	twice := file("twice.jsonl", `{"informerHostEvents":1,"resources":{"cms":{"version":"v1","resource":"configmaps","kind":"ConfigMap"}}}
+{"type":"add","resource":"cms","object":{"metadata":{"name":"a","namespace":"demo","resourceVersion":"1"}},"result":"ok"}
+{"type":"update","resource":"cms","oldObject":{"metadata":{"name":"a","namespace":"demo","resourceVersion":"1"}},"object":{"metadata":{"name":"a","namespace":"demo","resourceVersion":"2"}},"result":"ok"}
+`)
+	plugin := filepath.Join(dir, "writer.wasm")
+	if err := os.WriteFile(plugin, testenv.WAT(t, "../../host/testdata/fixtures/writer.wat"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	config := file("config.json", `{"metadata":{"labels":{"copied":"yes"}}}`)
+	const write = `{"function": "k8s_write", "request": {"op": "merge-patch", "resource": "cms", "namespace": "demo", "name": "a", "body": {"metadata":{"labels":{"copied":"yes"}}}}}`
+	const other = `{"function": "k8s_write", "request": {"op": "apply", "resource": "cms", "namespace": "demo", "name": "copy"}}`
+	stubs := func(s ...string) string {
+		return file("stubs.json", `{"informerHostStubs": 1, "stubs": [`+strings.Join(s, ",")+`]}`)
+	}
+	for _, tc := range []struct {
+		name  string
+		stubs []string
+		args  []string
+		code  int
+		out   []string
+	}{
+		{"as recorded", []string{write}, []string{"--compare"}, 0, []string{"PASS"}},
+		{"a recorded write not made", []string{write, other}, []string{"--compare"}, 1,
+			[]string{"unused stubs", `"name": "copy"`, "FAIL: stubs[1] (k8s_write apply cms demo/copy) was not used: the recording made this call, the replay did not (--allow calls to accept)"}},
+		{"a recorded write not made, allowed", []string{write, other}, []string{"--compare", "--allow", "calls"}, 0,
+			[]string{"unused stubs", "PASS"}},
+		{"a recorded write not made, not compared", []string{write, other}, nil, 0, []string{"unused stubs", "PASS"}},
+		{"a write made twice, recorded once", []string{write}, []string{"--compare", "--events", twice}, 1,
+			[]string{"FAIL: step 2 (ih_handle, events line 3, update cms demo/a): k8s_write merge-patch cms demo/a: answered again by a stub this request used already: the recording made it fewer times (--allow calls to accept)"}},
+		{"a write made twice, recorded twice", []string{write, write}, []string{"--compare", "--events", twice}, 0, []string{"PASS"}},
+		{"a write not recorded", nil, []string{"--compare", "--allow", "error"}, 1,
+			[]string{"FAIL: step 1 (ih_handle, events line 2, add cms demo/a): k8s_write merge-patch cms demo/a: no stub answers it: the recording made no such call (--allow calls to accept)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"replay", "--plugin", plugin, "--events", events, "--stubs", stubs(tc.stubs...), "--cache-dir", "", "--config", config}, tc.args...)
+			var out, errb bytes.Buffer
+			code := Main(context.Background(), args, &out, &errb)
+			for _, want := range tc.out {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("output lacks %q", want)
+				}
+			}
+			if code != tc.code || t.Failed() {
+				t.Errorf("exit %d, want %d\n%s%s", code, tc.code, out.String(), errb.String())
+			}
+		})
+	}
+}
