@@ -59,6 +59,12 @@ type Options struct {
 	// OnChange is called with every new Assignment, one at a time, in
 	// order. It must not block.
 	OnChange func(*Assignment)
+	// Ready reports whether this replica can process its share now: its
+	// caches synced, its plugins started and past their initial lists.
+	// Until it can, the member lists its group but does not write its
+	// Lease, so the others keep its share and go on processing it. Called
+	// once per round until it first says true; nil: ready at once.
+	Ready func() bool
 	// Abandon keeps the Lease when Run ends, as a crash does (tests).
 	Abandon bool
 	Logger  *slog.Logger
@@ -72,6 +78,9 @@ type Member struct {
 
 	// changed receives a token when cur is replaced (for the fence timer).
 	changed chan struct{}
+	// ready: Options.Ready has said yes once; it is not asked again.
+	// Round's goroutine only.
+	ready bool
 
 	// mu guards everything below. OnChange runs under it, so
 	// Assignments reach it in order.
@@ -253,11 +262,19 @@ func (m *Member) endStreakLocked() {
 
 // round lists the group's Leases, publishes the view, then renews the
 // Lease with that view in it (the others' acknowledgement of a joining
-// member: they write it only once they have stopped owning its share).
+// member: they write it only once they have stopped owning its share),
+// once the replica is ready (Options.Ready).
 // A member whose list failed does not renew: a member that cannot see
 // the group must not be counted by those that can, or its share would
 // be owned by nobody.
 func (m *Member) round(ctx context.Context) {
+	// A member that cannot process its share yet must not write its
+	// Lease: the others drop the share of every Lease they count, and it
+	// would be processed by nobody until this one can (seconds, while
+	// plugins compile or caches sync). Asked outside mu: Ready looks at
+	// the host, which must never wait on the member.
+	m.ready = m.ready || m.o.Ready == nil || m.o.Ready()
+	ready := m.ready
 	rctx, cancel := context.WithTimeout(ctx, m.o.RenewDeadline)
 	defer cancel()
 	listSent := time.Now()
@@ -288,7 +305,7 @@ func (m *Member) round(ctx context.Context) {
 		m.activated = m.admittedLocked(listSent, done)
 	}
 	m.publishLocked(m.liveLocked(done), fresh && m.activated, done, validUntil)
-	if listErr != nil {
+	if listErr != nil || !ready {
 		m.mu.Unlock()
 		return
 	}

@@ -2,6 +2,8 @@ package shard
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,5 +102,69 @@ func TestJoinWaitsTheJoinDelayForAMemberWithoutTheHandshake(t *testing.T) {
 	}
 	if got := y.Assignment().Members; len(got) != 2 {
 		t.Errorf("y's view %v; want old and y", got)
+	}
+}
+
+// unowned counts the keys no active member's Assignment owns at now.
+func unowned(now time.Time, keys []string, members ...*Member) int {
+	n := 0
+	for _, k := range keys {
+		owned := false
+		for _, m := range members {
+			owned = owned || m.Assignment().Owns("ns", k, now)
+		}
+		if !owned {
+			n++
+		}
+	}
+	return n
+}
+
+// A member joining while it cannot process its share yet (its plugins
+// still loading, its caches syncing) leaves that share with the others
+// until it can: round after round, every object stays owned by an active
+// member. Once ready, it joins by the handshake, and every object is owned
+// again once it is active.
+func TestJoinLeavesTheShareWithTheOthersUntilTheNewcomerIsReady(t *testing.T) {
+	cs := fake.NewClientset()
+	ctx := context.Background()
+	keys := make([]string, 200)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("cm%d", i)
+	}
+	x := member(t, cs, "x", time.Hour)
+	x.round(ctx)
+	x.round(ctx)
+	if !x.active() || unowned(time.Now(), keys, x) != 0 {
+		t.Fatal("x alone does not own every object after two rounds")
+	}
+	var ready atomic.Bool
+	y := member(t, cs, "y", time.Hour)
+	y.o.Ready = ready.Load
+	for i := range 5 {
+		y.round(ctx)
+		x.round(ctx)
+		if n := unowned(time.Now(), keys, x, y); n != 0 {
+			t.Fatalf("round %d, y not ready: %d of %d objects owned by no active member (x's view %v)",
+				i, n, len(keys), x.Assignment().Members)
+		}
+	}
+	if _, err := cs.CoordinationV1().Leases("ns").Get(ctx, y.LeaseName(), metav1.GetOptions{}); err == nil {
+		t.Error("y wrote its Lease before it was ready")
+	}
+
+	ready.Store(true)
+	for i := 0; !y.active(); i++ {
+		if i == 5 {
+			t.Fatal("y not active five rounds after it was ready")
+		}
+		y.round(ctx)
+		x.round(ctx)
+	}
+	if n := unowned(time.Now(), keys, x, y); n != 0 {
+		t.Errorf("%d objects owned by no active member once y is active", n)
+	}
+	if len(x.Assignment().Members) != 2 || len(y.Assignment().Members) != 2 {
+		t.Errorf("views %v and %v; want x and y in both", x.Assignment().Members, y.Assignment().Members)
 	}
 }
