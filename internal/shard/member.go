@@ -79,8 +79,8 @@ type Member struct {
 	// changed receives a token when cur is replaced (for the fence timer).
 	changed chan struct{}
 	// ready: Options.Ready has said yes once; it is not asked again.
-	// Round's goroutine only.
-	ready bool
+	// held: it has said no (logged once). Round's goroutine only.
+	ready, held bool
 
 	// mu guards everything below. OnChange runs under it, so
 	// Assignments reach it in order.
@@ -290,7 +290,17 @@ func (m *Member) round(ctx context.Context) {
 	// would be processed by nobody until this one can (seconds, while
 	// plugins compile or caches sync). Asked outside mu: Ready looks at
 	// the host, which must never wait on the member.
-	m.ready = m.ready || m.o.Ready == nil || m.o.Ready()
+	if !m.ready {
+		m.ready = m.o.Ready == nil || m.o.Ready()
+		switch {
+		case !m.ready && !m.held:
+			m.held = true
+			m.o.Logger.Info("sharding: waiting until this replica can process a share (plugins loaded and past their initial lists) before joining; the others keep its share meanwhile",
+				"identity", m.o.Identity)
+		case m.ready && m.held:
+			m.o.Logger.Info("sharding: this replica can process a share; joining", "identity", m.o.Identity)
+		}
+	}
 	ready := m.ready
 	rctx, cancel := context.WithTimeout(ctx, m.o.RenewDeadline)
 	defer cancel()

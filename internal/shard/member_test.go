@@ -168,3 +168,33 @@ func TestJoinLeavesTheShareWithTheOthersUntilTheNewcomerIsReady(t *testing.T) {
 		t.Errorf("views %v and %v; want x and y in both", x.Assignment().Members, y.Assignment().Members)
 	}
 }
+
+// A member waiting for the others' acknowledgements lists more often than
+// retryPeriod: its share is owned by nobody until its next list.
+func TestNextWaitIsShortWhileJoining(t *testing.T) {
+	cases := []struct {
+		name              string
+		retry             time.Duration
+		joined, activated bool
+		want              time.Duration
+	}{
+		{"not joined yet", 2 * time.Second, false, false, 2 * time.Second},
+		{"waiting for acknowledgements", 2 * time.Second, true, false, 250 * time.Millisecond},
+		{"waiting, short retryPeriod", 200 * time.Millisecond, true, false, 50 * time.Millisecond},
+		{"waiting, retryPeriod under 50ms", 20 * time.Millisecond, true, false, 20 * time.Millisecond},
+		{"active", 2 * time.Second, true, true, 2 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := member(t, fake.NewClientset(), "x", 2*tc.retry+time.Second)
+			m.o.RetryPeriod = tc.retry
+			if tc.joined {
+				m.joinedAt = time.Now()
+			}
+			m.activated = tc.activated
+			if got := m.nextWait(); got != tc.want {
+				t.Errorf("nextWait() = %s; want %s", got, tc.want)
+			}
+		})
+	}
+}
