@@ -218,7 +218,7 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 		}
 	}
 
-	el.loaded()
+	el.loaded(pendingSources(d.sources.m))
 
 	bg, cancelBG := context.WithCancel(ctx)
 	var watches sync.WaitGroup

@@ -13,6 +13,7 @@ import (
 
 	"github.com/informer-host/informer-host/host"
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/pluginsource"
 	"github.com/informer-host/informer-host/internal/shard"
 )
 
@@ -39,8 +40,10 @@ type member struct {
 	// stop, set by join, ends the membership and waits for it.
 	stop func()
 	// started is set by loaded: the plugins the config names have been
-	// started or have failed.
+	// started or have failed, but for those pending (set before started)
+	// reports still on their way.
 	started atomic.Bool
+	pending func() bool
 }
 
 func newMember(sh config.Sharding, cs kubernetes.Interface, log *slog.Logger, abandon bool) *member {
@@ -49,15 +52,20 @@ func newMember(sh config.Sharding, cs kubernetes.Interface, log *slog.Logger, ab
 
 func (m *member) standby() bool { return false }
 func (m *member) leave()        { m.stop() }
-func (m *member) loaded()       { m.started.Store(true) }
+
+func (m *member) loaded(pending func() bool) {
+	m.pending = pending
+	m.started.Store(true)
+}
 
 // ready reports whether this replica can process a share: its plugins
-// have been started, none is still loading, and every running one has
-// had its initial list (which waits for its informers to sync). A plugin
-// that failed or is quarantined does not hold the join back: it would
-// hold the share back for good, and on the others it may run.
+// have been started, no sourced one is still on its first pull, none is
+// loading, and every running one has had its initial list (which waits
+// for its informers to sync). A plugin that failed or is quarantined, or
+// whose source's first attempt failed, does not hold the join back: it
+// would hold the share back for good, and on the others it may run.
 func (m *member) ready(h *host.Host) bool {
-	if !m.started.Load() {
+	if !m.started.Load() || m.pending() {
 		return false
 	}
 	for _, p := range h.Status() {
@@ -95,6 +103,23 @@ func (m *member) join(ctx context.Context, h *host.Host) error {
 func (m *member) wait(ctx context.Context, _ *host.Host) (bool, error) {
 	<-ctx.Done()
 	return false, nil
+}
+
+// pendingSources reports whether a plugin of m's is on its first pull:
+// nothing of it runs yet and no attempt has failed. Once one has, the
+// next may be minutes away, and the join waits no longer.
+func pendingSources(m *pluginsource.Manager) func() bool {
+	return func() bool {
+		if m == nil {
+			return false
+		}
+		for _, st := range m.Status() {
+			if st.RunningDigest == "" && st.LastError == "" {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // memberID is the pod's name (its hostname) and a random suffix, so a

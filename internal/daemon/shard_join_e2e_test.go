@@ -3,8 +3,11 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/informer-host/informer-host/host"
+	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/ociartifact/registrytest"
+	"github.com/informer-host/informer-host/internal/pluginsource"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -44,15 +50,66 @@ type joinSample struct {
 	held      bool
 }
 
-// A replica joining a sharding group while its plugins are still loading
-// (a slow compile or pull, held here by the test) leaves its share with
-// the member that has it: sampled throughout the join, every object is
-// owned by a member that is processing, and never by two. Once loaded it
-// joins by the handshake (the old member lets go, its Lease says so, the
-// newcomer starts), the only moment an object can be without an owner.
+// A replica joining a sharding group while it cannot process its share
+// yet leaves that share with the member that has it: sampled throughout
+// the join, every object is owned by a member that is processing, and
+// never by two. Held here: its plugins loading (a slow compile, held by
+// the test before the load), and its one plugin's first pull from a
+// registry (held by the registry). Once it can, it joins by the handshake
+// (the old member lets go, its Lease says so, the newcomer starts), the
+// only moment an object can be without an owner.
 func TestShardedDaemonJoinLeavesNoObjectUnowned(t *testing.T) {
-	ns := env.Namespace(t)
-	cfg := shardConfig(t, ns)
+	t.Run("plugins loading", func(t *testing.T) {
+		ns := env.Namespace(t)
+		cfg := shardConfig(t, ns)
+		release := make(chan struct{})
+		var held atomic.Bool
+		checkJoin(t, ns, cfg, cfg, func(h *host.Host) {
+			held.Store(true)
+			<-release
+		}, held.Load, func() { close(release) })
+	})
+	t.Run("a sourced plugin's first pull", func(t *testing.T) {
+		ns := env.Namespace(t)
+		reg := registrytest.GGCR(t)
+		ref := reg.Ref("plugins/counter:v1")
+		write := func() *config.Config {
+			return writeDaemonConfigText(t, env.DaemonDir(t, nil), strings.Replace(testenv.DaemonConfig(ns, "", "{resource: cms}"), "server:",
+				"  sourceCache: cache\n  registries:\n    "+reg.Host+": {insecure: true}\n  modules:\n    - file: counter.wasm\n      source: oci://"+ref+"\n"+
+					shardingTail(ns)+"server:", 1))
+		}
+		cfgA, cfgB := write(), write()
+		oci, err := pluginsource.NewOCI(cfgA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := oci.Client.Push(context.Background(), testenv.WAT(t, "../../host/testdata/plugins/counter.wat"), ref,
+			map[string]string{"org.opencontainers.image.title": "counter.wasm"}); err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		var held atomic.Bool
+		var once sync.Once
+		free := func() { once.Do(func() { close(release) }) }
+		t.Cleanup(free)
+		checkJoin(t, ns, cfgA, cfgB, func(*host.Host) {
+			// Every request from here on waits: member a's refreshes
+			// too, which changes nothing while it runs its version.
+			reg.Tamper(func(http.ResponseWriter, *http.Request) bool {
+				held.Store(true)
+				<-release
+				return false
+			})
+		}, held.Load, free)
+	})
+}
+
+// checkJoin starts member a on cfgA, lets it process every object alone,
+// then starts member b on cfgB with beforeLoad and, once held says b is
+// held and a has listed the group three times since b listed it, calls
+// release; it samples both members from b's start until they share the
+// objects.
+func checkJoin(t *testing.T, ns string, cfgA, cfgB *config.Config, beforeLoad func(*host.Host), held func() bool, release func()) {
 	// Few enough that the counter's log lines stay within its log burst.
 	const n = 60
 	cms := env.Client.CoreV1().ConfigMaps(ns)
@@ -64,7 +121,7 @@ func TestShardedDaemonJoinLeavesNoObjectUnowned(t *testing.T) {
 		}
 		keys = append(keys, name)
 	}
-	a := startReplica(t, cfg, Options{})
+	a := startReplica(t, cfgA, Options{})
 	ha := a.d.host
 	testenv.Eventually(t, "member a alone to process every object", func() bool {
 		return processing(ha, time.Now()) && len(ha.Assignment().Members) == 1 && a.last() == n
@@ -76,10 +133,9 @@ func TestShardedDaemonJoinLeavesNoObjectUnowned(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		samples []joinSample
-		held    = true
+		holding = true
 	)
 	hosts := make(chan *host.Host, 1)
-	release := make(chan struct{})
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	stopSampling := sync.OnceFunc(func() { close(stop); <-stopped })
 	defer stopSampling()
@@ -117,26 +173,26 @@ func TestShardedDaemonJoinLeavesNoObjectUnowned(t *testing.T) {
 				}
 			}
 			mu.Lock()
-			s.held = held
+			s.held = holding
 			samples = append(samples, s)
 			mu.Unlock()
 		}
 	}()
 	started := make(chan *replica, 1)
 	go func() {
-		started <- startReplica(t, cfg, Options{beforeLoad: func(h *host.Host) {
+		started <- startReplica(t, cfgB, Options{beforeLoad: func(h *host.Host) {
 			hosts <- h
-			<-release
+			beforeLoad(h)
 		}})
 	}()
 	// Held until a has renewed its Lease three times after b first
 	// listed the group: each of a's renewals follows a list of a's own,
 	// which shows b's Lease if b wrote one, and a would have dropped b's
 	// share there.
-	testenv.Eventually(t, "member b to have listed its group", func() bool {
+	testenv.Eventually(t, "member b to be held and to have listed its group", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return hb != nil && slices.Contains(hb.Assignment().Members, ha.Assignment().Self)
+		return hb != nil && held() && slices.Contains(hb.Assignment().Members, ha.Assignment().Self)
 	})
 	leases := env.Client.CoordinationV1().Leases(ns)
 	var rvs []string
@@ -148,9 +204,9 @@ func TestShardedDaemonJoinLeavesNoObjectUnowned(t *testing.T) {
 		return len(rvs) > 3
 	})
 	mu.Lock()
-	held = false
+	holding = false
 	mu.Unlock()
-	close(release)
+	release()
 	b := <-started
 	testenv.Eventually(t, "both members to process their shares", func() bool {
 		now := time.Now()
@@ -180,7 +236,7 @@ func TestShardedDaemonJoinLeavesNoObjectUnowned(t *testing.T) {
 	}
 	t.Logf("%d samples; the handshake's window: up to %d objects unowned for about %s", len(samples), windowMax, window)
 	if heldMax > 0 {
-		t.Errorf("while member b's plugins were loading, up to %d of %d objects were owned by no processing member", heldMax, n)
+		t.Errorf("while member b was held, up to %d of %d objects were owned by no processing member", heldMax, n)
 	}
 	if outside > 0 {
 		t.Errorf("outside the handshake, up to %d of %d objects were owned by no processing member", outside, n)
