@@ -66,6 +66,10 @@ type Options struct {
 	// serverStarted, if set, is called once the HTTP endpoint listens
 	// (nil when it is off), before anything else starts (tests).
 	serverStarted func(*server.Server)
+	// beforeLoad, if set, is called once the host exists and its
+	// election has joined, before any plugin loads; blocking in it stands
+	// in for plugins that take long to compile or pull (tests).
+	beforeLoad func(*host.Host)
 	// abandonLease makes a leader or a shard member that stops keep its
 	// Lease until it expires, as a crashed one does (tests).
 	abandonLease bool
@@ -192,6 +196,9 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 		}
 		defer srv.Detach("stopped")
 	}
+	if o.beforeLoad != nil {
+		o.beforeLoad(h)
+	}
 	// Sourced plugins before the directory: each starts from its cached
 	// last good version, if any, before LoadDir (which skips their
 	// names), and then refreshes on its own goroutine.
@@ -210,6 +217,8 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 			return fmt.Errorf("create plugin directory: %w", err)
 		}
 	}
+
+	el.loaded(pendingSources(d.sources.m))
 
 	bg, cancelBG := context.WithCancel(ctx)
 	var watches sync.WaitGroup

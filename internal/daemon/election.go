@@ -17,14 +17,20 @@ import (
 // deliver: always all of them (single), all of them while it holds the
 // lease (leader), or the share its sharding group assigns it (member).
 // Run calls standby as it builds the host, join once the host exists and
-// before any plugin loads, wait once everything runs, and leave once the
-// plugins are stopped.
+// before any plugin loads, loaded once the plugins the config names have
+// been started, wait once everything runs, and leave once the plugins are
+// stopped.
 type election interface {
 	// standby reports whether the host starts as a warm standby: synced
 	// and compiled, delivering nothing until activated.
 	standby() bool
 	// join hands the host what it needs before its plugins load.
 	join(ctx context.Context, h *host.Host) error
+	// loaded says that the plugins the config names have been started
+	// (or have failed to), but for those pending reports on their way (a
+	// sourced plugin's first pull): a member may take a share once none
+	// is pending.
+	loaded(pending func() bool)
 	// wait returns when ctx ends (lost false), or when this replica must
 	// stop delivering at once (lost true).
 	wait(ctx context.Context, h *host.Host) (lost bool, err error)
@@ -54,6 +60,7 @@ type single struct{}
 
 func (single) standby() bool                          { return false }
 func (single) join(context.Context, *host.Host) error { return nil }
+func (single) loaded(func() bool)                     {}
 func (single) leave()                                 {}
 
 func (single) wait(ctx context.Context, _ *host.Host) (bool, error) {

@@ -127,14 +127,19 @@ func leaderConfig(t *testing.T, ns, plugin, src string) *config.Config {
 // shardConfig writes a daemon config with sharding on short timings and
 // the counter plugin.
 func shardConfig(t *testing.T, ns string) *config.Config {
-	return writeDaemonConfig(t, ns, "counter.wasm", "../../host/testdata/plugins/counter.wat", `sharding:
+	return writeDaemonConfig(t, ns, "counter.wasm", "../../host/testdata/plugins/counter.wat", shardingTail(ns))
+}
+
+// shardingTail is the sharding section of shardConfig, on short timings.
+func shardingTail(ns string) string {
+	return `sharding:
   enabled: true
-  namespace: `+ns+`
+  namespace: ` + ns + `
   leasePrefix: hooks
   leaseDuration: 2s
   renewDeadline: 1s
   retryPeriod: 200ms
-`)
+`
 }
 
 // writeDaemonConfig writes testenv.DaemonConfig on namespace ns with plugin (a
@@ -142,7 +147,12 @@ func shardConfig(t *testing.T, ns string) *config.Config {
 func writeDaemonConfig(t *testing.T, ns, plugin, src, tail string) *config.Config {
 	t.Helper()
 	dir := env.DaemonDir(t, map[string][]byte{plugin: testenv.WAT(t, src)})
-	text := testenv.DaemonConfig(ns, "", "{resource: cms}") + tail
+	return writeDaemonConfigText(t, dir, testenv.DaemonConfig(ns, "", "{resource: cms}")+tail)
+}
+
+// writeDaemonConfigText writes text as dir's config.yaml and loads it.
+func writeDaemonConfigText(t *testing.T, dir, text string) *config.Config {
+	t.Helper()
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
 		t.Fatal(err)

@@ -3,8 +3,10 @@
 // labelled with the group, lists the group's Leases, renews its own only
 // after a successful list (a member that cannot see the group is never
 // counted), and computes which objects it owns by rendezvous hashing of
-// an object key over the members whose Leases are live. A joining member
-// owns nothing until every other live member's Lease acknowledges it
+// an object key over the members whose Leases are live. A member writes
+// no Lease until its replica can process its share (Options.Ready), so
+// the others keep that share meanwhile. A joining member then owns
+// nothing until every other live member's Lease acknowledges it
 // (AnnotationView), which they write only once they stopped owning its
 // share.
 //

@@ -59,6 +59,12 @@ type Options struct {
 	// OnChange is called with every new Assignment, one at a time, in
 	// order. It must not block.
 	OnChange func(*Assignment)
+	// Ready reports whether this replica can process its share now: its
+	// caches synced, its plugins started and past their initial lists.
+	// Until it can, the member lists its group but does not write its
+	// Lease, so the others keep its share and go on processing it. Called
+	// once per round until it first says true; nil: ready at once.
+	Ready func() bool
 	// Abandon keeps the Lease when Run ends, as a crash does (tests).
 	Abandon bool
 	Logger  *slog.Logger
@@ -72,6 +78,9 @@ type Member struct {
 
 	// changed receives a token when cur is replaced (for the fence timer).
 	changed chan struct{}
+	// ready: Options.Ready has said yes once; it is not asked again.
+	// held: it has said no (logged once). Round's goroutine only.
+	ready, held bool
 
 	// mu guards everything below. OnChange runs under it, so
 	// Assignments reach it in order.
@@ -168,7 +177,8 @@ func (m *Member) Run(ctx context.Context) {
 		m.round(ctx)
 		// Jittered, as client-go's elector, so members do not list in
 		// lockstep.
-		wait := m.o.RetryPeriod + time.Duration(rand.Int64N(int64(m.o.RetryPeriod)/5+1))
+		wait := m.nextWait()
+		wait += time.Duration(rand.Int64N(int64(wait)/5 + 1))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -179,6 +189,22 @@ func (m *Member) Run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// nextWait is the time to the next round: RetryPeriod, or an eighth of it
+// (at least 50ms, as a standby looks at the leader's lease) while this
+// member has written its Lease and waits for the others' acknowledgements.
+// Its share is owned by nobody from the moment the first of them lets it
+// go until this member's next list shows them all, so that list should
+// not wait a whole RetryPeriod; a join costs a few more requests.
+func (m *Member) nextWait() time.Duration {
+	m.mu.Lock()
+	joining := !m.joinedAt.IsZero() && !m.activated
+	m.mu.Unlock()
+	if joining {
+		return min(m.o.RetryPeriod, max(m.o.RetryPeriod/8, 50*time.Millisecond))
+	}
+	return m.o.RetryPeriod
 }
 
 // leave publishes an inactive Assignment and gives the Lease up.
@@ -253,11 +279,29 @@ func (m *Member) endStreakLocked() {
 
 // round lists the group's Leases, publishes the view, then renews the
 // Lease with that view in it (the others' acknowledgement of a joining
-// member: they write it only once they have stopped owning its share).
+// member: they write it only once they have stopped owning its share),
+// once the replica is ready (Options.Ready).
 // A member whose list failed does not renew: a member that cannot see
 // the group must not be counted by those that can, or its share would
 // be owned by nobody.
 func (m *Member) round(ctx context.Context) {
+	// A member that cannot process its share yet must not write its
+	// Lease: the others drop the share of every Lease they count, and it
+	// would be processed by nobody until this one can (seconds, while
+	// plugins compile or caches sync). Asked outside mu: Ready looks at
+	// the host, which must never wait on the member.
+	if !m.ready {
+		m.ready = m.o.Ready == nil || m.o.Ready()
+		switch {
+		case !m.ready && !m.held:
+			m.held = true
+			m.o.Logger.Info("sharding: waiting until this replica can process a share (plugins loaded and past their initial lists) before joining; the others keep its share meanwhile",
+				"identity", m.o.Identity)
+		case m.ready && m.held:
+			m.o.Logger.Info("sharding: this replica can process a share; joining", "identity", m.o.Identity)
+		}
+	}
+	ready := m.ready
 	rctx, cancel := context.WithTimeout(ctx, m.o.RenewDeadline)
 	defer cancel()
 	listSent := time.Now()
@@ -288,7 +332,7 @@ func (m *Member) round(ctx context.Context) {
 		m.activated = m.admittedLocked(listSent, done)
 	}
 	m.publishLocked(m.liveLocked(done), fresh && m.activated, done, validUntil)
-	if listErr != nil {
+	if listErr != nil || !ready {
 		m.mu.Unlock()
 		return
 	}

@@ -2,6 +2,8 @@ package shard
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,5 +102,99 @@ func TestJoinWaitsTheJoinDelayForAMemberWithoutTheHandshake(t *testing.T) {
 	}
 	if got := y.Assignment().Members; len(got) != 2 {
 		t.Errorf("y's view %v; want old and y", got)
+	}
+}
+
+// unowned counts the keys no active member's Assignment owns at now.
+func unowned(now time.Time, keys []string, members ...*Member) int {
+	n := 0
+	for _, k := range keys {
+		owned := false
+		for _, m := range members {
+			owned = owned || m.Assignment().Owns("ns", k, now)
+		}
+		if !owned {
+			n++
+		}
+	}
+	return n
+}
+
+// A member joining while it cannot process its share yet (its plugins
+// still loading, its caches syncing) leaves that share with the others
+// until it can: round after round, every object stays owned by an active
+// member. Once ready, it joins by the handshake, and every object is owned
+// again once it is active.
+func TestJoinLeavesTheShareWithTheOthersUntilTheNewcomerIsReady(t *testing.T) {
+	cs := fake.NewClientset()
+	ctx := context.Background()
+	keys := make([]string, 200)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("cm%d", i)
+	}
+	x := member(t, cs, "x", time.Hour)
+	x.round(ctx)
+	x.round(ctx)
+	if !x.active() || unowned(time.Now(), keys, x) != 0 {
+		t.Fatal("x alone does not own every object after two rounds")
+	}
+	var ready atomic.Bool
+	y := member(t, cs, "y", time.Hour)
+	y.o.Ready = ready.Load
+	for i := range 5 {
+		y.round(ctx)
+		x.round(ctx)
+		if n := unowned(time.Now(), keys, x, y); n != 0 {
+			t.Fatalf("round %d, y not ready: %d of %d objects owned by no active member (x's view %v)",
+				i, n, len(keys), x.Assignment().Members)
+		}
+	}
+	if _, err := cs.CoordinationV1().Leases("ns").Get(ctx, y.LeaseName(), metav1.GetOptions{}); err == nil {
+		t.Error("y wrote its Lease before it was ready")
+	}
+
+	ready.Store(true)
+	for i := 0; !y.active(); i++ {
+		if i == 5 {
+			t.Fatal("y not active five rounds after it was ready")
+		}
+		y.round(ctx)
+		x.round(ctx)
+	}
+	if n := unowned(time.Now(), keys, x, y); n != 0 {
+		t.Errorf("%d objects owned by no active member once y is active", n)
+	}
+	if len(x.Assignment().Members) != 2 || len(y.Assignment().Members) != 2 {
+		t.Errorf("views %v and %v; want x and y in both", x.Assignment().Members, y.Assignment().Members)
+	}
+}
+
+// A member waiting for the others' acknowledgements lists more often than
+// retryPeriod: its share is owned by nobody until its next list.
+func TestNextWaitIsShortWhileJoining(t *testing.T) {
+	cases := []struct {
+		name              string
+		retry             time.Duration
+		joined, activated bool
+		want              time.Duration
+	}{
+		{"not joined yet", 2 * time.Second, false, false, 2 * time.Second},
+		{"waiting for acknowledgements", 2 * time.Second, true, false, 250 * time.Millisecond},
+		{"waiting, short retryPeriod", 200 * time.Millisecond, true, false, 50 * time.Millisecond},
+		{"waiting, retryPeriod under 50ms", 20 * time.Millisecond, true, false, 20 * time.Millisecond},
+		{"active", 2 * time.Second, true, true, 2 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := member(t, fake.NewClientset(), "x", 2*tc.retry+time.Second)
+			m.o.RetryPeriod = tc.retry
+			if tc.joined {
+				m.joinedAt = time.Now()
+			}
+			m.activated = tc.activated
+			if got := m.nextWait(); got != tc.want {
+				t.Errorf("nextWait() = %s; want %s", got, tc.want)
+			}
+		})
 	}
 }
