@@ -628,7 +628,7 @@ func TestReloadedPolicyRechecksTheRunningVersion(t *testing.T) {
 	testenv.Eventually(t, "a to run", func() bool { return h.get("a.wasm") == "module one" && m.Status()["a.wasm"].RunningDigest == d1 })
 
 	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredNew))
-	testenv.Eventually(t, "the revoked version to be unloaded", func() bool { return h.get("a.wasm") == "" })
+	testenv.Eventually(t, "the revoked version to be unloaded", func() bool { return h.get("a.wasm") == "" && m.Status()["a.wasm"].Degraded })
 	st := m.Status()["a.wasm"]
 	if r := running(m, "a.wasm"); r.Verified || r.Digest != "" || st.RunningDigest != "" || !st.Degraded || !strings.Contains(st.LastError, "not verified") {
 		t.Errorf("after the reload: status %+v, running %+v", st, r)

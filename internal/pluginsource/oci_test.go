@@ -182,7 +182,7 @@ func TestRotatedKeyRefusesTheRunningAndCachedVersionInARealRegistry(t *testing.T
 	})
 
 	m.Apply(t.Context(), cfgWith("new.pub"))
-	testenv.Eventually(t, "the module to be unloaded under new.pub", func() bool { return h.get("a.wasm") == "" })
+	testenv.Eventually(t, "the module to be unloaded under new.pub", func() bool { return h.get("a.wasm") == "" && m.Status()["a.wasm"].Degraded })
 	if r, s := running(m, "a.wasm"), m.Status()["a.wasm"]; r.Verified || !s.Degraded || len(m.NotReady()) != 1 {
 		t.Errorf("after the reload: running %+v, status %+v, NotReady %q", r, s, m.NotReady())
 	}
