@@ -366,13 +366,16 @@ func (m *Manager) run(ctx context.Context, s *source) {
 			}
 			next := time.Now().Add(wait)
 			m.count(s.spec.name, "failed")
-			m.update(s.spec.name, func(st *Status) { st.Degraded, st.LastError, st.NextRetry = true, err.Error(), next })
+			// The reason goes to the log and to /readyz, which anyone
+			// reaching the port reads: without the source's secrets.
+			msg := scrubSource(s.spec.key, err.Error())
+			m.update(s.spec.name, func(st *Status) { st.Degraded, st.LastError, st.NextRetry = true, msg, next })
 			if s.run.digest != "" {
 				m.log.Warn("plugin source degraded; the last good version keeps running", "plugin", s.spec.name, "source", s.spec.shown,
-					"running", s.run.digest, "retryIn", wait.Round(time.Millisecond), "err", err)
+					"running", s.run.digest, "retryIn", wait.Round(time.Millisecond), "err", msg)
 			} else {
 				m.log.Error("plugin source failed; the plugin has no good version yet", "plugin", s.spec.name, "source", s.spec.shown,
-					"retryIn", wait.Round(time.Millisecond), "err", err)
+					"retryIn", wait.Round(time.Millisecond), "err", msg)
 			}
 		} else {
 			m.limiter.Forget(s.spec.name)
@@ -443,7 +446,7 @@ func (m *Manager) recheck(ctx context.Context, s *source) error {
 	m.setRunning(sp.name, version{})
 	m.count(sp.name, "unloaded")
 	m.log.Error("plugin unloaded: the version it ran is not verified under the current verify policy (verify.required)",
-		"plugin", sp.name, "source", v.shown, "digest", v.digest, "err", err)
+		"plugin", sp.name, "source", v.shown, "digest", v.digest, "err", scrubSource(v.key, err.Error()))
 	return fmt.Errorf("unloaded the version that ran (%s from %s): %w", v.digest, v.shown, err)
 }
 
@@ -636,7 +639,7 @@ func (m *Manager) verify(ctx context.Context, sp spec, digest string) (VerifyRes
 		return vr, fmt.Errorf("signature of %s not verified: %s (verify.required refuses it)", digest, vr.Reason)
 	}
 	if !vr.Verified {
-		m.log.Warn("plugin source: signature not verified; loading it anyway (verify.required is false)", "plugin", sp.name, "digest", digest, "reason", vr.Reason)
+		m.log.Warn("plugin source: signature not verified; loading it anyway (verify.required is false)", "plugin", sp.name, "digest", digest, "reason", scrubSource(sp.key, vr.Reason))
 	}
 	return vr, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -791,9 +792,9 @@ func TestStatusTellsTheRunningVersionFromTheConfiguredSource(t *testing.T) {
 func TestSourceSecretsAreNotShown(t *testing.T) {
 	var logs testenv.LogBuffer
 	h := newFakeHost()
-	reg := newFakeRegistry()
-	reg.setDown(true)
-	m := newManagerWith(t, Options{Host: h, Fetcher: reg, Store: store(t), Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	// A fetcher whose error quotes the URL as given, as net/http's
+	// does with the query: the manager does not repeat it.
+	m := newManagerWith(t, Options{Host: h, Fetcher: echoingFetcher{}, Store: store(t), Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond})
 	m.Apply(t.Context(), parse(t, 5*time.Millisecond,
 		"  - file: a.wasm\n    source: https://user:hunter2@example.com/m.wasm?X-Amz-Signature=s3cret\n    sha256: sha256:"+strings.Repeat("ab", 32)))
@@ -809,5 +810,36 @@ func TestSourceSecretsAreNotShown(t *testing.T) {
 	}
 	if st := m.Status()["a.wasm"]; !strings.Contains(st.Source, "https://example.com/m.wasm") {
 		t.Errorf("source = %q", st.Source)
+	}
+}
+
+// echoingFetcher fails every fetch with an error that quotes the source.
+type echoingFetcher struct{}
+
+func (echoingFetcher) Resolve(_ context.Context, src Source) (string, error) {
+	return "", fmt.Errorf("Get %q: dial tcp: connection refused", src.Ref.Raw)
+}
+
+func (echoingFetcher) Fetch(_ context.Context, src Source, _ string) (Artifact, error) {
+	return Artifact{}, fmt.Errorf("Get %q: dial tcp: connection refused", src.Ref.Raw)
+}
+
+// The forms a source's secrets take in others' messages are scrubbed.
+func TestScrubSource(t *testing.T) {
+	raw := "https://bob:pa55word@example.com/m.wasm?sig=a%2Fb&exp=1"
+	for _, msg := range []string{
+		`Get "` + raw + `": EOF`,
+		`Get "https://bob:***@example.com/m.wasm?sig=a%2Fb&exp=1": EOF`,
+		`token sig=a/b&exp=1 refused for pa55word`,
+	} {
+		got := scrubSource(raw, msg)
+		for _, secret := range []string{"pa55word", "bob:", "sig=a", "exp=1"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("scrubSource(%q) = %q: still has %q", msg, got, secret)
+			}
+		}
+	}
+	if got := scrubSource("oci://r/x:v1", "resolve oci://r/x:v1: EOF"); got != "resolve oci://r/x:v1: EOF" {
+		t.Errorf("an oci:// source's message changed: %q", got)
 	}
 }

@@ -75,3 +75,35 @@ func redactSource(raw string) string {
 	u.Fragment, u.RawFragment = "", ""
 	return u.String()
 }
+
+// scrubSource removes from msg (an error from a fetcher or verifier,
+// which may quote the URL in its own form: net/http keeps the query and
+// writes the password as ***) the secrets of the https:// source raw:
+// the whole source, its user info and its query, as written and decoded.
+func scrubSource(raw, msg string) string {
+	if !strings.HasPrefix(strings.ToLower(raw), "https://") {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, raw, redactSource(raw))
+	u, err := url.Parse(raw)
+	if err != nil {
+		return msg
+	}
+	var secrets []string
+	if u.User != nil {
+		secrets = append(secrets, u.User.String()+"@", u.User.Username()+":***@")
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			secrets = append(secrets, pw)
+		}
+	}
+	if u.RawQuery != "" {
+		secrets = append(secrets, u.RawQuery)
+		if q, err := url.QueryUnescape(u.RawQuery); err == nil {
+			secrets = append(secrets, q)
+		}
+	}
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, s, "REDACTED")
+	}
+	return msg
+}
