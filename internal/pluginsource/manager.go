@@ -435,6 +435,11 @@ func (m *Manager) recheck(ctx context.Context, s *source) error {
 		}
 		return nil
 	}
+	if ctx.Err() != nil {
+		// Stopped (a reload, shutdown) while asking: that is no answer,
+		// and the next source of this name asks again.
+		return err
+	}
 	v.verified, v.signer, v.policy = false, "", ""
 	s.run = v
 	if !sp.required() {

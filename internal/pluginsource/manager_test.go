@@ -843,3 +843,48 @@ func TestScrubSource(t *testing.T) {
 		t.Errorf("an oci:// source's message changed: %q", got)
 	}
 }
+
+// blockingVerifier verifies everything until told to block, then waits
+// for its caller to give up.
+type blockingVerifier struct {
+	mu      sync.Mutex
+	block   bool
+	waiting chan struct{} // closed when a call first blocks
+	once    sync.Once
+}
+
+func (v *blockingVerifier) Verify(ctx context.Context, _ config.Verify, _ string, _ string) (VerifyResult, error) {
+	v.mu.Lock()
+	block := v.block
+	v.mu.Unlock()
+	if !block {
+		return VerifyResult{Verified: true, Signer: "k"}, nil
+	}
+	v.once.Do(func() { close(v.waiting) })
+	<-ctx.Done()
+	return VerifyResult{}, ctx.Err()
+}
+
+// A stop while the running version is verified again under a changed
+// policy is no answer: the version is not unloaded for it.
+func TestStopDuringRecheckKeepsTheRunningVersion(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "old.pem"), "old key")
+	writeFile(t, filepath.Join(dir, "new.pem"), "new key")
+	reg := newFakeRegistry()
+	reg.push("localhost:5000/org/a:v1", "module one")
+	v := &blockingVerifier{waiting: make(chan struct{})}
+	h := newFakeHost()
+	m := newManager(t, h, reg, store(t), v)
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredOld))
+	testenv.Eventually(t, "a to run", func() bool { return h.get("a.wasm") == "module one" })
+	v.mu.Lock()
+	v.block = true
+	v.mu.Unlock()
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredNew))
+	<-v.waiting
+	m.Stop()
+	if h.get("a.wasm") != "module one" {
+		t.Error("stopping the manager while it verified the running version unloaded it")
+	}
+}
