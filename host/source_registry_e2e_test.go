@@ -120,7 +120,7 @@ func TestSignedTagMovesInARegistryUnderChurn(t *testing.T) {
 		st, src := hs.h.Status(), m.Status()["counter.wasm"]
 		return len(st) == 1 && st[0].SHA256 == sha(current) && st[0].State == StateRunning && src.RunningDigest == first
 	})
-	if src := m.Status()["counter.wasm"]; !src.Verified || !strings.Contains(src.Signer, "cosign.pub") {
+	if src := m.Status()["counter.wasm"]; src.Running == nil || !src.Running.Verified || !strings.Contains(src.Running.Signer, "cosign.pub") {
 		t.Fatalf("the running version is not reported verified by the key: %+v", src)
 	}
 

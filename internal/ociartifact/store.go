@@ -115,6 +115,10 @@ type Record struct {
 	// caller that verifies.
 	Verified bool   `json:"verified,omitempty"`
 	Signer   string `json:"signer,omitempty"`
+	// Policy names the verify policy Verified and Signer hold under (a
+	// fingerprint of its keys' and trusted root's content, see
+	// pluginsource.PolicyFingerprint); under any other they say nothing.
+	Policy string `json:"policy,omitempty"`
 	// Time is when it was recorded.
 	Time time.Time `json:"time"`
 }

@@ -151,7 +151,7 @@ func TestBundleCarriesSignatures(t *testing.T) {
 	m := newManager(t, host, oci, st, NewSigstore(oci, WithBundleSignatures(dir)))
 	m.Apply(ctx, cfg)
 	testenv.Eventually(t, "the signed module to run verified", func() bool {
-		return host.get("a.wasm") == string(signed) && m.Status()["a.wasm"].Verified
+		return host.get("a.wasm") == string(signed) && running(m, "a.wasm").Verified
 	})
 	if host.get("b.wasm") != "" {
 		t.Errorf("the unsigned module runs under verify: required")

@@ -66,7 +66,7 @@ type Manager struct {
 	log     *slog.Logger
 	limiter workqueue.TypedRateLimiter[string]
 
-	// verified caches verifications by policy and digest.
+	// verified caches verifications by policy fingerprint and digest.
 	verifiedMu sync.Mutex
 	verified   map[verifyKey]VerifyResult
 
@@ -84,40 +84,88 @@ type spec struct {
 	name          string
 	src           Source
 	key           string // the store's last-good key: the raw source
+	shown         string // the source as logs and Status show it (redactSource)
 	pullPolicy    string
 	failurePolicy string
 	refresh       time.Duration
 	verify        *config.Verify
+	// policy is verify's PolicyFingerprint, read when the config is
+	// applied, so that a key file's new content is a changed spec;
+	// policyErr why it could not be read.
+	policy, policyErr string
 }
+
+// required reports whether the spec's policy refuses what does not verify.
+func (sp spec) required() bool { return sp.verify != nil && sp.verify.Required }
 
 // source is one running source: its goroutine and what it owns.
 type source struct {
 	spec   spec
 	cancel context.CancelFunc
 	done   chan struct{}
-	// running is the digest the host runs for it; the goroutine's own
+	// run is the version the host runs for it; the goroutine's own
 	// (read by the next source of the same name after done is closed).
-	running string
+	run version
 }
 
-// Status reports one sourced plugin.
+// version is a version the host runs, where it came from and what its
+// verification found under which policy.
+type version struct {
+	digest     string // "" none
+	src        Source
+	key, shown string // as spec's, of the source it came from
+	verified   bool
+	signer     string
+	// policy is the fingerprint of the policy it was last verified
+	// under ("" not under any).
+	policy string
+}
+
+// trustedUnder reports whether what v's verification found still holds
+// under sp's policy: checked under the same policy, and verified if the
+// policy requires it.
+func (v version) trustedUnder(sp spec) bool {
+	if sp.verify == nil {
+		return true
+	}
+	return sp.policyErr == "" && v.policy == sp.policy && (v.verified || !sp.verify.Required)
+}
+
+// Status reports one sourced plugin: the source as configured, and
+// apart from it the version running, which may have come from another
+// source (the config changed and the new source has no good version yet)
+// and whose verification is reported under the current policy only.
 type Status struct {
 	Plugin string `json:"-"`
+	// Source is the source as configured, with an https:// URL's user
+	// info and query left out.
 	Source string `json:"source"`
-	// ResolvedDigest is what the source named at the last look;
-	// RunningDigest what the host runs ("" none yet).
+	// ResolvedDigest is what the configured source named at the last
+	// look; RunningDigest what the host runs ("" none yet), as Running.
 	ResolvedDigest string `json:"resolvedDigest,omitempty"`
 	RunningDigest  string `json:"runningDigest,omitempty"`
 	PullPolicy     string `json:"pullPolicy"`
 	FailurePolicy  string `json:"failurePolicy"`
-	Verified       bool   `json:"verified"`
-	Signer         string `json:"signer,omitempty"`
+	// Running is the version the host runs; nil none.
+	Running *RunningStatus `json:"running,omitempty"`
 	// Degraded: the last attempt failed (LastError); what runs, if
 	// anything, is the last good version.
 	Degraded  bool      `json:"degraded"`
 	LastError string    `json:"lastError,omitempty"`
 	LastPull  time.Time `json:"lastPull,omitzero"`
 	NextRetry time.Time `json:"nextRetry,omitzero"`
+}
+
+// RunningStatus is the version a sourced plugin runs.
+type RunningStatus struct {
+	Digest string `json:"digest"`
+	// Source is the source it came from (shown as Status.Source is).
+	Source string `json:"source"`
+	// Verified: its signature verified under the current policy, by
+	// Signer. False when the current policy has not (yet) verified it,
+	// whatever an earlier policy found.
+	Verified bool   `json:"verified"`
+	Signer   string `json:"signer,omitempty"`
 }
 
 // New returns a manager that runs nothing until Apply.
@@ -156,8 +204,14 @@ func specsOf(cfg *config.Config) map[string]spec {
 			}
 			v.TrustedRoot = cfg.ResolvePath(v.TrustedRoot)
 		}
-		out[m.File] = spec{name: m.File, src: Source{Ref: ref, SHA256: m.SHA256}, key: m.Source,
+		sp := spec{name: m.File, src: Source{Ref: ref, SHA256: m.SHA256}, key: m.Source, shown: redactSource(m.Source),
 			pullPolicy: m.PullPolicy, failurePolicy: m.FailurePolicy, refresh: m.RefreshInterval.Duration, verify: v}
+		if fp, err := PolicyFingerprint(v); err != nil {
+			sp.policyErr = fmt.Sprintf("plugin %s: %v", m.File, err)
+		} else {
+			sp.policy = fp
+		}
+		out[m.File] = sp
 	}
 	return out
 }
@@ -169,6 +223,11 @@ func specsOf(cfg *config.Config) map[string]spec {
 // returns, so a daemon restarting while its registry is down runs it at
 // once; everything else happens on the sources' goroutines, which end
 // with ctx or Stop.
+//
+// A source whose verify policy changed (other keys, or a key file with
+// other content) re-verifies the version it runs before anything else;
+// under verify.required a version the new policy does not verify is
+// unloaded.
 func (m *Manager) Apply(ctx context.Context, cfg *config.Config) {
 	want := specsOf(cfg)
 	m.mu.Lock()
@@ -186,16 +245,16 @@ func (m *Manager) Apply(ctx context.Context, cfg *config.Config) {
 	}
 	m.mu.Unlock()
 	sort.Slice(start, func(i, j int) bool { return start[i].name < start[j].name })
-	running := map[string]string{}
+	running := map[string]version{}
 	for _, s := range stop {
 		s.cancel()
 		<-s.done
-		running[s.spec.name] = s.running
+		running[s.spec.name] = s.run
 		m.mu.Lock()
 		delete(m.sources, s.spec.name)
 		m.mu.Unlock()
 		if _, ok := want[s.spec.name]; !ok {
-			m.log.Info("plugin source removed from the config; unloading the plugin", "plugin", s.spec.name, "source", s.spec.key)
+			m.log.Info("plugin source removed from the config; unloading the plugin", "plugin", s.spec.name, "source", s.spec.shown)
 			m.o.Host.Unload(s.spec.name)
 			m.limiter.Forget(s.spec.name)
 			m.mu.Lock()
@@ -206,7 +265,7 @@ func (m *Manager) Apply(ctx context.Context, cfg *config.Config) {
 	}
 	for _, sp := range start {
 		sctx, cancel := context.WithCancel(ctx)
-		s := &source{spec: sp, cancel: cancel, done: make(chan struct{}), running: running[sp.name]}
+		s := &source{spec: sp, cancel: cancel, done: make(chan struct{}), run: running[sp.name]}
 		m.mu.Lock()
 		m.sources[sp.name] = s
 		st := m.status[sp.name]
@@ -214,9 +273,9 @@ func (m *Manager) Apply(ctx context.Context, cfg *config.Config) {
 			st = &Status{Plugin: sp.name}
 			m.status[sp.name] = st
 		}
-		st.Source, st.PullPolicy, st.FailurePolicy = sp.key, sp.pullPolicy, sp.failurePolicy
+		st.Source, st.PullPolicy, st.FailurePolicy = sp.shown, sp.pullPolicy, sp.failurePolicy
 		m.mu.Unlock()
-		if s.running == "" {
+		if s.run.digest == "" {
 			m.startFromCache(sctx, s)
 		}
 		go m.run(sctx, s)
@@ -239,32 +298,50 @@ func (m *Manager) Stop() {
 }
 
 // startFromCache loads the source's last good version from the store, if
-// there is one the policy still accepts.
+// there is one the policy still accepts: under verify.required only one
+// verified under the current policy (the record names it by content).
+// One that is not, under a policy that does not require a signature, runs
+// reported unverified until the first attempt verifies it.
 func (m *Manager) startFromCache(ctx context.Context, s *source) {
-	rec, ok := m.o.Store.LastGood(s.spec.key)
+	sp := s.spec
+	rec, ok := m.o.Store.LastGood(sp.key)
 	if !ok {
 		return
 	}
-	if p := s.spec.src.Pinned(); p != "" && p != rec.Digest {
+	if p := sp.src.Pinned(); p != "" && p != rec.Digest {
 		return // the config now pins another version
 	}
-	if s.spec.verify != nil && s.spec.verify.Required && !rec.Verified {
+	v := version{digest: rec.Digest, src: sp.src, key: sp.key, shown: sp.shown}
+	if sp.verify != nil && rec.Policy != "" && rec.Policy == sp.policy {
+		v.verified, v.signer, v.policy = rec.Verified, rec.Signer, rec.Policy
+	}
+	if sp.required() && !v.trustedUnder(sp) {
 		return // verified afresh before it may run
 	}
 	path, ok := m.o.Store.Path(rec.Digest)
 	if !ok {
 		return
 	}
-	if err := m.o.Host.LoadModule(ctx, s.spec.name, path); err != nil {
-		m.log.Warn("plugin source: the cached last good version did not load; fetching", "plugin", s.spec.name, "digest", rec.Digest, "err", err)
+	if err := m.o.Host.LoadModule(ctx, sp.name, path); err != nil {
+		m.log.Warn("plugin source: the cached last good version did not load; fetching", "plugin", sp.name, "digest", rec.Digest, "err", err)
 		return
 	}
-	s.running = rec.Digest
-	m.count(s.spec.name, "cached")
-	m.update(s.spec.name, func(st *Status) {
-		st.RunningDigest, st.Verified, st.Signer = rec.Digest, rec.Verified, rec.Signer
-	})
-	m.log.Info("plugin started from the source cache's last good version; refreshing", "plugin", s.spec.name, "source", s.spec.key, "digest", rec.Digest)
+	s.run = v
+	m.count(sp.name, "cached")
+	m.setRunning(sp.name, v)
+	next := "resolving the source once"
+	switch {
+	case sp.pullPolicy == config.PullNever:
+		next = "pullPolicy Never: the registry is not asked"
+	case sp.pullPolicy == config.PullIfNotPresent:
+		next = "pullPolicy IfNotPresent: the registry is not asked while the cache holds it"
+	case sp.refresh > 0 && sp.src.Pinned() == "":
+		next = "refreshing every " + sp.refresh.String()
+	}
+	if sp.verify != nil && !v.trustedUnder(sp) {
+		next += "; verifying it under the current policy, which has not verified it yet"
+	}
+	m.log.Info("plugin started from the source cache's last good version; "+next, "plugin", sp.name, "source", sp.shown, "digest", rec.Digest)
 }
 
 // run is a source's goroutine: attempts, with backoff after a failure and
@@ -281,15 +358,24 @@ func (m *Manager) run(ctx context.Context, s *source) {
 		var wait time.Duration
 		if err != nil {
 			wait = m.limiter.When(s.spec.name)
+			if r := s.spec.refresh; r > 0 && wait > r {
+				// The operator's interval bounds the wait for a fix (a
+				// signature attached, a tag pushed) to be picked up; the
+				// backoff only spaces retries of sources that have none.
+				wait = r
+			}
 			next := time.Now().Add(wait)
 			m.count(s.spec.name, "failed")
-			m.update(s.spec.name, func(st *Status) { st.Degraded, st.LastError, st.NextRetry = true, err.Error(), next })
-			if s.running != "" {
-				m.log.Warn("plugin source degraded; the last good version keeps running", "plugin", s.spec.name, "source", s.spec.key,
-					"running", s.running, "retryIn", wait.Round(time.Millisecond), "err", err)
+			// The reason goes to the log and to /readyz, which anyone
+			// reaching the port reads: without the source's secrets.
+			msg := scrubSource(s.spec.key, err.Error())
+			m.update(s.spec.name, func(st *Status) { st.Degraded, st.LastError, st.NextRetry = true, msg, next })
+			if s.run.digest != "" {
+				m.log.Warn("plugin source degraded; the last good version keeps running", "plugin", s.spec.name, "source", s.spec.shown,
+					"running", s.run.digest, "retryIn", wait.Round(time.Millisecond), "err", msg)
 			} else {
-				m.log.Error("plugin source failed; the plugin has no good version yet", "plugin", s.spec.name, "source", s.spec.key,
-					"retryIn", wait.Round(time.Millisecond), "err", err)
+				m.log.Error("plugin source failed; the plugin has no good version yet", "plugin", s.spec.name, "source", s.spec.shown,
+					"retryIn", wait.Round(time.Millisecond), "err", msg)
 			}
 		} else {
 			m.limiter.Forget(s.spec.name)
@@ -309,8 +395,69 @@ func (m *Manager) run(ctx context.Context, s *source) {
 	}
 }
 
-// attempt brings the plugin in step with its source once.
+// attempt brings the plugin in step with its source and policy once:
+// the running version is verified again if the policy changed, then the
+// source is resolved and a new version swapped in.
 func (m *Manager) attempt(ctx context.Context, s *source) error {
+	var unloaded error
+	if s.run.digest != "" && !s.run.trustedUnder(s.spec) {
+		if err := m.recheck(ctx, s); err != nil {
+			if s.run.digest != "" {
+				return err // still running, reported unverified
+			}
+			unloaded = err
+		}
+	}
+	err := m.follow(ctx, s)
+	if err != nil && unloaded != nil {
+		return fmt.Errorf("%w; and the configured source: %w", unloaded, err)
+	}
+	return err
+}
+
+// recheck verifies the running version under the current policy. Under
+// verify.required one that does not verify (refused, or the verifier
+// cannot decide) is unloaded: the operator changed the policy to stop
+// trusting something, and only a version verified under the policy in
+// force may run. Otherwise it keeps running, reported unverified.
+func (m *Manager) recheck(ctx context.Context, s *source) error {
+	sp, v := s.spec, s.run
+	// Signatures are looked up where the running version came from.
+	at := sp
+	at.src = v.src
+	vr, err := m.verify(ctx, at, v.digest)
+	if err == nil {
+		v.verified, v.signer, v.policy = vr.Verified, vr.Signer, sp.policy
+		s.run = v
+		m.setRunning(sp.name, v)
+		if v.key == sp.key {
+			m.setLastGood(sp, v)
+		}
+		return nil
+	}
+	if ctx.Err() != nil {
+		// Stopped (a reload, shutdown) while asking: that is no answer,
+		// and the next source of this name asks again.
+		return err
+	}
+	v.verified, v.signer, v.policy = false, "", ""
+	s.run = v
+	if !sp.required() {
+		m.setRunning(sp.name, v)
+		return fmt.Errorf("the running version %s is not verified under the current policy: %w", v.digest, err)
+	}
+	m.o.Host.Unload(sp.name)
+	s.run = version{}
+	m.setRunning(sp.name, version{})
+	m.count(sp.name, "unloaded")
+	m.log.Error("plugin unloaded: the version it ran is not verified under the current verify policy (verify.required)",
+		"plugin", sp.name, "source", v.shown, "digest", v.digest, "err", scrubSource(v.key, err.Error()))
+	return fmt.Errorf("unloaded the version that ran (%s from %s): %w", v.digest, v.shown, err)
+}
+
+// follow resolves the source and loads what it names if that is not what
+// runs.
+func (m *Manager) follow(ctx context.Context, s *source) error {
 	sp := s.spec
 	var digest string
 	switch {
@@ -337,14 +484,19 @@ func (m *Manager) attempt(ctx context.Context, s *source) error {
 	default:
 		d, err := m.o.Fetcher.Resolve(ctx, sp.src)
 		if err != nil {
-			return fmt.Errorf("resolve %s: %w", sp.key, err)
+			err = fmt.Errorf("resolve %s: %w", sp.shown, err)
+			if s.run.digest == "" && sp.required() {
+				return m.cachedWhileUnreachable(ctx, s, err)
+			}
+			return err
 		}
 		digest = d
 		now := time.Now()
 		m.update(sp.name, func(st *Status) { st.ResolvedDigest, st.LastPull = d, now })
 	}
 	m.update(sp.name, func(st *Status) { st.ResolvedDigest = digest })
-	if digest == s.running {
+	if digest == s.run.digest {
+		m.adopt(s)
 		m.count(sp.name, "unchanged")
 		return nil
 	}
@@ -352,7 +504,7 @@ func (m *Manager) attempt(ctx context.Context, s *source) error {
 	if !cached {
 		art, err := m.o.Fetcher.Fetch(ctx, sp.src, digest)
 		if err != nil {
-			return fmt.Errorf("fetch %s (%s): %w", sp.key, digest, err)
+			return fmt.Errorf("fetch %s (%s): %w", sp.shown, digest, err)
 		}
 		now := time.Now()
 		m.update(sp.name, func(st *Status) { st.LastPull = now })
@@ -361,7 +513,8 @@ func (m *Manager) attempt(ctx context.Context, s *source) error {
 			// version that is loaded.
 			digest = art.Digest
 			m.update(sp.name, func(st *Status) { st.ResolvedDigest = digest })
-			if digest == s.running {
+			if digest == s.run.digest {
+				m.adopt(s)
 				m.count(sp.name, "unchanged")
 				return nil
 			}
@@ -370,6 +523,12 @@ func (m *Manager) attempt(ctx context.Context, s *source) error {
 			return err
 		}
 	}
+	return m.load(ctx, s, digest, path)
+}
+
+// load verifies digest under the source's policy and swaps it in.
+func (m *Manager) load(ctx context.Context, s *source, digest, path string) error {
+	sp := s.spec
 	vr, err := m.verify(ctx, sp, digest)
 	if err != nil {
 		return err
@@ -377,19 +536,74 @@ func (m *Manager) attempt(ctx context.Context, s *source) error {
 	if err := m.o.Host.LoadModule(ctx, sp.name, path); err != nil {
 		return fmt.Errorf("load %s: %w", digest, err)
 	}
-	prev := s.running
-	s.running = digest
-	if err := m.o.Store.SetLastGood(sp.key, Record{Digest: digest, Verified: vr.Verified, Signer: vr.Signer, At: time.Now()}); err != nil {
-		m.log.Warn("plugin source: cannot record the last good version; a restart fetches again", "plugin", sp.name, "err", err)
-	}
+	prev := s.run.digest
+	s.run = version{digest: digest, src: sp.src, key: sp.key, shown: sp.shown, verified: vr.Verified, signer: vr.Signer, policy: sp.policy}
+	m.setLastGood(sp, s.run)
 	m.count(sp.name, "pulled")
-	m.update(sp.name, func(st *Status) { st.RunningDigest, st.Verified, st.Signer = digest, vr.Verified, vr.Signer })
+	m.setRunning(sp.name, s.run)
 	if prev == "" {
-		m.log.Info("plugin loaded from its source", "plugin", sp.name, "source", sp.key, "digest", digest, "verified", vr.Verified, "signer", vr.Signer)
+		m.log.Info("plugin loaded from its source", "plugin", sp.name, "source", sp.shown, "digest", digest, "verified", vr.Verified, "signer", vr.Signer)
 	} else {
-		m.log.Info("plugin source moved; new version swapped in", "plugin", sp.name, "source", sp.key, "digest", digest, "previous", prev)
+		m.log.Info("plugin source moved; new version swapped in", "plugin", sp.name, "source", sp.shown, "digest", digest, "previous", prev)
 	}
 	return nil
+}
+
+// adopt makes the running version the configured source's when the
+// source, changed in the config, names the digest already running (it was
+// verified under the current policy before follow was called).
+func (m *Manager) adopt(s *source) {
+	sp := s.spec
+	if s.run.key == sp.key {
+		return
+	}
+	s.run.src, s.run.key, s.run.shown = sp.src, sp.key, sp.shown
+	m.setLastGood(sp, s.run)
+	m.setRunning(sp.name, s.run)
+}
+
+// cachedWhileUnreachable is a required source's answer to a registry that
+// cannot be reached when nothing runs yet: the cache's last good version
+// runs if it verifies under the current policy where it is (its
+// signatures brought by a bundle, or a verification cached in this
+// process); otherwise the error says that the cached version is there
+// and what would let it run, rather than only how the registry failed.
+func (m *Manager) cachedWhileUnreachable(ctx context.Context, s *source, resolveErr error) error {
+	sp := s.spec
+	rec, ok := m.o.Store.LastGood(sp.key)
+	if !ok {
+		return resolveErr
+	}
+	if p := sp.src.Pinned(); p != "" && p != rec.Digest {
+		return resolveErr
+	}
+	path, ok := m.o.Store.Path(rec.Digest)
+	if !ok {
+		return resolveErr
+	}
+	if err := m.load(ctx, s, rec.Digest, path); err != nil {
+		return fmt.Errorf("the source cache holds %s, but it cannot run: no signature of it verifies under this verify policy here (%w), and the registry cannot be reached to look further (%w); "+
+			"to run it air-gapped, load a bundle made by `informer-host bundle save`, which carries its signatures, or sign it with a key in verify.keys; otherwise bring the registry back",
+			rec.Digest, err, resolveErr)
+	}
+	return fmt.Errorf("%w (the cached version %s, verified under the current policy, runs meanwhile)", resolveErr, rec.Digest)
+}
+
+func (m *Manager) setLastGood(sp spec, v version) {
+	if err := m.o.Store.SetLastGood(sp.key, Record{Digest: v.digest, Verified: v.verified, Signer: v.signer, Policy: v.policy, At: time.Now()}); err != nil {
+		m.log.Warn("plugin source: cannot record the last good version; a restart fetches again", "plugin", sp.name, "err", err)
+	}
+}
+
+// setRunning reports v as what the host runs for name (none for the zero
+// version).
+func (m *Manager) setRunning(name string, v version) {
+	m.update(name, func(st *Status) {
+		st.RunningDigest, st.Running = v.digest, nil
+		if v.digest != "" {
+			st.Running = &RunningStatus{Digest: v.digest, Source: v.shown, Verified: v.verified, Signer: v.signer}
+		}
+	})
 }
 
 // verify checks digest against the source's policy, once per policy and
@@ -398,7 +612,10 @@ func (m *Manager) verify(ctx context.Context, sp spec, digest string) (VerifyRes
 	if sp.verify == nil {
 		return VerifyResult{Reason: "no verify policy"}, nil
 	}
-	k := verifyKey{policy: fmt.Sprintf("%#v", *sp.verify), digest: digest}
+	if sp.policyErr != "" {
+		return VerifyResult{}, fmt.Errorf("verify %s: %s", digest, sp.policyErr)
+	}
+	k := verifyKey{policy: sp.policy, digest: digest}
 	m.verifiedMu.Lock()
 	vr, ok := m.verified[k]
 	m.verifiedMu.Unlock()
@@ -427,7 +644,7 @@ func (m *Manager) verify(ctx context.Context, sp spec, digest string) (VerifyRes
 		return vr, fmt.Errorf("signature of %s not verified: %s (verify.required refuses it)", digest, vr.Reason)
 	}
 	if !vr.Verified {
-		m.log.Warn("plugin source: signature not verified; loading it anyway (verify.required is false)", "plugin", sp.name, "digest", digest, "reason", vr.Reason)
+		m.log.Warn("plugin source: signature not verified; loading it anyway (verify.required is false)", "plugin", sp.name, "digest", digest, "reason", scrubSource(sp.key, vr.Reason))
 	}
 	return vr, nil
 }
@@ -467,12 +684,21 @@ func (m *Manager) Status() map[string]Status {
 func (m *Manager) NotReady() []string {
 	var why []string
 	for name, st := range m.Status() {
-		if st.RunningDigest == "" && st.FailurePolicy != config.FailOpen {
-			reason := st.LastError
-			if reason == "" {
-				reason = "not pulled yet"
-			}
+		if st.FailurePolicy == config.FailOpen {
+			continue
+		}
+		reason := st.LastError
+		if reason == "" {
+			reason = "not pulled yet"
+		}
+		switch {
+		case st.Running == nil:
 			why = append(why, fmt.Sprintf("plugin %s: source %s has no good version (failurePolicy fail-closed): %s", name, st.Source, reason))
+		case st.Running.Source != st.Source && st.Degraded:
+			// A config edit whose source has no good version: what runs
+			// is not what the config says.
+			why = append(why, fmt.Sprintf("plugin %s: runs %s from %s, not the configured source %s, which has no good version (failurePolicy fail-closed): %s",
+				name, st.Running.Digest, st.Running.Source, st.Source, reason))
 		}
 	}
 	sort.Strings(why)

@@ -2,7 +2,10 @@ package pluginsource
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,9 +142,14 @@ func (v *fakeVerifier) Verify(_ context.Context, _ config.Verify, _ string, dige
 func parse(t *testing.T, every time.Duration, modules ...string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "key.pem"), []byte("k"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, filepath.Join(dir, "key.pem"), "k")
+	return parseIn(t, dir, every, modules...)
+}
+
+// parseIn is parse with the config file in dir, beside the key files the
+// test put there.
+func parseIn(t *testing.T, dir string, every time.Duration, modules ...string) *config.Config {
+	t.Helper()
 	in := "apiVersion: informer-host/v1\nresources: [{name: pods, version: v1, resource: pods}]\nplugins:\n  modules:\n" +
 		strings.Join(modules, "\n") + "\n"
 	c, err := config.Parse(filepath.Join(dir, "config.yaml"), []byte(in))
@@ -158,7 +166,12 @@ func parse(t *testing.T, every time.Duration, modules ...string) *config.Config 
 
 func newManager(t *testing.T, h Loader, f Fetcher, store Store, v Verifier) *Manager {
 	t.Helper()
-	m, err := New(Options{Host: h, Fetcher: f, Store: store, Verifier: v, RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond})
+	return newManagerWith(t, Options{Host: h, Fetcher: f, Store: store, Verifier: v, RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond})
+}
+
+func newManagerWith(t *testing.T, o Options) *Manager {
+	t.Helper()
+	m, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +320,7 @@ func TestVerifyRefusesUnsigned(t *testing.T) {
 	if !strings.Contains(a.LastError, "not verified: no matching signatures") || a.RunningDigest != "" || a.ResolvedDigest != d1 {
 		t.Errorf("a = %+v", a)
 	}
-	if !b.Verified || b.Signer != "ci@example.com" {
+	if r := running(m, "b.wasm"); !r.Verified || r.Signer != "ci@example.com" {
 		t.Errorf("b = %+v", b)
 	}
 	// a is fail-closed: not ready, with the reason; c (fail-open) is not
@@ -327,7 +340,7 @@ func TestVerifyRefusesUnsigned(t *testing.T) {
 		t.Errorf("verifications: %d of the refused digest (want one a retry), %d of the verified one (want 1)", asked, once)
 	}
 	testenv.Eventually(t, "a and c to run once d1 is signed", func() bool {
-		return h.get("a.wasm") == "unsigned" && h.get("c.wasm") == "unsigned" && m.Status()["a.wasm"].Signer == "late@example.com"
+		return h.get("a.wasm") == "unsigned" && h.get("c.wasm") == "unsigned" && running(m, "a.wasm").Signer == "late@example.com"
 	})
 }
 
@@ -443,4 +456,435 @@ func metricValue(t *testing.T, m *Manager, name string, labels map[string]string
 		}
 	}
 	return -1
+}
+
+// runningJSON is Status.Running as /debug/plugins serves it; read through
+// JSON so that a test says what the document shows.
+type runningJSON struct {
+	Digest   string `json:"digest"`
+	Source   string `json:"source"`
+	Verified bool   `json:"verified"`
+	Signer   string `json:"signer"`
+}
+
+// running returns what the status says of the version running (zero when
+// it says none runs).
+func running(m *Manager, plugin string) runningJSON {
+	b, err := json.Marshal(m.Status()[plugin])
+	if err != nil {
+		panic(err)
+	}
+	var doc struct {
+		Running runningJSON `json:"running"`
+	}
+	_ = json.Unmarshal(b, &doc)
+	return doc.Running
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// keyVerifier verifies a digest when one of the policy's key files holds
+// a key that signed it, comparing the files' bytes as sigverify compares
+// the keys they hold: a key file replaced under the same name is another
+// key.
+type keyVerifier struct {
+	mu     sync.Mutex
+	signed map[string][]string // digest -> contents of the keys that signed it
+	of     map[string]int      // calls by digest
+}
+
+func newKeyVerifier() *keyVerifier {
+	return &keyVerifier{signed: map[string][]string{}, of: map[string]int{}}
+}
+
+func (v *keyVerifier) sign(digest, key string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.signed[digest] = append(v.signed[digest], key)
+}
+
+func (v *keyVerifier) calls(digest string) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.of[digest]
+}
+
+func (v *keyVerifier) Verify(_ context.Context, p config.Verify, _ string, digest string) (VerifyResult, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.of[digest]++
+	for _, k := range p.Keys {
+		b, err := os.ReadFile(k)
+		if err != nil {
+			return VerifyResult{}, err
+		}
+		for _, s := range v.signed[digest] {
+			if s == string(b) {
+				return VerifyResult{Verified: true, Signer: "key " + filepath.Base(k)}, nil
+			}
+		}
+	}
+	return VerifyResult{Reason: "no signature verifies with the policy's keys"}, nil
+}
+
+const (
+	requiredOld = "    verify: {required: true, keys: [old.pem]}"
+	requiredNew = "    verify: {required: true, keys: [new.pem]}"
+)
+
+// Defect 1 of issue 31: the cache's last good record says under which
+// policy (by the keys' content) it was verified, and a restart starts
+// from it only under that policy. A second plugin of the same source
+// under another policy, and the same plugin after its key file was
+// replaced, verify afresh and are refused.
+func TestCachedVersionIsTrustedOnlyUnderItsPolicy(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "old.pem"), "old key")
+	writeFile(t, filepath.Join(dir, "new.pem"), "new key")
+	reg, v, st := newFakeRegistry(), newKeyVerifier(), store(t)
+	d1 := reg.push("localhost:5000/org/a:v1", "module one")
+	v.sign(d1, "old key")
+	a := tagModule + "\n" + requiredOld
+	b := "  - file: b.wasm\n    source: oci://localhost:5000/org/a:v1\n" + requiredNew
+	{
+		h := newFakeHost()
+		m := newManager(t, h, reg, st, v)
+		m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, a))
+		testenv.Eventually(t, "a to run", func() bool { return h.get("a.wasm") == "module one" && m.Status()["a.wasm"].RunningDigest == d1 })
+		m.Stop()
+	}
+
+	// Restarted with b beside a: a's policy is the record's, b's is not.
+	h := newFakeHost()
+	m := newManager(t, h, reg, st, v)
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, a, b))
+	if h.get("a.wasm") != "module one" {
+		t.Fatalf("a was not started from the cache under the policy it was verified under")
+	}
+	if h.get("b.wasm") != "" {
+		t.Fatalf("b started from a cache record verified under another policy (old.pem, not new.pem)")
+	}
+	testenv.Eventually(t, "b to be refused", func() bool {
+		return strings.Contains(m.Status()["b.wasm"].LastError, "not verified") && pulls(t, m, "b.wasm", "failed") >= 2
+	})
+	if h.get("b.wasm") != "" || m.Status()["b.wasm"].RunningDigest != "" || running(m, "b.wasm").Digest != "" {
+		t.Errorf("b runs a version its policy refuses: %+v", m.Status()["b.wasm"])
+	}
+	m.Stop()
+
+	// old.pem replaced in place (the old key leaked): the record was
+	// verified under the key the file held then.
+	writeFile(t, filepath.Join(dir, "old.pem"), "replacement key")
+	h = newFakeHost()
+	m = newManager(t, h, reg, st, v)
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, a))
+	if h.get("a.wasm") != "" {
+		t.Fatalf("a started from the cache after its key file was replaced")
+	}
+	testenv.Eventually(t, "a to be refused under the replaced key", func() bool {
+		return strings.Contains(m.Status()["a.wasm"].LastError, "not verified") && pulls(t, m, "a.wasm", "failed") >= 2
+	})
+	if h.get("a.wasm") != "" {
+		t.Error("a runs under a key that never signed it")
+	}
+	m.Stop()
+
+	// Not required: it may start from the cache, but the status does not
+	// call it verified until the current policy says so, and the
+	// "unchanged" refreshes do not skip that.
+	h = newFakeHost()
+	m = newManager(t, h, reg, st, v)
+	before := v.calls(d1)
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n    verify: {required: false, keys: [new.pem]}"))
+	if h.get("a.wasm") != "module one" {
+		t.Fatal("not required: the cached version did not start")
+	}
+	testenv.Eventually(t, "the running version verified under new.pem", func() bool {
+		return v.calls(d1) > before && pulls(t, m, "a.wasm", "unchanged") >= 2
+	})
+	if r := running(m, "a.wasm"); r.Digest != d1 || r.Verified || r.Signer != "" {
+		t.Errorf("running = %+v; want d1, not verified (new.pem never signed it)", r)
+	}
+}
+
+// Defect 2 of issue 31: a reload that changes the policy (another key
+// file, or the same file with another key) re-verifies the running
+// version; under verify.required one the new policy refuses is unloaded,
+// not kept running as verified, and readiness says so.
+func TestReloadedPolicyRechecksTheRunningVersion(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "old.pem"), "old key")
+	writeFile(t, filepath.Join(dir, "new.pem"), "new key")
+	reg, v := newFakeRegistry(), newKeyVerifier()
+	d1 := reg.push("localhost:5000/org/a:v1", "module one")
+	v.sign(d1, "old key")
+	h := newFakeHost()
+	m := newManager(t, h, reg, store(t), v)
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredOld))
+	testenv.Eventually(t, "a to run", func() bool { return h.get("a.wasm") == "module one" && m.Status()["a.wasm"].RunningDigest == d1 })
+
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredNew))
+	testenv.Eventually(t, "the revoked version to be unloaded", func() bool { return h.get("a.wasm") == "" && m.Status()["a.wasm"].Degraded })
+	st := m.Status()["a.wasm"]
+	if r := running(m, "a.wasm"); r.Verified || r.Digest != "" || st.RunningDigest != "" || !st.Degraded || !strings.Contains(st.LastError, "not verified") {
+		t.Errorf("after the reload: status %+v, running %+v", st, r)
+	}
+	if why := m.NotReady(); len(why) != 1 || !strings.Contains(why[0], "a.wasm") {
+		t.Errorf("NotReady = %q", why)
+	}
+
+	// Signed with the new key: it runs again.
+	v.sign(d1, "new key")
+	testenv.Eventually(t, "a to run under new.pem", func() bool {
+		return h.get("a.wasm") == "module one" && running(m, "a.wasm").Signer == "key new.pem"
+	})
+
+	// new.pem replaced in place and the same config reloaded: the file's
+	// key is another one.
+	writeFile(t, filepath.Join(dir, "new.pem"), "another key")
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredNew))
+	testenv.Eventually(t, "unloaded after the key file changed", func() bool { return h.get("a.wasm") == "" })
+	if r := running(m, "a.wasm"); r.Verified {
+		t.Errorf("running = %+v", r)
+	}
+
+	// Not required: the version keeps running, reported unverified.
+	writeFile(t, filepath.Join(dir, "new.pem"), "new key")
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredNew))
+	testenv.Eventually(t, "a back", func() bool { return running(m, "a.wasm").Verified })
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n    verify: {required: false, keys: [old.pem, new.pem]}"))
+	writeFile(t, filepath.Join(dir, "unused.pem"), "unused")
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n    verify: {required: false, keys: [unused.pem]}"))
+	testenv.Eventually(t, "reported unverified", func() bool { r := running(m, "a.wasm"); return r.Digest == d1 && !r.Verified })
+	if h.get("a.wasm") != "module one" {
+		t.Error("not required: the running version was unloaded")
+	}
+}
+
+// Defect 14 of issue 31, and the unsigned tag signed later: a refusal is
+// retried within the refresh interval, however far the backoff has
+// grown.
+func TestRefusalIsRetriedWithinTheRefreshInterval(t *testing.T) {
+	reg := newFakeRegistry()
+	d1 := reg.push("localhost:5000/org/a:v1", "unsigned")
+	v := &fakeVerifier{signed: map[string]string{}}
+	h := newFakeHost()
+	m := newManagerWith(t, Options{Host: h, Fetcher: reg, Store: store(t), Verifier: v, RetryBase: time.Hour, RetryMax: time.Hour})
+	m.Apply(t.Context(), parse(t, 5*time.Millisecond, tagModule, "    verify: {required: true, keys: [key.pem]}"))
+	testenv.Eventually(t, "three refusals", func() bool { return pulls(t, m, "a.wasm", "failed") >= 3 })
+	if st := m.Status()["a.wasm"]; st.NextRetry.After(time.Now().Add(time.Minute)) {
+		t.Errorf("next retry at %s, past the refresh interval", st.NextRetry)
+	}
+	v.mu.Lock()
+	v.signed[d1] = "late@example.com"
+	v.mu.Unlock()
+	testenv.Eventually(t, "the module signed late to run", func() bool { return h.get("a.wasm") == "unsigned" })
+}
+
+// With pullPolicy: Never the log says that the registry is not asked,
+// not that the source is refreshed.
+func TestNeverSaysItDoesNotRefresh(t *testing.T) {
+	reg, st := newFakeRegistry(), store(t)
+	reg.push("localhost:5000/org/a:v1", "module one")
+	{
+		h := newFakeHost()
+		m := newManager(t, h, reg, st, nil)
+		m.Apply(t.Context(), parse(t, 5*time.Millisecond, tagModule))
+		testenv.Eventually(t, "cached", func() bool { return h.get("a.wasm") == "module one" })
+		m.Stop()
+	}
+	var logs testenv.LogBuffer
+	h := newFakeHost()
+	m := newManagerWith(t, Options{Host: h, Fetcher: reg, Store: st, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond})
+	m.Apply(t.Context(), parse(t, time.Hour, tagModule+"\n    pullPolicy: Never"))
+	lines := logs.Lines("source cache")
+	if len(lines) != 1 || strings.Contains(lines[0], "refreshing") || !strings.Contains(lines[0], "pullPolicy Never") {
+		t.Errorf("log: %q", logs.String())
+	}
+}
+
+// Under verify.required with the registry down, a cached version whose
+// signature no current verification vouches for is verified where it is
+// (signatures a bundle brought); when that cannot be done, the error says
+// so and what to do, not only "connection refused".
+func TestRequiredCachedVersionWithTheRegistryDown(t *testing.T) {
+	reg, st := newFakeRegistry(), store(t)
+	d1 := reg.push("localhost:5000/org/a:v1", "module one")
+	{
+		h := newFakeHost()
+		m := newManager(t, h, reg, st, nil)
+		m.Apply(t.Context(), parse(t, 5*time.Millisecond, tagModule))
+		testenv.Eventually(t, "cached", func() bool { return h.get("a.wasm") == "module one" })
+		m.Stop()
+	}
+	reg.setDown(true)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "new.pem"), "new key")
+	v := newKeyVerifier()
+	h := newFakeHost()
+	m := newManager(t, h, reg, st, v)
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredNew))
+	testenv.Eventually(t, "refused", func() bool { return m.Status()["a.wasm"].Degraded })
+	e := m.Status()["a.wasm"].LastError
+	for _, want := range []string{d1, "no signature", "bundle save", "connection refused"} {
+		if !strings.Contains(e, want) {
+			t.Errorf("lastError %q does not say %q", e, want)
+		}
+	}
+	if h.get("a.wasm") != "" {
+		t.Fatal("an unverified cached version runs under verify.required")
+	}
+	// The signature is at hand (a bundle carried it): the cached version
+	// starts though the registry is still down.
+	v.sign(d1, "new key")
+	testenv.Eventually(t, "the cached version verified offline to run", func() bool {
+		return h.get("a.wasm") == "module one" && running(m, "a.wasm").Verified
+	})
+}
+
+// After a config edit points a running plugin at another source that is
+// refused, the status tells the version running (and where it came from,
+// and that it verified) apart from the source as configured, and
+// readiness says that the configured source is not what runs.
+func TestStatusTellsTheRunningVersionFromTheConfiguredSource(t *testing.T) {
+	reg := newFakeRegistry()
+	d1 := reg.push("localhost:5000/org/a:v1", "signed")
+	reg.push("localhost:5000/org/a:v2", "unsigned")
+	v := &fakeVerifier{signed: map[string]string{d1: "ci@example.com"}}
+	h := newFakeHost()
+	m := newManager(t, h, reg, store(t), v)
+	policy := "    verify: {required: true, keys: [key.pem]}"
+	m.Apply(t.Context(), parse(t, 5*time.Millisecond, tagModule, policy))
+	testenv.Eventually(t, "v1 to run", func() bool { return running(m, "a.wasm").Verified })
+	m.Apply(t.Context(), parse(t, 5*time.Millisecond, "  - file: a.wasm\n    source: oci://localhost:5000/org/a:v2", policy))
+	testenv.Eventually(t, "v2 refused", func() bool { return m.Status()["a.wasm"].Degraded })
+	b, err := json.Marshal(m.Status()["a.wasm"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["source"] != "oci://localhost:5000/org/a:v2" {
+		t.Errorf("source = %v, want the configured one", doc["source"])
+	}
+	if _, ok := doc["verified"]; ok {
+		t.Errorf("the configured source is said verified or not beside the version running: %s", b)
+	}
+	if r := running(m, "a.wasm"); r.Digest != d1 || r.Source != "oci://localhost:5000/org/a:v1" || !r.Verified || r.Signer != "ci@example.com" {
+		t.Errorf("running = %+v in %s", r, b)
+	}
+	if why := m.NotReady(); len(why) != 1 || !strings.Contains(why[0], "org/a:v2") || !strings.Contains(why[0], "org/a:v1") {
+		t.Errorf("NotReady = %q", why)
+	}
+}
+
+// Defect 8 of issue 31, the manager's side: an https:// source's user
+// info and query (credentials, a pre-signed URL) appear nowhere the
+// manager shows the source.
+func TestSourceSecretsAreNotShown(t *testing.T) {
+	var logs testenv.LogBuffer
+	h := newFakeHost()
+	// A fetcher whose error quotes the URL as given, as net/http's
+	// does with the query: the manager does not repeat it.
+	m := newManagerWith(t, Options{Host: h, Fetcher: echoingFetcher{}, Store: store(t), Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		RetryBase: time.Millisecond, RetryMax: 20 * time.Millisecond})
+	m.Apply(t.Context(), parse(t, 5*time.Millisecond,
+		"  - file: a.wasm\n    source: https://user:hunter2@example.com/m.wasm?X-Amz-Signature=s3cret\n    sha256: sha256:"+strings.Repeat("ab", 32)))
+	testenv.Eventually(t, "failures", func() bool { return pulls(t, m, "a.wasm", "failed") >= 2 })
+	b, _ := json.Marshal(m.Status())
+	shown := map[string]string{"status": string(b), "NotReady": strings.Join(m.NotReady(), "\n"), "log": logs.String()}
+	for where, s := range shown {
+		for _, secret := range []string{"hunter2", "s3cret", "user:"} {
+			if strings.Contains(s, secret) {
+				t.Errorf("%s shows %q: %s", where, secret, s)
+			}
+		}
+	}
+	if st := m.Status()["a.wasm"]; !strings.Contains(st.Source, "https://example.com/m.wasm") {
+		t.Errorf("source = %q", st.Source)
+	}
+}
+
+// echoingFetcher fails every fetch with an error that quotes the source.
+type echoingFetcher struct{}
+
+func (echoingFetcher) Resolve(_ context.Context, src Source) (string, error) {
+	return "", fmt.Errorf("Get %q: dial tcp: connection refused", src.Ref.Raw)
+}
+
+func (echoingFetcher) Fetch(_ context.Context, src Source, _ string) (Artifact, error) {
+	return Artifact{}, fmt.Errorf("Get %q: dial tcp: connection refused", src.Ref.Raw)
+}
+
+// The forms a source's secrets take in others' messages are scrubbed.
+func TestScrubSource(t *testing.T) {
+	raw := "https://bob:pa55word@example.com/m.wasm?sig=a%2Fb&exp=1"
+	for _, msg := range []string{
+		`Get "` + raw + `": EOF`,
+		`Get "https://bob:***@example.com/m.wasm?sig=a%2Fb&exp=1": EOF`,
+		`token sig=a/b&exp=1 refused for pa55word`,
+	} {
+		got := scrubSource(raw, msg)
+		for _, secret := range []string{"pa55word", "bob:", "sig=a", "exp=1"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("scrubSource(%q) = %q: still has %q", msg, got, secret)
+			}
+		}
+	}
+	if got := scrubSource("oci://r/x:v1", "resolve oci://r/x:v1: EOF"); got != "resolve oci://r/x:v1: EOF" {
+		t.Errorf("an oci:// source's message changed: %q", got)
+	}
+}
+
+// blockingVerifier verifies everything until told to block, then waits
+// for its caller to give up.
+type blockingVerifier struct {
+	mu      sync.Mutex
+	block   bool
+	waiting chan struct{} // closed when a call first blocks
+	once    sync.Once
+}
+
+func (v *blockingVerifier) Verify(ctx context.Context, _ config.Verify, _ string, _ string) (VerifyResult, error) {
+	v.mu.Lock()
+	block := v.block
+	v.mu.Unlock()
+	if !block {
+		return VerifyResult{Verified: true, Signer: "k"}, nil
+	}
+	v.once.Do(func() { close(v.waiting) })
+	<-ctx.Done()
+	return VerifyResult{}, ctx.Err()
+}
+
+// A stop while the running version is verified again under a changed
+// policy is no answer: the version is not unloaded for it.
+func TestStopDuringRecheckKeepsTheRunningVersion(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "old.pem"), "old key")
+	writeFile(t, filepath.Join(dir, "new.pem"), "new key")
+	reg := newFakeRegistry()
+	reg.push("localhost:5000/org/a:v1", "module one")
+	v := &blockingVerifier{waiting: make(chan struct{})}
+	h := newFakeHost()
+	m := newManager(t, h, reg, store(t), v)
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredOld))
+	testenv.Eventually(t, "a to run", func() bool { return h.get("a.wasm") == "module one" })
+	v.mu.Lock()
+	v.block = true
+	v.mu.Unlock()
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredNew))
+	<-v.waiting
+	m.Stop()
+	if h.get("a.wasm") != "module one" {
+		t.Error("stopping the manager while it verified the running version unloaded it")
+	}
 }

@@ -95,7 +95,7 @@ func TestSignedAndUnsignedFromARealRegistry(t *testing.T) {
 	m := newManager(t, h, &Fetchers{OCI: oci}, store(t), NewSigstore(oci))
 	m.Apply(t.Context(), cfg)
 	testenv.Eventually(t, "the signed module to run", func() bool { return m.Status()["signed.wasm"].RunningDigest == d.Digest })
-	if st := m.Status()["signed.wasm"]; !st.Verified || !strings.Contains(st.Signer, "cosign.pub") {
+	if st := running(m, "signed.wasm"); !st.Verified || !strings.Contains(st.Signer, "cosign.pub") {
 		t.Errorf("signed: %+v", st)
 	}
 	testenv.Eventually(t, "the unsigned one to be refused", func() bool { return m.Status()["unsigned.wasm"].Degraded })
@@ -110,6 +110,79 @@ func TestSignedAndUnsignedFromARealRegistry(t *testing.T) {
 	}
 	testenv.Eventually(t, "the module signed late to run", func() bool {
 		st := m.Status()["unsigned.wasm"]
-		return st.RunningDigest == u.Digest && st.Verified && !st.Degraded
+		return st.RunningDigest == u.Digest && running(m, "unsigned.wasm").Verified && !st.Degraded
 	})
+}
+
+// writeKeyPair writes a new key's public half to dir/name and returns its
+// private half (PEM), for sigverify.SignWithKey.
+func writeKeyPair(t *testing.T, dir, name string) []byte {
+	t.Helper()
+	privPEM, pubPEM := testKey(t)
+	if err := os.WriteFile(filepath.Join(dir, name), pubPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return privPEM
+}
+
+// A rotated key, with the real verifier and a real registry:
+// a module signed only with old.pub runs under it; a reload to new.pub
+// unloads it (the running version is verified again), and a restart
+// under new.pub does not start it from the cache.
+func TestRotatedKeyRefusesTheRunningAndCachedVersionInARealRegistry(t *testing.T) {
+	reg := registrytest.GGCR(t)
+	dir := t.TempDir()
+	oldKey := writeKeyPair(t, dir, "old.pub")
+	writeKeyPair(t, dir, "new.pub")
+	cfgWith := func(key string) *config.Config {
+		in := "apiVersion: informer-host/v1\nresources: [{name: pods, version: v1, resource: pods}]\nplugins:\n" +
+			"  registries:\n    " + reg.Host + ": {insecure: true}\n" +
+			"  modules:\n  - file: a.wasm\n    source: oci://" + reg.Host + "/org/a:v1\n" +
+			"    refreshInterval: 1s\n    verify: {required: true, keys: [" + key + "]}\n"
+		cfg, err := config.Parse(filepath.Join(dir, "config.yaml"), []byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Plugins.Modules[0].RefreshInterval = config.NewDuration(10 * time.Millisecond)
+		return cfg
+	}
+	oci, err := NewOCI(cfgWith("old.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := append([]byte("\x00asm\x01\x00\x00\x00"), "signed with the old key"...)
+	d, err := oci.Client.Push(t.Context(), mod, reg.Ref("org/a:v1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sigverify.SignWithKey(t.Context(), reg.Host+"/org/a", d.Digest, oldKey,
+		sigverify.WithRemoteOptions(oci.Client.RemoteOptions(t.Context())...)); err != nil {
+		t.Fatal(err)
+	}
+	st := store(t)
+	h := newFakeHost()
+	m := newManager(t, h, &Fetchers{OCI: oci}, st, NewSigstore(oci))
+	m.Apply(t.Context(), cfgWith("old.pub"))
+	testenv.Eventually(t, "the module to run under old.pub", func() bool {
+		r := running(m, "a.wasm")
+		return h.get("a.wasm") == string(mod) && r.Verified && strings.Contains(r.Signer, "old.pub")
+	})
+
+	m.Apply(t.Context(), cfgWith("new.pub"))
+	testenv.Eventually(t, "the module to be unloaded under new.pub", func() bool { return h.get("a.wasm") == "" && m.Status()["a.wasm"].Degraded })
+	if r, s := running(m, "a.wasm"), m.Status()["a.wasm"]; r.Verified || !s.Degraded || len(m.NotReady()) != 1 {
+		t.Errorf("after the reload: running %+v, status %+v, NotReady %q", r, s, m.NotReady())
+	}
+	m.Stop()
+
+	h = newFakeHost()
+	m = newManager(t, h, &Fetchers{OCI: oci}, st, NewSigstore(oci))
+	m.Apply(t.Context(), cfgWith("new.pub"))
+	if h.get("a.wasm") != "" {
+		t.Fatal("restarted under new.pub, the module signed with old.pub started from the cache")
+	}
+	testenv.Eventually(t, "refused under new.pub", func() bool { return strings.Contains(m.Status()["a.wasm"].LastError, "not verified") })
+	if h.get("a.wasm") != "" {
+		t.Error("the module signed with old.pub runs under new.pub")
+	}
 }

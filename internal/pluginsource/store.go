@@ -27,10 +27,14 @@ type Store interface {
 
 // Record is a source's last good version.
 type Record struct {
-	Digest   string    `json:"digest"`
-	Verified bool      `json:"verified,omitempty"`
-	Signer   string    `json:"signer,omitempty"`
-	At       time.Time `json:"at"`
+	Digest   string `json:"digest"`
+	Verified bool   `json:"verified,omitempty"`
+	Signer   string `json:"signer,omitempty"`
+	// Policy is the fingerprint (PolicyFingerprint) of the verify policy
+	// Verified and Signer were found under; "" none. They hold only
+	// under that policy.
+	Policy string    `json:"policy,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // DirStore is a Store over the registry client's content-addressed
@@ -127,7 +131,7 @@ func (d *DirStore) LastGood(source string) (Record, bool) {
 	if v == "" {
 		v = r.ModuleDigest
 	}
-	return Record{Digest: v, Verified: r.Verified, Signer: r.Signer, At: r.Time}, true
+	return Record{Digest: v, Verified: r.Verified, Signer: r.Signer, Policy: r.Policy, At: r.Time}, true
 }
 
 // SetLastGood implements Store.
@@ -136,7 +140,7 @@ func (d *DirStore) SetLastGood(source string, r Record) error {
 	if mod == "" {
 		return fmt.Errorf("plugin source cache: no module stored for %s", r.Digest)
 	}
-	rec := ociartifact.Record{Source: source, ModuleDigest: mod, Verified: r.Verified, Signer: r.Signer, Time: r.At}
+	rec := ociartifact.Record{Source: source, ModuleDigest: mod, Verified: r.Verified, Signer: r.Signer, Policy: r.Policy, Time: r.At}
 	if old, ok, _ := d.s.LoadRecord(source); ok && old.ModuleDigest == mod {
 		rec.Format, rec.Annotations = old.Format, old.Annotations
 	}

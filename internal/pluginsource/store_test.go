@@ -63,14 +63,15 @@ func TestDirStoreKeepsModulesContentAddressed(t *testing.T) {
 	}
 	src := "oci://127.0.0.1:5000/org/b:v1"
 	at := time.Now().UTC().Truncate(time.Second)
-	if err := s.SetLastGood(src, Record{Digest: manifest, Verified: true, Signer: "k", At: at}); err != nil {
+	if err := s.SetLastGood(src, Record{Digest: manifest, Verified: true, Signer: "k", Policy: "sha256:policy", At: at}); err != nil {
 		t.Fatal(err)
 	}
 	r, ok, err := ociartifact.Store{Dir: dir}.LoadRecord(src)
 	if err != nil || !ok || r.ModuleDigest != mod || r.ManifestDigest != manifest || !r.Verified || r.Signer != "k" {
 		t.Fatalf("record = %+v, %t, %v", r, ok, err)
 	}
-	if got, ok := s.LastGood(src); !ok || got.Digest != manifest || !got.Verified || !got.At.Equal(at) {
+	// The policy the verification holds under survives a restart.
+	if got, ok := s.LastGood(src); !ok || got.Digest != manifest || !got.Verified || got.Policy != "sha256:policy" || !got.At.Equal(at) {
 		t.Fatalf("LastGood = %+v, %t", got, ok)
 	}
 	if _, err := os.Stat(path); err != nil {

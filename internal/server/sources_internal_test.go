@@ -15,6 +15,7 @@ func TestPluginsDocumentSources(t *testing.T) {
 	st := []host.PluginStatus{{File: "a.wasm", State: host.StateRunning}, {File: "dir.wasm", State: host.StateRunning}}
 	sources := map[string]pluginsource.Status{
 		"a.wasm": {Plugin: "a.wasm", Source: "oci://localhost:5000/a:v1", RunningDigest: "sha256:aa", ResolvedDigest: "sha256:bb",
+			Running:  &pluginsource.RunningStatus{Digest: "sha256:aa", Source: "oci://localhost:5000/a:v0", Verified: true, Signer: "k"},
 			Degraded: true, LastError: "fetch: connection refused", PullPolicy: "Always", FailurePolicy: "fail-closed"},
 		"b.wasm": {Plugin: "b.wasm", Source: "oci://localhost:5000/b:v1", LastError: "signature not verified", PullPolicy: "Always", FailurePolicy: "fail-closed"},
 	}
@@ -37,7 +38,8 @@ func TestPluginsDocumentSources(t *testing.T) {
 		t.Fatalf("plugins: %s", b)
 	}
 	a, dir, pending := doc.Plugins[0], doc.Plugins[1], doc.Plugins[2]
-	if a.Source == nil || string((*a.Source)["runningDigest"]) != `"sha256:aa"` || string((*a.Source)["degraded"]) != "true" {
+	if a.Source == nil || string((*a.Source)["runningDigest"]) != `"sha256:aa"` || string((*a.Source)["degraded"]) != "true" ||
+		!strings.Contains(string((*a.Source)["running"]), `"source":"oci://localhost:5000/a:v0","verified":true`) {
 		t.Errorf("a.wasm: %s", b)
 	}
 	if dir.Source != nil {
