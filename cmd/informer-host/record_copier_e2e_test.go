@@ -15,8 +15,8 @@ import (
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
-// A controller that writes what it does not find in the cache (issue 31:
-// a ConfigMap copier) replays the writes its live run made: the recording
+// A controller that writes what it does not find in the cache (a
+// ConfigMap copier) replays the writes its live run made: the recording
 // gives each event the cache the plugin read, not one already holding the
 // results of its own writes. Its replay --compare with the recorded stubs
 // makes both writes, uses every stub and passes.

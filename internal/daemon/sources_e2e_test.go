@@ -93,7 +93,7 @@ func TestDaemonRunsSourcedPlugins(t *testing.T) {
 	})
 }
 
-// Issue 31, defects 2 and 1 on a daemon: a module from a registry signed
+// A rotated key on a daemon: a module from a registry signed
 // only with old.pub runs under verify.required; a reload to new.pub
 // (the old key revoked) unloads it, /readyz says why and /debug/plugins
 // does not call it verified; restarted under new.pub, the daemon does not

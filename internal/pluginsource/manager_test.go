@@ -537,7 +537,7 @@ const (
 	requiredNew = "    verify: {required: true, keys: [new.pem]}"
 )
 
-// Defect 1 of issue 31: the cache's last good record says under which
+// A policy change and the cache: the cache's last good record says under which
 // policy (by the keys' content) it was verified, and a restart starts
 // from it only under that policy. A second plugin of the same source
 // under another policy, and the same plugin after its key file was
@@ -612,7 +612,7 @@ func TestCachedVersionIsTrustedOnlyUnderItsPolicy(t *testing.T) {
 	}
 }
 
-// Defect 2 of issue 31: a reload that changes the policy (another key
+// A reloaded policy: a reload that changes the policy (another key
 // file, or the same file with another key) re-verifies the running
 // version; under verify.required one the new policy refuses is unloaded,
 // not kept running as verified, and readiness says so.
@@ -666,7 +666,7 @@ func TestReloadedPolicyRechecksTheRunningVersion(t *testing.T) {
 	}
 }
 
-// Defect 14 of issue 31, and the unsigned tag signed later: a refusal is
+// A refusal's retry, and the unsigned tag signed later: a refusal is
 // retried within the refresh interval, however far the backoff has
 // grown.
 func TestRefusalIsRetriedWithinTheRefreshInterval(t *testing.T) {
@@ -786,7 +786,7 @@ func TestStatusTellsTheRunningVersionFromTheConfiguredSource(t *testing.T) {
 	}
 }
 
-// Defect 8 of issue 31, the manager's side: an https:// source's user
+// Secrets in a source, the manager's side: an https:// source's user
 // info and query (credentials, a pre-signed URL) appear nowhere the
 // manager shows the source.
 func TestSourceSecretsAreNotShown(t *testing.T) {

@@ -1,7 +1,6 @@
 // Command copier copies each ConfigMap labelled copy=yes to <name>-copy
-// when the copy is not in the cache: the controller of issue 31, whose
-// replay found its copies already cached and made none of the live run's
-// writes. Built by TestRecordReplayCopier (GOOS=wasip1).
+// when the copy is not in the cache: a controller whose replay once
+// found its copies already cached and made none of the live run's writes. Built by TestRecordReplayCopier (GOOS=wasip1).
 package main
 
 import (
