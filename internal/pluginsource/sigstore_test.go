@@ -180,3 +180,73 @@ func TestSigstoreFindsTheSignatureAtAMirror(t *testing.T) {
 		t.Errorf("reason %q does not say the signature was found at the mirror %s", r.Reason, mirror.Host)
 	}
 }
+
+// The daemon's side of a stalled signature lookup: a registry that
+// serves the module but never answers the referrers request holds
+// neither Manager.Stop (the daemon's shutdown) nor an Apply that drops
+// the plugin (a config reload). The lookup's own bound (fetchTimeout) is
+// an hour here, so only the callers' contexts can end it.
+func TestStalledSignatureLookupHoldsNeitherStopNorReload(t *testing.T) {
+	for _, how := range []string{"stop", "reload dropping the plugin"} {
+		t.Run(how, func(t *testing.T) {
+			reg := registrytest.GGCR(t)
+			dir := t.TempDir()
+			in := "apiVersion: informer-host/v1\nresources: [{name: pods, version: v1, resource: pods}]\nplugins:\n" +
+				"  fetchTimeout: 1h\n  registries:\n    " + reg.Host + ": {insecure: true}\n" +
+				"  default:\n    verify: {required: true, keys: [cosign.pub]}\n"
+			withModule := in + "  modules:\n  - file: a.wasm\n    source: oci://" + reg.Host + "/org/a:v1\n"
+			writeKeyPair(t, dir, "cosign.pub")
+			cfg, err := config.Parse(filepath.Join(dir, "config.yaml"), []byte(withModule))
+			if err != nil {
+				t.Fatal(err)
+			}
+			oci, err := NewOCI(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := oci.Client.Push(t.Context(), append([]byte("\x00asm\x01\x00\x00\x00"), "stalled"...), reg.Ref("org/a:v1"), nil); err != nil {
+				t.Fatal(err)
+			}
+			asked := make(chan struct{}, 1)
+			release := make(chan struct{})
+			t.Cleanup(func() { close(release) }) // before the server's own cleanup waits for its handlers
+			reg.Tamper(func(w http.ResponseWriter, r *http.Request) bool {
+				if !strings.Contains(r.URL.Path, "/referrers/") {
+					return false
+				}
+				select {
+				case asked <- struct{}{}:
+				default:
+				}
+				registrytest.Hang(r, release)
+				return true
+			})
+			m, err := New(Options{Host: newFakeHost(), Fetcher: &Fetchers{OCI: oci, Timeout: cfg.FetchTimeoutOrDefault()}, Store: store(t),
+				Verifier: NewSigstore(oci, sigverify.WithTimeout(time.Hour))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Apply(t.Context(), cfg)
+			<-asked
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if how == "stop" {
+					m.Stop()
+					return
+				}
+				without, err := config.Parse(filepath.Join(dir, "config.yaml"), []byte(in))
+				if err != nil {
+					panic(err)
+				}
+				m.Apply(t.Context(), without)
+			}()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatalf("the %s still waits on the stalled signature lookup a minute later", how)
+			}
+			m.Stop()
+		})
+	}
+}
