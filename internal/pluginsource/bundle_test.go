@@ -137,24 +137,30 @@ func TestBundleCarriesSignatures(t *testing.T) {
 	}
 
 	// The daemon's path: a manager whose verifier reads the cache, with
-	// the pull policy an air-gapped site uses (a tag's cached digest,
-	// not resolved again).
-	cfg := parse(t, 0,
-		"  - file: a.wasm\n    source: oci://"+reg.Ref("sig/a:v1")+"\n    pullPolicy: IfNotPresent\n    verify: {required: true, keys: ["+pubFile+"]}",
-		"  - file: b.wasm\n    source: oci://"+reg.Ref("sig/b:v1")+"\n    pullPolicy: IfNotPresent\n    verify: {required: true, keys: ["+pubFile+"]}")
-	st, err := NewDirStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := newFakeHost()
-	oci := &OCI{Client: c}
-	m := newManager(t, host, oci, st, NewSigstore(oci, WithBundleSignatures(dir)))
-	m.Apply(ctx, cfg)
-	testenv.Eventually(t, "the signed module to run verified", func() bool {
-		return host.get("a.wasm") == string(signed) && running(m, "a.wasm").Verified
-	})
-	if host.get("b.wasm") != "" {
-		t.Errorf("the unsigned module runs under verify: required")
+	// the pull policy an air-gapped site uses (a tag's cached digest, not
+	// resolved again) and with the default, Always, whose resolve fails
+	// with the registry gone: the cached version starts all the same,
+	// verified from the cache.
+	for _, pull := range []string{"IfNotPresent", "Always"} {
+		t.Run(pull, func(t *testing.T) {
+			cfg := parse(t, 0,
+				"  - file: a.wasm\n    source: oci://"+reg.Ref("sig/a:v1")+"\n    pullPolicy: "+pull+"\n    verify: {required: true, keys: ["+pubFile+"]}",
+				"  - file: b.wasm\n    source: oci://"+reg.Ref("sig/b:v1")+"\n    pullPolicy: "+pull+"\n    verify: {required: true, keys: ["+pubFile+"]}")
+			st, err := NewDirStore(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			host := newFakeHost()
+			oci := &OCI{Client: c}
+			m := newManager(t, host, oci, st, NewSigstore(oci, WithBundleSignatures(dir)))
+			m.Apply(ctx, cfg)
+			testenv.Eventually(t, "the signed module to run verified", func() bool {
+				return host.get("a.wasm") == string(signed) && running(m, "a.wasm").Verified
+			})
+			if host.get("b.wasm") != "" {
+				t.Errorf("the unsigned module runs under verify: required")
+			}
+		})
 	}
 }
 
