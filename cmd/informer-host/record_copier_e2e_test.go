@@ -63,6 +63,10 @@ server:
 	}
 	source("listed")
 	rec := startRecord(ctx, t, dir)
+	// The record's log line first: the command sets klog's process-wide
+	// logger as it starts, which the test's client reads, so the client
+	// waits until that has happened (a race otherwise).
+	testenv.Eventually(t, "the plugin to copy the listed ConfigMap", rec.logged("copied "+ns+"/listed to listed-copy"))
 	testenv.Eventually(t, "the listed ConfigMap copied", copied("listed"))
 	source("live")
 	testenv.Eventually(t, "the live ConfigMap copied", copied("live"))
