@@ -162,7 +162,7 @@ func ParseSource(raw, dir string) (SourceRef, error) {
 	case SchemeHTTPS:
 		u, err := url.Parse(raw)
 		if err != nil || u.Host == "" {
-			return ref, fmt.Errorf("%q is not a valid https:// URL", raw)
+			return ref, fmt.Errorf("%q is not a valid https:// URL", RedactSource(raw))
 		}
 		ref.URL = raw
 	case SchemeFile:
@@ -175,7 +175,7 @@ func ParseSource(raw, dir string) (SourceRef, error) {
 		}
 		ref.Path = p
 	case "http":
-		return ref, fmt.Errorf("%q: plain http:// is refused; use https:// with sha256, or an OCI registry", raw)
+		return ref, fmt.Errorf("%q: plain http:// is refused; use https:// with sha256, or an OCI registry", RedactSource(raw))
 	default:
 		return ref, fmt.Errorf("%q: unknown scheme %q; use oci://, https:// or file://", raw, scheme)
 	}
@@ -255,7 +255,7 @@ func (c *Config) ShadowedFiles(dir string, present []string) Errors {
 		if m.Source != "" && have[m.File] {
 			out = append(out, c.problemAt(path{"plugins", "modules", i, "file"},
 				"the plugin directory's %s is ignored: this plugin comes from %s (rename the file, or drop source: to use it)",
-				filepath.Join(dir, m.File), m.Source))
+				filepath.Join(dir, m.File), RedactSource(m.Source)))
 		}
 	}
 	return out
@@ -448,4 +448,26 @@ func readableFile(p *problems, at path, f string) {
 	if _, err := os.Stat(fp); err != nil {
 		p.add(at, "cannot read %s: %v (relative paths are relative to the config file)", f, err)
 	}
+}
+
+// RedactSource is a source as it may be shown (logs, errors, status,
+// the unauthenticated /readyz): an http(s):// URL without its user info,
+// query and fragment, which may hold credentials or a pre-signed
+// signature; any other source as it is.
+func RedactSource(raw string) string {
+	lower := strings.ToLower(raw)
+	if !strings.HasPrefix(lower, "https://") && !strings.HasPrefix(lower, "http://") {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		// Unparsable: show the scheme only rather than risk the rest.
+		return raw[:strings.Index(raw, "://")+3] + "(unparsable URL)"
+	}
+	u.User = nil
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "REDACTED", false
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }

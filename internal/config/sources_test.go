@@ -98,3 +98,52 @@ func TestSourceDefaults(t *testing.T) {
 		t.Errorf("ShadowedFiles = %v", sh)
 	}
 }
+
+// An https:// source's user info and query (credentials, a pre-signed
+// signature) appear in none of the config's messages about it: the
+// warning for a directory file it shadows (logged by the host) and the
+// refusal of a URL that does not parse (validate, a reload's log line).
+func TestSourceSecretsStayOutOfMessages(t *testing.T) {
+	const secrets = "hunter2|SECRETSIG"
+	leaks := func(s string) bool { return strings.Contains(s, "hunter2") || strings.Contains(s, "SECRETSIG") }
+	dir := t.TempDir()
+	shadowing := withHead(
+		"plugins:",
+		"  sourceCache: cache",
+		"  modules:",
+		"  - file: https.wasm",
+		"    source: https://user:hunter2@example.com/x.wasm?X-Amz-Signature=SECRETSIG",
+		"    sha256: sha256:"+strings.Repeat("cd", 32),
+	)
+	c, err := Parse(filepath.Join(dir, "config.yaml"), []byte(shadowing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems := c.ShadowedFiles(dir, []string{"https.wasm"})
+	if len(problems) != 1 {
+		t.Fatalf("ShadowedFiles: %v, want one warning", problems)
+	}
+	if msg := problems[0].String(); leaks(msg) || !strings.Contains(msg, "https://example.com/x.wasm?REDACTED") {
+		t.Errorf("the shadowed-file warning shows the source as %q; want it without %s", msg, secrets)
+	}
+	for _, source := range []string{
+		"https://user:hunter2%zz@example.com/x.wasm?X-Amz-Signature=SECRETSIG",
+		"http://user:hunter2@example.com/x.wasm?X-Amz-Signature=SECRETSIG",
+	} {
+		in := withHead(
+			"plugins:",
+			"  sourceCache: cache",
+			"  modules:",
+			"  - file: https.wasm",
+			"    source: "+source,
+			"    sha256: sha256:"+strings.Repeat("cd", 32),
+		)
+		_, err := Parse(filepath.Join(dir, "config.yaml"), []byte(in))
+		if err == nil {
+			t.Fatalf("%s: accepted", source)
+		}
+		if leaks(err.Error()) {
+			t.Errorf("the refusal of %s shows its secrets: %v", source, err)
+		}
+	}
+}

@@ -59,22 +59,7 @@ func PolicyFingerprint(p *config.Verify) (string, error) {
 // NotReady, errors): an https:// URL without its user info and query,
 // which may hold credentials or a pre-signed token; the other schemes
 // carry no secrets and are shown as written.
-func redactSource(raw string) string {
-	if !strings.HasPrefix(strings.ToLower(raw), "https://") {
-		return raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		// Unparsable: show the scheme only rather than risk the rest.
-		return "https://(unparsable URL)"
-	}
-	u.User = nil
-	if u.RawQuery != "" || u.ForceQuery {
-		u.RawQuery, u.ForceQuery = "REDACTED", false
-	}
-	u.Fragment, u.RawFragment = "", ""
-	return u.String()
-}
+func redactSource(raw string) string { return config.RedactSource(raw) }
 
 // scrubSource removes from msg (an error from a fetcher or verifier,
 // which may quote the URL in its own form: net/http keeps the query and
