@@ -201,7 +201,7 @@ type Plugins struct {
 	// FetchTimeout bounds each network step of getting a sourced module:
 	// connecting, the TLS handshake, waiting for an answer, each
 	// download with its body, and each attempt at one registry, mirror
-	// or URL (a resolve, a pull, a signature lookup's requests). A step
+	// or URL (a resolve, a pull, a signature lookup at each place). A step
 	// that does not finish fails the attempt with the reason, and the
 	// source is retried. Default 1m; use FetchTimeoutOrDefault.
 	FetchTimeout Duration `yaml:"fetchTimeout" json:"fetchTimeout,omitzero"`

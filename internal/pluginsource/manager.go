@@ -275,6 +275,12 @@ func (m *Manager) Apply(ctx context.Context, cfg *config.Config) {
 		}
 		st.Source, st.PullPolicy, st.FailurePolicy = sp.shown, sp.pullPolicy, sp.failurePolicy
 		m.mu.Unlock()
+		if s.run.digest != "" && sp.verify != nil && s.run.policy != sp.policy {
+			// Verified under another policy: until the source's goroutine
+			// has checked it under this one, it is not verified (the
+			// status only; the goroutine decides whether it keeps running).
+			m.setRunning(sp.name, version{digest: s.run.digest, shown: s.run.shown})
+		}
 		if s.run.digest == "" {
 			m.startFromCache(sctx, s)
 		}

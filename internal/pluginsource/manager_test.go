@@ -888,3 +888,27 @@ func TestStopDuringRecheckKeepsTheRunningVersion(t *testing.T) {
 		t.Error("stopping the manager while it verified the running version unloaded it")
 	}
 }
+
+// While the running version is verified again under a changed policy,
+// its status does not claim the old policy's verification.
+func TestStatusDuringRecheckIsNotVerified(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "old.pem"), "old key")
+	writeFile(t, filepath.Join(dir, "new.pem"), "new key")
+	reg := newFakeRegistry()
+	reg.push("localhost:5000/org/a:v1", "module one")
+	v := &blockingVerifier{waiting: make(chan struct{})}
+	h := newFakeHost()
+	m := newManager(t, h, reg, store(t), v)
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredOld))
+	testenv.Eventually(t, "a to run verified", func() bool { return h.get("a.wasm") == "module one" && running(m, "a.wasm").Verified })
+	v.mu.Lock()
+	v.block = true
+	v.mu.Unlock()
+	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredNew))
+	<-v.waiting
+	if r := running(m, "a.wasm"); r.Verified || r.Signer != "" || r.Digest == "" {
+		t.Errorf("under new.pem, not yet verified under it, the status says running=%+v", r)
+	}
+	m.Stop()
+}

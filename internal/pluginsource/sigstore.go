@@ -37,6 +37,9 @@ func NewSigstore(oci *OCI, opts ...sigverify.Option) *Sigstore {
 		// call's own after it, and that one governs the requests.
 		sigverify.WithRemoteOptions(oci.Client.RemoteOptions(context.Background())...),
 		sigverify.WithLocations(func(ref name.Digest) ([]name.Digest, error) { return locations(oci.Client, ref) }),
+		// A lookup at one place is bounded like a pull from it
+		// (plugins.fetchTimeout).
+		sigverify.WithTimeout(oci.Client.Timeout()),
 		sigverify.WithCache(sigverify.NewCache()),
 	}, opts...), verifiers: map[string]*sigverify.Verifier{}}
 }

@@ -184,8 +184,9 @@ func TestSigstoreFindsTheSignatureAtAMirror(t *testing.T) {
 // The daemon's side of a stalled signature lookup: a registry that
 // serves the module but never answers the referrers request holds
 // neither Manager.Stop (the daemon's shutdown) nor an Apply that drops
-// the plugin (a config reload). The lookup's own bound (fetchTimeout) is
-// an hour here, so only the callers' contexts can end it.
+// the plugin (a config reload). The lookup's own bound (fetchTimeout,
+// which NewSigstore passes on) is an hour here, so only the callers'
+// contexts can end it.
 func TestStalledSignatureLookupHoldsNeitherStopNorReload(t *testing.T) {
 	for _, how := range []string{"stop", "reload dropping the plugin"} {
 		t.Run(how, func(t *testing.T) {
@@ -222,7 +223,7 @@ func TestStalledSignatureLookupHoldsNeitherStopNorReload(t *testing.T) {
 				return true
 			})
 			m, err := New(Options{Host: newFakeHost(), Fetcher: &Fetchers{OCI: oci, Timeout: cfg.FetchTimeoutOrDefault()}, Store: store(t),
-				Verifier: NewSigstore(oci, sigverify.WithTimeout(time.Hour))})
+				Verifier: NewSigstore(oci)})
 			if err != nil {
 				t.Fatal(err)
 			}
