@@ -375,7 +375,7 @@ func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return 1
 		}
 		defer os.Remove(f.Name())
-		err = c.SaveBundle(ctx, refs, f)
+		saved, err := c.SaveBundle(ctx, refs, f)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -387,6 +387,13 @@ func bundleCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return 1
 		}
 		fmt.Fprintf(stdout, "%s: %d module(s)\n", *out, len(refs))
+		for _, s := range saved {
+			line := fmt.Sprintf("  %s: %d signature(s)", s.Ref, s.Signatures)
+			if s.Skipped != "" {
+				line += "; skipped " + s.Skipped
+			}
+			fmt.Fprintln(stdout, line)
+		}
 		return 0
 	case "load":
 		fs := flag.NewFlagSet("bundle load", flag.ContinueOnError)

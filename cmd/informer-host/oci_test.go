@@ -122,6 +122,9 @@ func TestBundleCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "2 module(s)") {
 		t.Fatalf("bundle save: exit %d: %s%s", code, out, errOut)
 	}
+	if !strings.Contains(out, refs[0]+": 1 signature(s)") || !strings.Contains(out, refs[1]+": 0 signature(s)") {
+		t.Errorf("bundle save does not say how many signatures it saved of each module: %s", out)
+	}
 	reg.Close()
 	cache := filepath.Join(dir, "cache")
 	code, out, errOut = run(t, "bundle", "load", "--cache", cache, tarFile)

@@ -24,6 +24,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
+// Saved is what SaveBundle saved of one reference.
+type Saved struct {
+	Ref string
+	// Signatures is how many signature artifacts were saved with it.
+	Signatures int
+	// Skipped says which of its referrers and .sig tag were left out
+	// and why, "" when none were.
+	Skipped string
+}
+
 // annotationContainerdName is the full reference containerd's import
 // reads, written beside org.opencontainers.image.ref.name so `ctr import`
 // names the images too.
@@ -40,60 +50,69 @@ const annotationContainerdName = "io.containerd.image.name"
 // digest or by a tag naming one) is saved as that index, with the
 // manifests it lists but only the chosen module's blobs, so the bundle
 // still answers for the index digest.
-func (c *Client) SaveBundle(ctx context.Context, refs []string, w io.Writer) error {
+//
+// It returns, for each ref, how many signatures it saved and which
+// referrers it skipped and why (saveSignatures).
+func (c *Client) SaveBundle(ctx context.Context, refs []string, w io.Writer) ([]Saved, error) {
 	if len(refs) == 0 {
-		return errors.New("bundle: no references to save")
+		return nil, errors.New("bundle: no references to save")
 	}
 	dir, err := os.MkdirTemp("", "informer-host-bundle-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	lp, err := layout.Write(dir, empty.Index)
 	if err != nil {
-		return fmt.Errorf("bundle: %w", err)
+		return nil, fmt.Errorf("bundle: %w", err)
 	}
+	var saved []Saved
 	for _, ref := range refs {
 		r, err := c.ParseReference(ref)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		p, err := c.pull(ctx, ref, true)
 		if err != nil {
-			return fmt.Errorf("bundle: %w", err)
+			return nil, fmt.Errorf("bundle: %w", err)
 		}
 		md, err := v1.NewHash(p.art.ManifestDigest)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, b := range []struct {
 			h    v1.Hash
 			data []byte
 		}{{p.configD.Digest, p.config}, {p.layerD.Digest, p.layer}, {md, p.manifest}} {
 			if err := lp.WriteBlob(b.h, io.NopCloser(bytes.NewReader(b.data))); err != nil {
-				return fmt.Errorf("bundle: %w", err)
+				return nil, fmt.Errorf("bundle: %w", err)
 			}
 		}
 		top := v1.Descriptor{MediaType: p.mediaType, Digest: md, Size: int64(len(p.manifest))}
 		if p.art.IndexDigest != "" {
 			if top, err = c.saveIndex(ctx, lp, p); err != nil {
-				return fmt.Errorf("bundle: %s: %w", ref, err)
+				return nil, fmt.Errorf("bundle: %s: %w", ref, err)
 			}
 		}
 		full := r.Name()
 		top.Annotations = map[string]string{AnnotationRefName: full, annotationContainerdName: full}
 		if err := lp.AppendDescriptor(top); err != nil {
-			return fmt.Errorf("bundle: %w", err)
+			return nil, fmt.Errorf("bundle: %w", err)
 		}
 		from, err := c.ParseReference(p.art.From)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if _, err := c.saveSignatures(ctx, lp, from.Context(), top.Digest.String()); err != nil {
-			return fmt.Errorf("bundle: %s: %w", ref, err)
+		n, skipped, err := c.saveSignatures(ctx, lp, from.Context(), top.Digest.String())
+		if err != nil {
+			return nil, fmt.Errorf("bundle: %s: %w", ref, err)
 		}
+		saved = append(saved, Saved{Ref: ref, Signatures: n, Skipped: skipped})
 	}
-	return tarDir(dir, w)
+	if err := tarDir(dir, w); err != nil {
+		return nil, err
+	}
+	return saved, nil
 }
 
 // saveIndex writes the index p was chosen from, and the manifests it

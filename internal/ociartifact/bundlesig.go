@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -18,117 +19,256 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
-// The signature forms a bundle carries, by media type (internal/sigverify
-// reads them; this package only copies them, so it names the types
-// rather than importing the verifier).
+// The signature forms a bundle carries, by media type and annotation
+// (internal/sigverify reads them; this package only copies them, so it
+// names them rather than importing the verifier).
 const (
 	sigstoreBundlePrefix = "application/vnd.dev.sigstore.bundle"
 	cosignSimpleSigning  = "application/vnd.dev.cosign.simplesigning.v1+json"
-	// maxSignatures bounds the signature artifacts saved per module, and
-	// maxSignatureBlob each of their blobs (sigverify reads no more).
-	maxSignatures    = 16
-	maxSignatureBlob = 1 << 20
-	// maxReferrerCandidates bounds the referrers looked at per module.
-	maxReferrerCandidates = 64
-	emptyMediaType        = "application/vnd.oci.empty.v1+json"
+	emptyMediaType       = "application/vnd.oci.empty.v1+json"
+	// predicateAnnotation is where cosign repeats, on the referrer, the
+	// predicate type of the statement a bundle holds; signPredicate is a
+	// signature's, any other an attestation's.
+	predicateAnnotation = "dev.sigstore.bundle.predicateType"
+	signPredicate       = "https://sigstore.dev/cosign/sign/v1"
+
+	// maxTypedReferrers and maxUntypedReferrers bound the referrers
+	// looked at per module, each kind on its own, as sigverify bounds
+	// its lookup: every signature among them is saved, so a bundle
+	// holds whatever a lookup at the registry would look at, and junk
+	// pushed ahead of a good signature hides it from a bundle no sooner
+	// than from the registry itself.
+	maxTypedReferrers   = 128
+	maxUntypedReferrers = 128
+	// maxSignatureBlob bounds each blob of a signature (sigverify reads
+	// no more), and perEntrySlack (LoadBundle's allowance per entry of
+	// index.json) all its blobs together, so that what is saved loads.
+	// maxLegacyLayers bounds the layers of the .sig tag (sigverify reads
+	// no more; cosign adds one per signing), maxReferrerLayers a
+	// referrer's (cosign writes one), so that junk saved cannot take a
+	// bundle past LoadBundle's file count alone: a module's signatures
+	// take at most 256 × 6 + 66 files.
+	maxSignatureBlob  = 1 << 20
+	maxLegacyLayers   = 64
+	maxReferrerLayers = 4
+	// maxSkipReasons bounds the failures a save describes one by one.
+	maxSkipReasons = 3
 )
 
+// signatureCandidates are the referrers of a digest worth fetching, in
+// the order sigverify looks at them, and what was passed over unfetched.
+type signatureCandidates struct {
+	// typed are listed with a sigstore bundle artifact type.
+	typed []v1.Descriptor
+	// untyped have no artifact type or the empty config's, as registries
+	// that report the config media type list cosign's signatures; they
+	// come after the typed ones, under their own bound, so that junk of
+	// one kind cannot use up the other's share.
+	untyped []v1.Descriptor
+	// other and attestations count what is never a signature.
+	other, attestations int
+}
+
+func sortSignatureCandidates(ds []v1.Descriptor) signatureCandidates {
+	var c signatureCandidates
+	for _, d := range ds {
+		if pt := d.Annotations[predicateAnnotation]; pt != "" && pt != signPredicate {
+			c.attestations++
+			continue
+		}
+		switch at := d.ArtifactType; {
+		case strings.HasPrefix(at, sigstoreBundlePrefix):
+			c.typed = append(c.typed, d)
+		case at == "" || at == emptyMediaType:
+			c.untyped = append(c.untyped, d)
+		default:
+			c.other++
+		}
+	}
+	return c
+}
+
+// skipped tallies what saveSignatures left out, for its report.
+type skipped struct {
+	other, attestations, notSignature, overBound int
+	failed                                       []string
+}
+
+func (s skipped) String() string {
+	var parts []string
+	add := func(n int, what string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	add(s.other, "of other artifact types")
+	add(s.attestations, "attestations")
+	add(s.notSignature, "untyped that are not signatures")
+	add(s.overBound, fmt.Sprintf("past the first %d bundle-typed or %d untyped", maxTypedReferrers, maxUntypedReferrers))
+	if len(s.failed) > 0 {
+		why := s.failed
+		if len(why) > maxSkipReasons {
+			why = append(why[:maxSkipReasons:maxSkipReasons], fmt.Sprintf("and %d more", len(s.failed)-maxSkipReasons))
+		}
+		parts = append(parts, fmt.Sprintf("%d that could not be copied (%s)", len(s.failed), strings.Join(why, "; ")))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // saveSignatures copies the signatures of digest in repo into lp: the
-// referrers whose artifact type is a sigstore bundle (cosign v3, what
-// informer-host sign writes) and cosign's legacy sha256-<hex>.sig tag,
-// each manifest byte for byte with its blobs. It returns how many.
-func (c *Client) saveSignatures(ctx context.Context, lp layout.Path, repo name.Repository, digest string) (int, error) {
+// referrers that are sigstore bundles (cosign v3, what informer-host
+// sign writes), typed ones first, as sortSignatureCandidates orders and
+// the bounds above limit them, and cosign's legacy sha256-<hex>.sig
+// tag, each manifest byte for byte with its blobs. Anyone who can push
+// to repo can push referrers, so one that cannot be copied (gone, not a
+// signature, oversize, not matching its digest) is skipped, not fatal:
+// it returns how many were saved and what was skipped and why. Only a
+// referrers list that cannot be read, or ctx ending, is an error.
+func (c *Client) saveSignatures(ctx context.Context, lp layout.Path, repo name.Repository, digest string) (int, string, error) {
 	opts := c.RemoteOptions(ctx)
 	idx, err := remote.Referrers(repo.Digest(digest), opts...)
 	if err != nil {
-		return 0, fmt.Errorf("listing the signatures (referrers) of %s: %w", digest, err)
+		return 0, "", fmt.Errorf("listing the signatures (referrers) of %s: %w", digest, err)
 	}
 	im, err := idx.IndexManifest()
 	if err != nil {
-		return 0, fmt.Errorf("listing the signatures (referrers) of %s: %w", digest, err)
+		return 0, "", fmt.Errorf("listing the signatures (referrers) of %s: %w", digest, err)
 	}
-	n, looked := 0, 0
-	for _, d := range im.Manifests {
-		// Some registries report the config's media type (empty) as
-		// the artifact type; the manifest then tells.
-		at := d.ArtifactType
-		if at != "" && at != emptyMediaType && !strings.HasPrefix(at, sigstoreBundlePrefix) {
-			continue // an SBOM, an attestation of another kind
+	cands := sortSignatureCandidates(im.Manifests)
+	skip := skipped{other: cands.other, attestations: cands.attestations}
+	n := 0
+	for i, group := range [][]v1.Descriptor{cands.typed, cands.untyped} {
+		if bound := [2]int{maxTypedReferrers, maxUntypedReferrers}[i]; len(group) > bound {
+			skip.overBound += len(group) - bound
+			group = group[:bound]
 		}
-		if n >= maxSignatures || looked >= maxReferrerCandidates {
-			break
+		for _, d := range group {
+			// Some registries report the config's media type (empty) as
+			// the artifact type; the manifest then tells.
+			f, err := fetchSignature(repo, repo.Digest(d.Digest.String()), maxReferrerLayers, opts)
+			switch {
+			case ctx.Err() != nil:
+				return n, "", fmt.Errorf("the signature %s of %s: %w", d.Digest, digest, ctx.Err())
+			case errors.Is(err, errNotSignature):
+				skip.notSignature++
+				continue
+			case err != nil:
+				skip.failed = append(skip.failed, fmt.Sprintf("%s: %s", d.Digest, oneLine(err)))
+				continue
+			}
+			if err := f.write(lp, v1.Descriptor{ArtifactType: d.ArtifactType}); err != nil {
+				return n, "", fmt.Errorf("the signature %s of %s: %w", d.Digest, digest, err)
+			}
+			n++
 		}
-		looked++
-		g, err := remote.Get(repo.Digest(d.Digest.String()), opts...)
-		if err != nil {
-			return n, fmt.Errorf("the signature %s of %s: %w", d.Digest, digest, err)
-		}
-		if !isSignature(g.Manifest) {
-			continue
-		}
-		if err := copySignature(lp, repo, g, v1.Descriptor{ArtifactType: d.ArtifactType}, opts); err != nil {
-			return n, fmt.Errorf("the signature %s of %s: %w", d.Digest, digest, err)
-		}
-		n++
 	}
 	h, err := v1.NewHash(digest)
 	if err != nil {
-		return n, err
+		return n, "", err
 	}
 	tag := repo.Tag(h.Algorithm + "-" + h.Hex + ".sig")
-	g, err := remote.Get(tag, opts...)
+	f, err := fetchSignature(repo, tag, maxLegacyLayers, opts)
 	var terr *transport.Error
-	if errors.As(err, &terr) && terr.StatusCode == 404 {
-		return n, nil
+	switch {
+	case ctx.Err() != nil:
+		return n, "", fmt.Errorf("the signature tag %s: %w", tag, ctx.Err())
+	case errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound:
+	case err != nil:
+		skip.failed = append(skip.failed, fmt.Sprintf("the tag %s: %s", tag.TagStr(), oneLine(err)))
+	default:
+		if err := f.write(lp, v1.Descriptor{Annotations: map[string]string{AnnotationRefName: tag.Name()}}); err != nil {
+			return n, "", fmt.Errorf("the signature tag %s: %w", tag, err)
+		}
+		n++
 	}
-	if err != nil {
-		return n, fmt.Errorf("the signature tag %s: %w", tag, err)
-	}
-	full := tag.Name()
-	if err := copySignature(lp, repo, g, v1.Descriptor{Annotations: map[string]string{AnnotationRefName: full}}, opts); err != nil {
-		return n, fmt.Errorf("the signature tag %s: %w", tag, err)
-	}
-	return n + 1, nil
+	return n, skip.String(), nil
 }
 
-// copySignature writes g's manifest and blobs into lp and lists it in
-// index.json with extra's artifact type and annotations.
-func copySignature(lp layout.Path, repo name.Repository, g *remote.Descriptor, extra v1.Descriptor, opts []remote.Option) error {
+// oneLine is err's message on one line: a registry's error body may
+// hold line breaks.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// errNotSignature is a manifest that is no signature artifact.
+var errNotSignature = errors.New("not a signature")
+
+// fetched is a signature artifact read whole from a registry, checked,
+// not yet written.
+type fetched struct {
+	g     *remote.Descriptor
+	blobs []v1.Descriptor
+	data  [][]byte
+}
+
+// fetchSignature reads the signature artifact ref names with its blobs
+// and checks each against its descriptor and the bounds above, so that
+// one that fails leaves nothing in the bundle.
+func fetchSignature(repo name.Repository, ref name.Reference, maxLayers int, opts []remote.Option) (*fetched, error) {
+	g, err := remote.Get(ref, opts...)
+	if err != nil {
+		return nil, err
+	}
 	if len(g.Manifest) > manifestMax {
-		return fmt.Errorf("the manifest is %d bytes, over %d", len(g.Manifest), manifestMax)
+		return nil, fmt.Errorf("the manifest is %d bytes, over %d", len(g.Manifest), manifestMax)
+	}
+	if dg, ok := ref.(name.Digest); ok && g.Digest.String() != dg.DigestStr() {
+		return nil, fmt.Errorf("the registry served %s", g.Digest)
+	}
+	if !isSignature(g.Manifest) {
+		return nil, errNotSignature
 	}
 	m, err := v1.ParseManifest(bytes.NewReader(g.Manifest))
 	if err != nil {
-		return fmt.Errorf("not an image manifest: %v", err)
+		return nil, fmt.Errorf("not an image manifest: %v", err)
 	}
-	for _, b := range append([]v1.Descriptor{m.Config}, m.Layers...) {
-		if b.Size > maxSignatureBlob {
-			return fmt.Errorf("the blob %s is %d bytes, over the %d a signature may take", b.Digest, b.Size, maxSignatureBlob)
+	if len(m.Layers) > maxLayers {
+		return nil, fmt.Errorf("%d layers, over the %d a signature here may have", len(m.Layers), maxLayers)
+	}
+	f := &fetched{g: g, blobs: append([]v1.Descriptor{m.Config}, m.Layers...)}
+	total := int64(len(g.Manifest))
+	for _, b := range f.blobs {
+		if b.Size > maxSignatureBlob || b.Size < 0 {
+			return nil, fmt.Errorf("the blob %s is %d bytes, over the %d a signature may take", b.Digest, b.Size, maxSignatureBlob)
 		}
+		if total += b.Size; total > perEntrySlack {
+			return nil, fmt.Errorf("its blobs take over the %d bytes a signature may take in a bundle", perEntrySlack)
+		}
+	}
+	for _, b := range f.blobs {
 		l, err := remote.Layer(repo.Digest(b.Digest.String()), opts...)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rc, err := l.Compressed()
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("the blob %s: %w", b.Digest, err)
 		}
-		data, err := io.ReadAll(io.LimitReader(rc, maxSignatureBlob+1))
+		data, err := io.ReadAll(io.LimitReader(rc, b.Size+1))
 		rc.Close()
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("the blob %s: %w", b.Digest, err)
 		}
 		if digestOf(data) != b.Digest.String() {
-			return fmt.Errorf("the blob %s does not match its digest", b.Digest)
+			return nil, fmt.Errorf("the blob %s does not match its digest", b.Digest)
 		}
-		if err := lp.WriteBlob(b.Digest, io.NopCloser(bytes.NewReader(data))); err != nil {
+		f.data = append(f.data, data)
+	}
+	return f, nil
+}
+
+// write puts f's manifest and blobs into lp and lists it in index.json
+// with extra's artifact type and annotations.
+func (f *fetched) write(lp layout.Path, extra v1.Descriptor) error {
+	for i, b := range f.blobs {
+		if err := lp.WriteBlob(b.Digest, io.NopCloser(bytes.NewReader(f.data[i]))); err != nil {
 			return err
 		}
 	}
-	if err := lp.WriteBlob(g.Digest, io.NopCloser(bytes.NewReader(g.Manifest))); err != nil {
+	if err := lp.WriteBlob(f.g.Digest, io.NopCloser(bytes.NewReader(f.g.Manifest))); err != nil {
 		return err
 	}
-	extra.MediaType, extra.Digest, extra.Size = g.MediaType, g.Digest, int64(len(g.Manifest))
+	extra.MediaType, extra.Digest, extra.Size = f.g.MediaType, f.g.Digest, int64(len(f.g.Manifest))
 	return lp.AppendDescriptor(extra)
 }
 

@@ -39,14 +39,33 @@
 // bounds to other packages' requests (signature lookups), and
 // NewHTTPClient to https:// downloads.
 //
-// A bundle (SaveBundle, LoadBundle) is an OCI image layout tar of
-// modules with their signatures: each module's manifest byte for byte
-// (an index kept as the index, with the manifests it lists), and the
-// sigstore bundle referrers and legacy .sig tag of its digest, which
-// LoadBundle puts in the store's SignatureDir, a layout a verifier reads
-// in place of a registry; this package copies signatures and never
-// judges them. Loading writes only what index.json references, refuses
-// sparse entries, and stays within a total stated in LoadBundle's doc.
+// A bundle (SaveBundle, LoadBundle) is an OCI image layout tar of modules
+// with their signatures: each module's manifest byte for byte (an index
+// kept as the index, with the manifests it lists), and the sigstore bundle
+// referrers and legacy .sig tag of its digest, which LoadBundle puts in
+// the store's SignatureDir, a layout a verifier reads in place of a
+// registry; this package copies signatures and never judges them. Anyone
+// who can push to a repository can push referrers, so saving picks them as
+// internal/sigverify's lookup does (the two must agree; this package names
+// the media types and annotation rather than import the verifier):
+// attestations (a dev.sigstore.bundle.predicateType annotation naming
+// another predicate than cosign's sign one) and other artifact types are
+// passed over unfetched; referrers typed as sigstore bundles are looked at
+// first, up to 128, then untyped ones (no type, or the empty config's), up
+// to another 128; one that cannot be copied (gone, failing, not a
+// signature, over 1 MiB a blob or 2 MiB in all, over 4 layers, 64 for the
+// .sig tag) is skipped, and SaveBundle says per module how many were saved
+// and what was skipped and why. Every signature among those looked at is
+// saved, with no smaller bound: junk typed as a bundle, which only a
+// verifier can tell from a signature, then hides a good signature from a
+// bundle only when it would hide it from a lookup at the registry (over
+// 128 listed before it), at the price of a bundle of a repository full of
+// junk carrying it (up to 256 × 2 MiB, within LoadBundle's total, which
+// allows 2 MiB per entry, and up to about 1,600 files, so that a bundle of
+// several such modules may pass LoadBundle's 4096: save such a module in a
+// bundle of its own). Loading writes only what index.json references,
+// refuses sparse entries, and stays within a total stated in LoadBundle's
+// doc.
 //
 // Rule of direction: ociartifact imports go-containerregistry and the
 // standard library, nothing of host/ or the daemon (internal/daemon,

@@ -161,7 +161,7 @@ func TestBundleSaveLoad(t *testing.T) {
 		}
 		refs := []string{"oci://" + reg.Ref("air/a:v1"), reg.Ref("air/b:v2")}
 		var buf bytes.Buffer
-		if err := c.SaveBundle(ctx, refs, &buf); err != nil {
+		if _, err := c.SaveBundle(ctx, refs, &buf); err != nil {
 			t.Fatal(err)
 		}
 		// index.json names each ref in full.

@@ -48,7 +48,7 @@ func TestBundleOfIndexStartsWithRegistryDown(t *testing.T) {
 		Manifests: []v1.Descriptor{{MediaType: types.OCIManifestSchema1, Digest: h, Size: d.Size}}})
 	pinned, tagged := reg.Ref("idx@"+index), reg.Ref("idx:one")
 	var buf bytes.Buffer
-	if err := c.SaveBundle(ctx, []string{pinned, tagged}, &buf); err != nil {
+	if _, err := c.SaveBundle(ctx, []string{pinned, tagged}, &buf); err != nil {
 		t.Fatal(err)
 	}
 	reg.Close()
@@ -111,7 +111,7 @@ func TestBundleCarriesSignatures(t *testing.T) {
 	}
 	pushLegacySignature(t, c, reg.Ref("sig/c"), digests["sig/c"], priv)
 	var buf bytes.Buffer
-	if err := c.SaveBundle(ctx, []string{reg.Ref("sig/a:v1"), reg.Ref("sig/b:v1"), reg.Ref("sig/c:v1")}, &buf); err != nil {
+	if _, err := c.SaveBundle(ctx, []string{reg.Ref("sig/a:v1"), reg.Ref("sig/b:v1"), reg.Ref("sig/c:v1")}, &buf); err != nil {
 		t.Fatal(err)
 	}
 	reg.Close() // the air gap: no registry from here on
