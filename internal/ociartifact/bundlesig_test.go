@@ -35,7 +35,9 @@ const (
 // signature out of a bundle: 70 untyped referrers that are not
 // signatures, 70 of another artifact type, 70 attestations and 70
 // bundle-typed junk, all listed before the good signature, and one
-// referrer listed first whose manifest the registry no longer serves.
+// referrer listed first whose manifest the registry no longer serves,
+// one whose blob fails, one whose blob is oversize, and a .sig tag that
+// holds no signature.
 // bundle save succeeds, and the bundle, loaded with the registry gone,
 // verifies under a required key policy.
 func TestBundleSaveKeepsTheGoodSignatureAmongJunk(t *testing.T) {
@@ -45,8 +47,8 @@ func TestBundleSaveKeepsTheGoodSignatureAmongJunk(t *testing.T) {
 		wantSkippedPart []string
 	}{
 		{name: "junk", junk: true, wantSkippedPart: []string{"70 of other artifact types", "70 attestations", "70 untyped"}},
-		{name: "broken", dangling: true, wantSkippedPart: []string{"3 that could not be copied", "MANIFEST_UNKNOWN", "over the 1048576", "500"}},
-		{name: "both", junk: true, dangling: true, wantSkippedPart: []string{"70 attestations", "3 that could not be copied"}},
+		{name: "broken", dangling: true, wantSkippedPart: []string{"4 that could not be copied", "MANIFEST_UNKNOWN", "over the 1048576", "500", "and 1 more"}},
+		{name: "both", junk: true, dangling: true, wantSkippedPart: []string{"70 attestations", "4 that could not be copied"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -101,6 +103,11 @@ func TestBundleSaveKeepsTheGoodSignatureAmongJunk(t *testing.T) {
 				missing[hashOf([]byte(`{"failing":1}`)).String()] = true
 				pushReferrer(t, c, repo, d.Digest, sigverify.BundleMediaType, sigverify.BundleMediaType, []byte(`{"huge":1}`), nil,
 					func(m *v1.Manifest) { m.Layers[0].Size = 2 << 20 })
+				// and a .sig tag holding no signature
+				reg.PutManifest(t, "sig/a", strings.Replace(d.Digest, ":", "-", 1)+".sig", types.OCIManifestSchema1, v1.Manifest{
+					SchemaVersion: 2, MediaType: types.OCIManifestSchema1,
+					Config: v1.Descriptor{MediaType: types.OCIConfigJSON, Digest: hashOf([]byte("{}")), Size: 2},
+					Layers: []v1.Descriptor{{MediaType: "application/octet-stream", Digest: hashOf([]byte("{}")), Size: 2}}})
 			}
 			priv, pub, err := cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), nil)
 			if err != nil {
