@@ -218,7 +218,7 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 		}
 	}
 
-	el.loaded(pendingSources(d.sources.m))
+	el.loaded(readiness{sources: sourceStatus(d.sources.m), resources: p.Status})
 
 	bg, cancelBG := context.WithCancel(ctx)
 	var watches sync.WaitGroup

@@ -19,7 +19,9 @@
 //     its registry down, and the directory's same-named file is skipped),
 //     and the plugin directory is loaded; then the election hears that
 //     the plugins are loaded (a shard member writes its Lease, and so
-//     takes a share, only once they are past their initial lists);
+//     takes a share, only once they are past their initial lists, but
+//     for those bound to resources that cannot sync, and at the latest
+//     4 leaseDurations after it started);
 //  4. the plugin directory watch and the config file watch with the
 //     reload loop: last, since a reload changes what 2 and 3 run;
 //  5. the election's wait: none waits for the end of ctx; a Lease leader

@@ -27,10 +27,10 @@ type election interface {
 	// join hands the host what it needs before its plugins load.
 	join(ctx context.Context, h *host.Host) error
 	// loaded says that the plugins the config names have been started
-	// (or have failed to), but for those pending reports on their way (a
-	// sourced plugin's first pull): a member may take a share once none
-	// is pending.
-	loaded(pending func() bool)
+	// (or have failed to), but for the sources, whose first pulls may be
+	// on their way; r reads those and the resources, which a member
+	// looks at before it takes a share.
+	loaded(r readiness)
 	// wait returns when ctx ends (lost false), or when this replica must
 	// stop delivering at once (lost true).
 	wait(ctx context.Context, h *host.Host) (lost bool, err error)
@@ -60,7 +60,7 @@ type single struct{}
 
 func (single) standby() bool                          { return false }
 func (single) join(context.Context, *host.Host) error { return nil }
-func (single) loaded(func() bool)                     {}
+func (single) loaded(readiness)                       {}
 func (single) leave()                                 {}
 
 func (single) wait(ctx context.Context, _ *host.Host) (bool, error) {

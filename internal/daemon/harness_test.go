@@ -131,13 +131,17 @@ func shardConfig(t *testing.T, ns string) *config.Config {
 }
 
 // shardingTail is the sharding section of shardConfig, on short timings.
-func shardingTail(ns string) string {
+func shardingTail(ns string) string { return shardingTailTimed(ns, "2s", "1s") }
+
+// shardingTailTimed is shardingTail with the given leaseDuration and
+// renewDeadline.
+func shardingTailTimed(ns, leaseDuration, renewDeadline string) string {
 	return `sharding:
   enabled: true
   namespace: ` + ns + `
   leasePrefix: hooks
-  leaseDuration: 2s
-  renewDeadline: 1s
+  leaseDuration: ` + leaseDuration + `
+  renewDeadline: ` + renewDeadline + `
   retryPeriod: 200ms
 `
 }

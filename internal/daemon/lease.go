@@ -53,7 +53,7 @@ func newLeader(le config.LeaderElection, cs kubernetes.Interface, log *slog.Logg
 
 func (l *leader) standby() bool                          { return true }
 func (l *leader) join(context.Context, *host.Host) error { return nil }
-func (l *leader) loaded(func() bool)                     {}
+func (l *leader) loaded(readiness)                       {}
 func (l *leader) leave()                                 { l.release() }
 
 // wait activates h when this replica gets the lease, and returns when ctx

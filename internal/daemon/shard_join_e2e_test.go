@@ -61,7 +61,7 @@ type joinSample struct {
 func TestShardedDaemonJoinLeavesNoObjectUnowned(t *testing.T) {
 	t.Run("plugins loading", func(t *testing.T) {
 		ns := env.Namespace(t)
-		cfg := shardConfig(t, ns)
+		cfg := writeDaemonConfig(t, ns, "counter.wasm", "../../host/testdata/plugins/counter.wat", joinSharding(ns))
 		release := make(chan struct{})
 		var held atomic.Bool
 		checkJoin(t, ns, cfg, cfg, func(h *host.Host) {
@@ -76,7 +76,7 @@ func TestShardedDaemonJoinLeavesNoObjectUnowned(t *testing.T) {
 		write := func() *config.Config {
 			return writeDaemonConfigText(t, env.DaemonDir(t, nil), strings.Replace(testenv.DaemonConfig(ns, "", "{resource: cms}"), "server:",
 				"  sourceCache: cache\n  registries:\n    "+reg.Host+": {insecure: true}\n  modules:\n    - file: counter.wasm\n      source: oci://"+ref+"\n"+
-					shardingTail(ns)+"server:", 1))
+					joinSharding(ns)+"server:", 1))
 		}
 		cfgA, cfgB := write(), write()
 		oci, err := pluginsource.NewOCI(cfgA)
@@ -103,6 +103,15 @@ func TestShardedDaemonJoinLeavesNoObjectUnowned(t *testing.T) {
 		}, held.Load, free)
 	})
 }
+
+// joinSharding is the sharding section of the join tests: member a's
+// Assignment stays valid for renewDeadline past its last list, and the
+// sampler counts every object of a lapsed a as unowned; one slow list on
+// a loaded machine (-race, two daemons and an apiserver on two cores)
+// must not pass for a join's gap. A renewDeadline of 4s keeps a valid
+// through it; the join itself goes at retryPeriod's pace, and its join
+// deadline (4 leaseDurations) stays far beyond how long b is held.
+func joinSharding(ns string) string { return shardingTailTimed(ns, "6s", "4s") }
 
 // checkJoin starts member a on cfgA, lets it process every object alone,
 // then starts member b on cfgB with beforeLoad and, once held says b is
@@ -243,5 +252,36 @@ func checkJoin(t *testing.T, ns string, cfgA, cfgB *config.Config, beforeLoad fu
 	}
 	if doubleMax > 0 {
 		t.Errorf("up to %d objects were owned by both processing members at once", doubleMax)
+	}
+}
+
+// A plugin bound to a resource its cluster does not serve (a CRD not
+// installed yet) never has its initial list: a member that waited for it
+// would never join, and with every replica alike nothing would be
+// delivered. The member joins at once (its join deadline, 4
+// leaseDurations, is 40 minutes here) and processes the objects of the
+// plugin's other binding, saying in its log which plugin it did not wait
+// for.
+func TestShardedDaemonJoinsWithAResourceNotServed(t *testing.T) {
+	ns := env.Namespace(t)
+	const n = 5
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	for i := range n {
+		if _, err := cms.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := writeDaemonConfigText(t, env.DaemonDir(t, map[string][]byte{
+		"counter.wasm": testenv.WAT(t, "../../host/testdata/plugins/counter.wat")}), testenv.DaemonConfig(ns,
+		"  - {name: widgets, group: widgets.example.com, version: v1, resource: widgets}",
+		"{resource: cms}, {resource: widgets}")+shardingTailTimed(ns, "10m", "1s"))
+	r := startReplica(t, cfg, Options{})
+	h := r.d.host
+	testenv.Eventually(t, "the member to join and its plugin to count every object", func() bool {
+		a := h.Assignment()
+		return a != nil && a.Active && len(a.Members) == 1 && r.last() == n
+	})
+	if lines := r.logs.Lines("joining without waiting", "counter.wasm", "widgets"); len(lines) == 0 {
+		t.Errorf("the member's log does not say it joined without waiting for counter.wasm, bound to widgets")
 	}
 }
