@@ -295,7 +295,7 @@ func (m *Member) round(ctx context.Context) {
 		switch {
 		case !m.ready && !m.held:
 			m.held = true
-			m.o.Logger.Info("sharding: waiting until this replica can process a share (plugins loaded and past their initial lists) before joining; the others keep its share meanwhile",
+			m.o.Logger.Info("sharding: waiting until this replica can process a share (its plugins loaded and past their initial lists, or given up on) before joining; the others keep its share meanwhile",
 				"identity", m.o.Identity)
 		case m.ready && m.held:
 			m.o.Logger.Info("sharding: this replica can process a share; joining", "identity", m.o.Identity)
