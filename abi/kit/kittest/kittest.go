@@ -96,9 +96,10 @@ func (h *Host) Init() error {
 }
 
 // Add, Update and Delete deliver an event; objects are JSON. As in the
-// host, the cache holds the event's object when the handler runs (Add
-// and Update put it there, Delete takes it out; the resource's cache is
-// granted by its first event, as by Cache): seed it with Cache for the
+// host, a granted cache (GrantCache, or Cache) holds the event's object
+// when the handler runs: Add and Update put it there, Delete takes it
+// out. An event does not grant its resource's cache: the host's plugin
+// needs a cache grant to read it. Seed the cache with Cache for the
 // objects the plugin reads but is not told of.
 func (h *Host) Add(resource, obj string) Result {
 	return h.deliver(abi.Header{Type: uint8(kit.Add)}, resource, obj, "")
@@ -163,11 +164,13 @@ func (h *Host) deliver(hd abi.Header, resource, obj, old string) Result {
 	}
 	// The host's cache holds an event's object when the plugin is
 	// called (the informer's store is updated first), and has lost a
-	// deleted one.
-	if hd.Type == uint8(kit.Delete) {
-		h.Uncache(resource, o.Metadata.Namespace, o.Metadata.Name)
-	} else {
-		h.cached(resource, o.Metadata.Namespace, o.Metadata.Name, obj)
+	// deleted one; a plugin without the cache grant reads neither.
+	if h.cache[resource] != nil {
+		if hd.Type == uint8(kit.Delete) {
+			h.Uncache(resource, o.Metadata.Namespace, o.Metadata.Name)
+		} else {
+			h.cached(resource, o.Metadata.Namespace, o.Metadata.Name, obj)
+		}
 	}
 	hd = h.resourceHeader(hd, resource)
 	hd.Fields[abi.FieldNamespace], hd.Fields[abi.FieldName] = o.Metadata.Namespace, o.Metadata.Name
@@ -201,8 +204,19 @@ func (h *Host) SetState(key, value string) {
 	h.state[key] = stateEntry{v: []byte(value), ver: h.version}
 }
 
-// Cache puts an object (JSON) into resource's cache; the resource is
-// granted by its first object (or event).
+// GrantCache grants the plugin the cache of each resource (grants.cache),
+// empty until Cache or an event fills it: reads of a resource not
+// granted answer ERR_DENIED, as the host's do.
+func (h *Host) GrantCache(resources ...string) {
+	for _, r := range resources {
+		if h.cache[r] == nil {
+			h.cache[r] = map[string][]byte{}
+		}
+	}
+}
+
+// Cache puts an object (JSON) into resource's cache, granting it
+// (GrantCache).
 func (h *Host) Cache(resource, obj string) {
 	var o struct {
 		Metadata struct{ Namespace, Name string }
@@ -214,19 +228,15 @@ func (h *Host) Cache(resource, obj string) {
 }
 
 func (h *Host) cached(resource, ns, name, obj string) {
-	if h.cache[resource] == nil {
-		h.cache[resource] = map[string][]byte{}
-	}
+	h.GrantCache(resource)
 	h.cache[resource][key(ns, name)] = []byte(obj)
 }
 
-// Uncache takes the object resource namespace/name out of the cache (the
-// resource stays granted), as the informer's store loses an object
-// deleted while the plugin was not told (a test of a missed delete).
+// Uncache takes the object resource namespace/name out of the cache (a
+// granted resource stays granted, and one not granted is not), as the
+// informer's store loses an object deleted while the plugin was not told
+// (a test of a missed delete).
 func (h *Host) Uncache(resource, namespace, name string) {
-	if h.cache[resource] == nil {
-		h.cache[resource] = map[string][]byte{}
-	}
 	delete(h.cache[resource], key(namespace, name))
 }
 
