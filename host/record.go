@@ -147,8 +147,9 @@ type recordingHooks interface {
 	// before it starts.
 	capabilities(plugin string, o *engine.InstanceOptions)
 	// unrecorded is told when a call into plugin ends that handled is
-	// not told of: ih_init, or a call the stop or a fence cut.
-	unrecorded(plugin string)
+	// not told of: ih_init (replayed: the replay makes it too), or a call
+	// the stop or a fence cut.
+	unrecorded(plugin string, replayed bool)
 }
 
 // capabilities records, as the plugin's stubs, what its capabilities II
@@ -221,12 +222,14 @@ func (r *Recorder) wrote(s *recStream, res string) map[string]*ownVersions {
 
 // unrecorded is told of a plugin's call no event line follows: ih_init,
 // or a call the stop or a fence cut. Its writes' results are cache for
-// the next recorded event, which would otherwise take them as its own.
-func (r *Recorder) unrecorded(plugin string) {
+// the next recorded event, which would otherwise take them as its own;
+// its stubs are kept if the replay makes it too (replayed).
+func (r *Recorder) unrecorded(plugin string, replayed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s := r.streams[plugin]; s != nil {
 		clear(s.own)
+		s.answers.Settle(replayed, false)
 	}
 }
 
@@ -238,6 +241,7 @@ func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, re
 		// recorded event reads.
 		if s := r.streams[plugin]; s != nil {
 			clear(s.own)
+			s.answers.Settle(false, false)
 		}
 		return
 	}
@@ -247,6 +251,7 @@ func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, re
 	// The next sync, before the next event, takes what this call wrote.
 	clear(s.own)
 	if ev.Object == nil {
+		s.answers.Settle(true, false)
 		s.lines = append(s.lines, replay.Line{Type: replay.LineSynced, Resource: ev.Resource.Name})
 		return
 	}
@@ -260,11 +265,13 @@ func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, re
 	}
 	k := ev.Type.String() + " " + ev.Resource.Name + " " + ev.Key() + " " + ev.Object.GetResourceVersion()
 	if s.pending[k] {
+		s.answers.Settle(true, true)
 		if err != nil || res.Code != engine.CodeRetry {
 			delete(s.pending, k)
 		}
 		return
 	}
+	s.answers.Settle(true, false)
 	if err == nil && res.Code == engine.CodeRetry {
 		s.pending[k] = true
 	}
@@ -363,7 +370,8 @@ func (r *Recorder) Plugins() []string {
 }
 
 // CapabilityCalls returns how many capabilities II calls (writes,
-// Events, HTTP) plugin made: the stubs WriteStubs writes.
+// Events, HTTP) plugin made in the calls its replay makes too: the stubs
+// WriteStubs writes.
 func (r *Recorder) CapabilityCalls(plugin string) int {
 	r.mu.Lock()
 	c := r.stream(plugin).answers

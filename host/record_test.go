@@ -331,13 +331,65 @@ func TestRecordingUnrecordedCallsWritesPrecedeTheNextEvent(t *testing.T) {
 		}
 	}
 	write("from-init")
-	r.unrecorded("p.wasm") // ih_init returned
+	r.unrecorded("p.wasm", true) // ih_init returned
 	r.handled("p.wasm", &event.Event{Type: event.EventAdd, Resource: ref, Object: configMap("src", "1")}, 0, engine.Result{Code: engine.CodeOK}, nil)
 	write("from-cut-call")
-	r.unrecorded("p.wasm") // the stop cut the call
+	r.unrecorded("p.wasm", false) // the stop cut the call
 	r.handled("p.wasm", &event.Event{Type: event.EventUpdate, Resource: ref, Object: configMap("src", "1")}, 0, engine.Result{Code: engine.CodeOK}, nil)
 	want := []string{"cache from-init@10", "cache src@1", "add src@1", "cache from-cut-call@10", "update src@1"}
 	if got := recordedLines(t, r, "p.wasm"); !slices.Equal(got, want) {
 		t.Errorf("lines\n%q\nwant\n%q", got, want)
+	}
+}
+
+// The stub file holds the calls the replay makes: ih_init's and those of
+// recorded events; a call --resource leaves out, or one the stop cut,
+// is in no events line, and its stubs would be unused. The stubs of a
+// retried delivery's later attempts are marked retry: the replay retries
+// on its own schedule, not the live run's.
+func TestRecordingStubsAreTheReplayedCalls(t *testing.T) {
+	f := &fakeCaches{objs: map[string]*unstructured.Unstructured{}}
+	r := &Recorder{p: f, Resource: "cms"}
+	var o engine.InstanceOptions
+	o.Writes = informerWrites{f}
+	r.capabilities("p.wasm", &o)
+	write := func(name string) {
+		if _, code, msg := o.Writes.Do(context.Background(), &engine.WriteRequest{Op: abi.WriteApply, Resource: []byte("cms"), Namespace: []byte("demo"), Name: []byte(name), Body: []byte(`{}`)}); code != 0 {
+			t.Fatalf("write: %d %s", code, msg)
+		}
+	}
+	cms, _ := f.Ref("cms")
+	pods := &event.ResourceRef{Name: "pods", Version: "v1", Resource: "pods", Kind: "Pod"}
+	pod := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "p", "namespace": "demo", "resourceVersion": "3"}}}
+	write("init")
+	r.unrecorded("p.wasm", true)
+	write("filtered")
+	r.handled("p.wasm", &event.Event{Type: event.EventAdd, Resource: pods, Object: pod}, 0, engine.Result{Code: engine.CodeOK}, nil)
+	for _, res := range []engine.Code{engine.CodeRetry, engine.CodeRetry, engine.CodeOK} {
+		write("retried")
+		r.handled("p.wasm", &event.Event{Type: event.EventAdd, Resource: cms, Object: configMap("a", "1")}, 0, engine.Result{Code: res}, nil)
+	}
+	write("cut")
+	r.unrecorded("p.wasm", false)
+	var got []string
+	var b strings.Builder
+	if err := r.WriteStubs("p.wasm", &b); err != nil {
+		t.Fatal(err)
+	}
+	var file struct{ Stubs []replay.Stub }
+	if err := json.Unmarshal([]byte(b.String()), &file); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range file.Stubs {
+		d := replay.Describe(st.Function, st.Request)
+		if st.Retry {
+			d += " (retry)"
+		}
+		got = append(got, d)
+	}
+	want := []string{"k8s_write apply cms demo/init", "k8s_write apply cms demo/retried",
+		"k8s_write apply cms demo/retried (retry)", "k8s_write apply cms demo/retried (retry)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("stubs\n%q\nwant\n%q\n%s", got, want, b.String())
 	}
 }

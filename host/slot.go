@@ -364,7 +364,7 @@ func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) 
 		h.recording.capabilities(g.slot.name, &o)
 	}
 	inst, err := g.module.Instantiate(ctx, o)
-	g.unrecorded() // ih_init's writes
+	g.unrecorded(true) // ih_init's writes
 	return inst, err
 }
 
