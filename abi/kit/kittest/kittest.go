@@ -53,8 +53,12 @@ type Host struct {
 	state    map[string]stateEntry
 	version  int64
 	cache    map[string]map[string][]byte // resource -> key -> JSON
-	metrics  []metric
-	values   map[string]float64 // name + \x00 + labels
+	// granted are the resources whose cache the plugin may read: an
+	// event or a write changes the cache (the informer's store, the
+	// cluster), only GrantCache and Cache grant it.
+	granted map[string]bool
+	metrics []metric
+	values  map[string]float64 // name + \x00 + labels
 
 	resultMsg string        // result_message: the last §17 call's
 	rv, uids  int64         // the last resourceVersion and uid a write made
@@ -96,11 +100,11 @@ func (h *Host) Init() error {
 }
 
 // Add, Update and Delete deliver an event; objects are JSON. As in the
-// host, a granted cache (GrantCache, or Cache) holds the event's object
-// when the handler runs: Add and Update put it there, Delete takes it
-// out. An event does not grant its resource's cache: the host's plugin
-// needs a cache grant to read it. Seed the cache with Cache for the
-// objects the plugin reads but is not told of.
+// host, the cache holds the event's object when the handler runs: Add
+// and Update put it there, Delete takes it out. An event does not grant
+// its resource's cache (GrantCache, or Cache, does): as from the host, a
+// plugin without the grant reads ERR_DENIED. Seed the cache with Cache
+// for the objects the plugin reads but is not told of.
 func (h *Host) Add(resource, obj string) Result {
 	return h.deliver(abi.Header{Type: uint8(kit.Add)}, resource, obj, "")
 }
@@ -165,12 +169,10 @@ func (h *Host) deliver(hd abi.Header, resource, obj, old string) Result {
 	// The host's cache holds an event's object when the plugin is
 	// called (the informer's store is updated first), and has lost a
 	// deleted one; a plugin without the cache grant reads neither.
-	if h.cache[resource] != nil {
-		if hd.Type == uint8(kit.Delete) {
-			h.Uncache(resource, o.Metadata.Namespace, o.Metadata.Name)
-		} else {
-			h.cached(resource, o.Metadata.Namespace, o.Metadata.Name, obj)
-		}
+	if hd.Type == uint8(kit.Delete) {
+		h.Uncache(resource, o.Metadata.Namespace, o.Metadata.Name)
+	} else {
+		h.cached(resource, o.Metadata.Namespace, o.Metadata.Name, obj)
 	}
 	hd = h.resourceHeader(hd, resource)
 	hd.Fields[abi.FieldNamespace], hd.Fields[abi.FieldName] = o.Metadata.Namespace, o.Metadata.Name
@@ -208,10 +210,11 @@ func (h *Host) SetState(key, value string) {
 // empty until Cache or an event fills it: reads of a resource not
 // granted answer ERR_DENIED, as the host's do.
 func (h *Host) GrantCache(resources ...string) {
+	if h.granted == nil {
+		h.granted = map[string]bool{}
+	}
 	for _, r := range resources {
-		if h.cache[r] == nil {
-			h.cache[r] = map[string][]byte{}
-		}
+		h.granted[r] = true
 	}
 }
 
@@ -224,16 +227,19 @@ func (h *Host) Cache(resource, obj string) {
 	if err := json.Unmarshal([]byte(obj), &o); err != nil {
 		h.t.Fatalf("kittest: cached object: %v", err)
 	}
+	h.GrantCache(resource)
 	h.cached(resource, o.Metadata.Namespace, o.Metadata.Name, obj)
 }
 
 func (h *Host) cached(resource, ns, name, obj string) {
-	h.GrantCache(resource)
+	if h.cache[resource] == nil {
+		h.cache[resource] = map[string][]byte{}
+	}
 	h.cache[resource][key(ns, name)] = []byte(obj)
 }
 
-// Uncache takes the object resource namespace/name out of the cache (a
-// granted resource stays granted, and one not granted is not), as the
+// Uncache takes the object resource namespace/name out of the cache (the
+// grant stays as it is), as the
 // informer's store loses an object deleted while the plugin was not told
 // (a test of a missed delete).
 func (h *Host) Uncache(resource, namespace, name string) {
@@ -241,8 +247,7 @@ func (h *Host) Uncache(resource, namespace, name string) {
 }
 
 // Deny takes capabilities away, as an operator who did not grant them:
-// "cache" (every resource; a resource nothing was cached for is denied
-// anyway), "state" and "metrics" then answer ERR_DENIED.
+// "cache" (every resource; a resource not granted is denied anyway), "state" and "metrics" then answer ERR_DENIED.
 func (h *Host) Deny(capabilities ...string) {
 	if h.denied == nil {
 		h.denied = map[string]bool{}
@@ -410,8 +415,8 @@ func (h *Host) StateList(prefix, after string, max int32, buf []byte) int64 {
 }
 
 func (h *Host) CacheGet(res, ns, name string) int32 {
-	objs, ok := h.cache[res]
-	if !ok || h.denied["cache"] {
+	objs := h.cache[res]
+	if !h.granted[res] || h.denied["cache"] {
 		return abi.ErrDenied
 	}
 	o, ok := objs[key(ns, name)]
@@ -423,8 +428,8 @@ func (h *Host) CacheGet(res, ns, name string) int32 {
 }
 
 func (h *Host) keys(res string, start int32, buf []byte, match func(obj []byte) bool) int64 {
-	objs, ok := h.cache[res]
-	if !ok || h.denied["cache"] {
+	objs := h.cache[res]
+	if !h.granted[res] || h.denied["cache"] {
 		return int64(abi.ErrDenied)
 	}
 	var keys []string
