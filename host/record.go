@@ -39,9 +39,11 @@ import (
 // call, which follow its event line: the plugin read the cache before it
 // wrote, and a replay whose cache held what it wrote would not write it
 // again. The writes of a call no line stands for (ih_init, a call
-// Resource leaves out, a cut one) are cache the next event reads. Someone else's change that lands while a call runs is written
-// before that call's event, so a plugin whose reads race the informer may
-// read in the replay a cache a little newer than it read live.
+// Resource leaves out, a cut one) are cache the next event reads.
+// Someone else's change that lands while a call runs is written before
+// that call's event, so a plugin whose reads race the informer may read
+// in the replay a cache a little newer than it read live. A batch call's
+// writes and stubs all go with its first event.
 type Recorder struct {
 	// Resource, when set, records the events of that resource only
 	// (cache lines are kept: the plugin's reads need them).
