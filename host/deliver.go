@@ -181,6 +181,7 @@ func (g *generation) deliverBatch(inst *engine.Instance, batch []*delivery.Entry
 	var failure *engine.Failure
 	if err != nil && !errors.As(err, &failure) && (g.stopping() || ctx.Err() != nil) {
 		// Stopped just before the call: nothing was handled.
+		g.unrecorded(false)
 		if !g.stopping() {
 			for _, d := range ents {
 				g.queue.Done(d)
@@ -453,6 +454,7 @@ func (g *generation) call(inst *engine.Instance, d *delivery.Entry, h *handing) 
 	res, err = inst.HandleWith(ctx, h.env, h.flags)
 	g.callEnded()
 	if err != nil && (g.stopping() || ctx.Err() != nil) && !errors.As(err, new(*engine.Failure)) {
+		g.unrecorded(false)
 		return res, true, err
 	}
 	// A fence cancels the context for good: canceled now and not
@@ -474,6 +476,15 @@ func (g *generation) handled(h *handing, res engine.Result, err error) {
 	}
 	if s.h.recording != nil {
 		s.h.recording.handled(s.name, h.env.Event(), h.flags, res, err)
+	}
+}
+
+// unrecorded tells the recording of a call it is not told of otherwise
+// (replayed: ih_init, which the replay makes too), whose writes then
+// precede the next recorded event.
+func (g *generation) unrecorded(replayed bool) {
+	if s := g.slot; s.h.recording != nil {
+		s.h.recording.unrecorded(s.name, replayed)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/host/replay"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 // Recorder writes, for each plugin, the event stream it receives in a
@@ -37,9 +38,12 @@ import (
 // (syncCache), except the results of the plugin's own writes in that
 // call, which follow its event line: the plugin read the cache before it
 // wrote, and a replay whose cache held what it wrote would not write it
-// again. Someone else's change that lands while a call runs is written
-// before that call's event, so a plugin whose reads race the informer may
-// read in the replay a cache a little newer than it read live.
+// again. The writes of a call no line stands for (ih_init, a call
+// Resource leaves out, a cut one) are cache the next event reads.
+// Someone else's change that lands while a call runs is written before
+// that call's event, so a plugin whose reads race the informer may read
+// in the replay a cache a little newer than it read live. A batch call's
+// writes and stubs all go with its first event.
 type Recorder struct {
 	// Resource, when set, records the events of that resource only
 	// (cache lines are kept: the plugin's reads need them).
@@ -74,16 +78,46 @@ type recStream struct {
 	// known holds, per cached resource, the resourceVersion of each
 	// object as the recording's cache lines have it.
 	known map[string]map[string]string
-	// own holds what the plugin's writes since its last event line left
-	// in the cluster: the write's target resource and store key, to the
-	// resourceVersion the write returned ("" for a delete). syncCache
-	// holds these changes back until after that event line: the plugin
-	// read the cache as it was before it wrote, and a replay whose cache
+	// own holds what the plugin's writes since its last event line did:
+	// for each object written, the resourceVersions the writes returned
+	// and whether one was a delete. syncCache holds every change these
+	// writes may have made until after that event line: the plugin read
+	// the cache as it was before it wrote, and a replay whose cache
 	// already held its writes' results would not make them.
-	own map[ownWrite]string
+	own map[ownWrite]*ownVersions
 }
 
-type ownWrite struct{ resource, key string }
+// ownWrite is an object a plugin wrote: its resource as group/resource
+// (ownTarget), and its store key.
+type ownWrite struct{ target, key string }
+
+type ownVersions struct {
+	rvs map[string]bool
+	// deleted: the object's next state is the delete's (gone, or, with
+	// finalizers, updated with a deletionTimestamp), and a delete
+	// returns no resourceVersion to know it by.
+	deleted bool
+}
+
+// holds reports whether the store's state rv of a written object
+// (seen: present) is the result of the call's writes.
+func (v *ownVersions) holds(rv string, seen bool) bool {
+	return v.deleted || !seen || v.rvs[rv]
+}
+
+// ownTarget names a write's or a cached resource's objects alike: a
+// write names its target by a configured name or group/version/resource
+// (ABI.md 17.1), and two configured resources (two selectors) may be
+// one group/resource. A name that does not resolve stays itself.
+func ownTarget(p recordedCaches, name string) string {
+	if gvr, ok := config.ParseGVR(name); ok {
+		return gvr.Group + "/" + gvr.Resource
+	}
+	if ref, ok := p.Ref(name); ok && ref != nil {
+		return ref.Group + "/" + ref.Resource
+	}
+	return "name:" + name
+}
 
 func (r *Recorder) stream(plugin string) *recStream {
 	if r.streams == nil {
@@ -92,7 +126,7 @@ func (r *Recorder) stream(plugin string) *recStream {
 	s := r.streams[plugin]
 	if s == nil {
 		s = &recStream{head: replay.Head{Plugin: plugin, Resources: map[string]replay.Resource{}}, pending: map[string]bool{}, known: map[string]map[string]string{},
-			answers: &replay.Cassette{}, own: map[ownWrite]string{}}
+			answers: &replay.Cassette{}, own: map[ownWrite]*ownVersions{}}
 		r.streams[plugin] = s
 	}
 	return s
@@ -114,6 +148,10 @@ type recordingHooks interface {
 	// capabilities wraps the capabilities of each instance of plugin
 	// before it starts.
 	capabilities(plugin string, o *engine.InstanceOptions)
+	// unrecorded is told when a call into plugin ends that handled is
+	// not told of: ih_init (replayed: the replay makes it too), or a call
+	// the stop or a fence cut.
+	unrecorded(plugin string, replayed bool)
 }
 
 // capabilities records, as the plugin's stubs, what its capabilities II
@@ -150,44 +188,51 @@ func (w ownWrites) Do(ctx context.Context, req *engine.WriteRequest) (map[string
 		u := unstructured.Unstructured{Object: obj}
 		ns, name, rv = u.GetNamespace(), u.GetName(), u.GetResourceVersion()
 	}
+	k := ownWrite{ownTarget(w.r.p, string(req.Resource)), cache.NewObjectName(ns, name).String()}
 	w.r.mu.Lock()
-	w.r.stream(w.plugin).own[ownWrite{string(req.Resource), cache.NewObjectName(ns, name).String()}] = rv
-	w.r.mu.Unlock()
+	defer w.r.mu.Unlock()
+	own := w.r.stream(w.plugin).own
+	v := own[k]
+	if v == nil {
+		v = &ownVersions{rvs: map[string]bool{}}
+		own[k] = v
+	}
+	if req.Op == abi.WriteDelete {
+		v.deleted = true
+	} else if rv != "" {
+		v.rvs[rv] = true
+	}
 	return obj, code, msg
 }
 
-// wrote returns what the plugin's writes since its last event left of
-// the cached resource res (ref its coordinates): the store key to the
-// resourceVersion ("" for gone). A write names its target by a
-// configured name or group/version/resource (ABI.md 17.1).
-func (s *recStream) wrote(res string, ref *event.ResourceRef) map[string]string {
-	var out map[string]string
-	for w, rv := range s.own {
-		if !writesTo(w.resource, res, ref) {
+// wrote returns what the plugin's writes since its last event did to the
+// cached resource res, by store key.
+func (r *Recorder) wrote(s *recStream, res string) map[string]*ownVersions {
+	var out map[string]*ownVersions
+	target := ownTarget(r.p, res)
+	for w, v := range s.own {
+		if w.target != target {
 			continue
 		}
 		if out == nil {
-			out = map[string]string{}
+			out = map[string]*ownVersions{}
 		}
-		out[w.key] = rv
+		out[w.key] = v
 	}
 	return out
 }
 
-func writesTo(target, res string, ref *event.ResourceRef) bool {
-	if target == res {
-		return true
+// unrecorded is told of a plugin's call no event line follows: ih_init,
+// or a call the stop or a fence cut. Its writes' results are cache for
+// the next recorded event, which would otherwise take them as its own;
+// its stubs are kept if the replay makes it too (replayed).
+func (r *Recorder) unrecorded(plugin string, replayed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.streams[plugin]; s != nil {
+		clear(s.own)
+		s.answers.Settle(replayed, false)
 	}
-	if ref == nil {
-		return false
-	}
-	switch parts := strings.Split(target, "/"); len(parts) {
-	case 3:
-		return parts[0] == ref.Group && parts[2] == ref.Resource
-	case 2:
-		return ref.Group == "" && parts[1] == ref.Resource
-	}
-	return false
 }
 
 func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, res engine.Result, err error) {
@@ -198,6 +243,7 @@ func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, re
 		// recorded event reads.
 		if s := r.streams[plugin]; s != nil {
 			clear(s.own)
+			s.answers.Settle(false, false)
 		}
 		return
 	}
@@ -207,6 +253,7 @@ func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, re
 	// The next sync, before the next event, takes what this call wrote.
 	clear(s.own)
 	if ev.Object == nil {
+		s.answers.Settle(true, false)
 		s.lines = append(s.lines, replay.Line{Type: replay.LineSynced, Resource: ev.Resource.Name})
 		return
 	}
@@ -220,11 +267,13 @@ func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, re
 	}
 	k := ev.Type.String() + " " + ev.Resource.Name + " " + ev.Key() + " " + ev.Object.GetResourceVersion()
 	if s.pending[k] {
+		s.answers.Settle(true, true)
 		if err != nil || res.Code != engine.CodeRetry {
 			delete(s.pending, k)
 		}
 		return
 	}
+	s.answers.Settle(true, false)
 	if err == nil && res.Code == engine.CodeRetry {
 		s.pending[k] = true
 	}
@@ -252,13 +301,13 @@ func (r *Recorder) syncCache(s *recStream) {
 		} else if _, ok := s.head.Resources[res]; !ok {
 			s.head.Resources[res] = replay.Resource{}
 		}
-		wrote := s.wrote(res, ref)
+		wrote := r.wrote(s, res)
 		seen := map[string]bool{}
 		r.p.CacheList(res, "", labels.Everything(), func(u *unstructured.Unstructured) {
 			k := storeKey(u)
 			seen[k] = true
 			rv := u.GetResourceVersion()
-			if w, ok := wrote[k]; ok && w == rv && rv != "" {
+			if w := wrote[k]; w != nil && w.holds(rv, true) {
 				return // the call's own write: after its event line
 			}
 			if known[k] != rv || rv == "" {
@@ -268,7 +317,7 @@ func (r *Recorder) syncCache(s *recStream) {
 		})
 		var gone []string
 		for k := range known {
-			if w, ok := wrote[k]; !seen[k] && !(ok && w == "") {
+			if w := wrote[k]; !seen[k] && (w == nil || !w.holds("", false)) {
 				gone = append(gone, k)
 			}
 		}
@@ -323,7 +372,8 @@ func (r *Recorder) Plugins() []string {
 }
 
 // CapabilityCalls returns how many capabilities II calls (writes,
-// Events, HTTP) plugin made: the stubs WriteStubs writes.
+// Events, HTTP) plugin made in the calls its replay makes too: the stubs
+// WriteStubs writes.
 func (r *Recorder) CapabilityCalls(plugin string) int {
 	r.mu.Lock()
 	c := r.stream(plugin).answers

@@ -363,7 +363,9 @@ func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) 
 	if h.recording != nil {
 		h.recording.capabilities(g.slot.name, &o)
 	}
-	return g.module.Instantiate(ctx, o)
+	inst, err := g.module.Instantiate(ctx, o)
+	g.unrecorded(true) // ih_init's writes
+	return inst, err
 }
 
 // register adds one informer listener per binding. Listeners on a running

@@ -146,6 +146,11 @@ func verdict(rep *replay.Report, allowed map[string]bool, compare bool) []string
 		}
 		if compare && !allowed["calls"] {
 			for _, c := range s.Calls {
+				if c.Extra == replay.ExtraRepeated && s.Attempt > 1 {
+					// A later attempt of a retried delivery: the replay
+					// retries on its schedule, the live run on its backoff.
+					continue
+				}
 				if why := extraWhy[c.Extra]; why != "" {
 					out = append(out, fmt.Sprintf("%s: %s: %s (--allow calls to accept)", what, replay.Describe(c.Function, c.Request), why))
 				}
@@ -158,6 +163,9 @@ func verdict(rep *replay.Report, allowed map[string]bool, compare bool) []string
 		// as a different result (a write the live run made, whose result
 		// the replay's cache already held, say).
 		for _, u := range rep.UnusedStubs {
+			if u.Retry {
+				continue // a later attempt the replay's retries did not reach
+			}
 			out = append(out, fmt.Sprintf("stubs[%d] (%s) was not used: the recording made this call, the replay did not (--allow calls to accept)",
 				u.Index, replay.Describe(u.Function, u.Request)))
 		}

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/informer-host/informer-host/host/replay"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -73,6 +75,39 @@ func TestReplayCompareCalls(t *testing.T) {
 			}
 			if code != tc.code || t.Failed() {
 				t.Errorf("exit %d, want %d\n%s%s", code, tc.code, out.String(), errb.String())
+			}
+		})
+	}
+}
+
+// A retried delivery's later attempts are made on the replay's schedule,
+// not the live run's: --compare does not count their calls (a stub the
+// recording marked retry left unused, a later attempt's call answered
+// again), but still fails a first attempt's call the replay did not make.
+func TestReplayCompareIgnoresRetryCounts(t *testing.T) {
+	req := json.RawMessage(`{"op":"apply","resource":"cms","namespace":"demo","name":"a"}`)
+	write := replay.Stub{Function: "k8s_write", Request: req}
+	retried := write
+	retried.Retry = true
+	step := func(attempt int, extra string) replay.Step {
+		return replay.Step{Seq: attempt, Call: "ih_handle", Line: 2, Event: "add cms demo/a", Attempt: attempt, Result: "retry", Recorded: "retry",
+			Calls: []replay.Call{{Function: "k8s_write", Request: req, Stubbed: true, Extra: extra}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		steps    []replay.Step
+		unused   []replay.UnusedStub
+		problems int
+	}{
+		{"fewer attempts than live", []replay.Step{step(1, "")}, []replay.UnusedStub{{Index: 1, Stub: retried}}, 0},
+		{"more attempts than live", []replay.Step{step(1, ""), step(2, ""), step(3, replay.ExtraRepeated)}, nil, 0},
+		{"a first attempt's call not made", nil, []replay.UnusedStub{{Index: 0, Stub: write}}, 1},
+		{"a first attempt's call made twice", []replay.Step{step(1, replay.ExtraRepeated)}, nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := verdict(&replay.Report{Steps: tc.steps, UnusedStubs: tc.unused}, nil, true)
+			if len(got) != tc.problems {
+				t.Errorf("problems %q, want %d", got, tc.problems)
 			}
 		})
 	}

@@ -67,6 +67,11 @@ type Stub struct {
 	Response json.RawMessage `json:"response,omitempty"`
 	Code     int32           `json:"code"`
 	Message  string          `json:"message,omitempty"`
+	// Retry marks a recorded call of a delivery's later attempt, after
+	// the plugin answered retry: the replay retries on its own schedule,
+	// so it may make such a call fewer times or more (replay --compare
+	// does not count them).
+	Retry bool `json:"retry,omitempty"`
 }
 
 // stubFile is the stub file: {"informerHostStubs": 1, "stubs": [...]}.

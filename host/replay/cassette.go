@@ -23,6 +23,28 @@ import (
 type Cassette struct {
 	mu    sync.Mutex
 	stubs []Stub
+	open  int // the first stub of the call not yet settled
+}
+
+// Settle ends the plugin's current call for the stubs: its stubs are
+// kept when the replay makes the call (an event the recording wrote,
+// ih_init), marked Retry when it is a later attempt of a delivery the
+// recording wrote once, and dropped when the replay does not make it (an
+// event the recording leaves out, a call the stop cut): an unused stub
+// is a divergence to replay --compare. Calls of instances running at
+// once (a reload's old and new versions) are settled together.
+func (c *Cassette) Settle(keep, retry bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case !keep:
+		c.stubs = c.stubs[:c.open]
+	case retry:
+		for i := c.open; i < len(c.stubs); i++ {
+			c.stubs[i].Retry = true
+		}
+	}
+	c.open = len(c.stubs)
 }
 
 // Wrap makes o's capabilities II record into c what they answer. A

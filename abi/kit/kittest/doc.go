@@ -10,9 +10,12 @@
 // a write is applied to the fake cache, so a later cache read sees it,
 // as with controller-runtime's fake client. The cache holds each
 // delivered event's object (a deleted one is taken out), as the host's
-// informer store does when the plugin is called. Deny takes the cache, state
-// or metrics away, for a plugin's handling of a missing grant. Put the handler in a file
-// without the wasip1 build tag (register it in init as usual) and test it:
+// informer store does when the plugin is called. The plugin reads a
+// resource's cache only once the test grants it (GrantCache, or seeding
+// it with Cache): neither an event nor a write grants it, as in the
+// host. Deny takes the cache, state or metrics away, for a plugin's
+// handling of a missing grant. Put the handler in a file without the
+// wasip1 build tag (register it in init as usual) and test it:
 //
 //	func TestHandler(t *testing.T) {
 //		h := kittest.New(t)

@@ -53,8 +53,12 @@ type Host struct {
 	state    map[string]stateEntry
 	version  int64
 	cache    map[string]map[string][]byte // resource -> key -> JSON
-	metrics  []metric
-	values   map[string]float64 // name + \x00 + labels
+	// granted are the resources whose cache the plugin may read: an
+	// event or a write changes the cache (the informer's store, the
+	// cluster), only GrantCache and Cache grant it.
+	granted map[string]bool
+	metrics []metric
+	values  map[string]float64 // name + \x00 + labels
 
 	resultMsg string        // result_message: the last §17 call's
 	rv, uids  int64         // the last resourceVersion and uid a write made
@@ -96,10 +100,11 @@ func (h *Host) Init() error {
 }
 
 // Add, Update and Delete deliver an event; objects are JSON. As in the
-// host, the cache holds the event's object when the handler runs (Add
-// and Update put it there, Delete takes it out; the resource's cache is
-// granted by its first event, as by Cache): seed it with Cache for the
-// objects the plugin reads but is not told of.
+// host, the cache holds the event's object when the handler runs: Add
+// and Update put it there, Delete takes it out. An event does not grant
+// its resource's cache (GrantCache, or Cache, does): as from the host, a
+// plugin without the grant reads ERR_DENIED. Seed the cache with Cache
+// for the objects the plugin reads but is not told of.
 func (h *Host) Add(resource, obj string) Result {
 	return h.deliver(abi.Header{Type: uint8(kit.Add)}, resource, obj, "")
 }
@@ -163,7 +168,7 @@ func (h *Host) deliver(hd abi.Header, resource, obj, old string) Result {
 	}
 	// The host's cache holds an event's object when the plugin is
 	// called (the informer's store is updated first), and has lost a
-	// deleted one.
+	// deleted one; a plugin without the cache grant reads neither.
 	if hd.Type == uint8(kit.Delete) {
 		h.Uncache(resource, o.Metadata.Namespace, o.Metadata.Name)
 	} else {
@@ -201,8 +206,20 @@ func (h *Host) SetState(key, value string) {
 	h.state[key] = stateEntry{v: []byte(value), ver: h.version}
 }
 
-// Cache puts an object (JSON) into resource's cache; the resource is
-// granted by its first object (or event).
+// GrantCache grants the plugin the cache of each resource (grants.cache),
+// empty until Cache or an event fills it: reads of a resource not
+// granted answer ERR_DENIED, as the host's do.
+func (h *Host) GrantCache(resources ...string) {
+	if h.granted == nil {
+		h.granted = map[string]bool{}
+	}
+	for _, r := range resources {
+		h.granted[r] = true
+	}
+}
+
+// Cache puts an object (JSON) into resource's cache, granting it
+// (GrantCache).
 func (h *Host) Cache(resource, obj string) {
 	var o struct {
 		Metadata struct{ Namespace, Name string }
@@ -210,6 +227,7 @@ func (h *Host) Cache(resource, obj string) {
 	if err := json.Unmarshal([]byte(obj), &o); err != nil {
 		h.t.Fatalf("kittest: cached object: %v", err)
 	}
+	h.GrantCache(resource)
 	h.cached(resource, o.Metadata.Namespace, o.Metadata.Name, obj)
 }
 
@@ -221,18 +239,15 @@ func (h *Host) cached(resource, ns, name, obj string) {
 }
 
 // Uncache takes the object resource namespace/name out of the cache (the
-// resource stays granted), as the informer's store loses an object
-// deleted while the plugin was not told (a test of a missed delete).
+// grant stays as it is), as the
+// informer's store loses an object deleted while the plugin was not told
+// (a test of a missed delete).
 func (h *Host) Uncache(resource, namespace, name string) {
-	if h.cache[resource] == nil {
-		h.cache[resource] = map[string][]byte{}
-	}
 	delete(h.cache[resource], key(namespace, name))
 }
 
 // Deny takes capabilities away, as an operator who did not grant them:
-// "cache" (every resource; a resource nothing was cached for is denied
-// anyway), "state" and "metrics" then answer ERR_DENIED.
+// "cache" (every resource; a resource not granted is denied anyway), "state" and "metrics" then answer ERR_DENIED.
 func (h *Host) Deny(capabilities ...string) {
 	if h.denied == nil {
 		h.denied = map[string]bool{}
@@ -400,8 +415,8 @@ func (h *Host) StateList(prefix, after string, max int32, buf []byte) int64 {
 }
 
 func (h *Host) CacheGet(res, ns, name string) int32 {
-	objs, ok := h.cache[res]
-	if !ok || h.denied["cache"] {
+	objs := h.cache[res]
+	if !h.granted[res] || h.denied["cache"] {
 		return abi.ErrDenied
 	}
 	o, ok := objs[key(ns, name)]
@@ -413,8 +428,8 @@ func (h *Host) CacheGet(res, ns, name string) int32 {
 }
 
 func (h *Host) keys(res string, start int32, buf []byte, match func(obj []byte) bool) int64 {
-	objs, ok := h.cache[res]
-	if !ok || h.denied["cache"] {
+	objs := h.cache[res]
+	if !h.granted[res] || h.denied["cache"] {
 		return int64(abi.ErrDenied)
 	}
 	var keys []string

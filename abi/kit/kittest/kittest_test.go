@@ -157,10 +157,10 @@ func TestMissesStayBareSentinels(t *testing.T) {
 	}
 }
 
-// The fake's cache follows the events it delivers, as the host's cache
-// holds an event's object when the plugin is called: Add and Update put
-// the object in it (granting the resource's cache, as Cache does), Delete
-// takes it out; Uncache takes out what a test put in.
+// The fake's granted cache follows the events it delivers, as the host's
+// cache holds an event's object when the plugin is called: Add and Update
+// put the object in it, Delete takes it out; Uncache takes out what a
+// test put in.
 func TestEventsUpdateTheCache(t *testing.T) {
 	var seen []string
 	kit.Handle(func(ev *kit.Event) error {
@@ -169,6 +169,7 @@ func TestEventsUpdateTheCache(t *testing.T) {
 		return nil
 	})
 	h := kittest.New(t)
+	h.GrantCache("pods")
 	v1 := `{"metadata":{"name":"web","namespace":"shop","resourceVersion":"1"}}`
 	v2 := `{"metadata":{"name":"web","namespace":"shop","resourceVersion":"2"}}`
 	h.Add("pods", v1)
@@ -202,4 +203,51 @@ func errName(err error) string {
 		return "absent"
 	}
 	return err.Error()
+}
+
+// An event does not grant the cache of its resource, nor does Uncache:
+// the host answers a plugin without a cache grant ERR_DENIED, however
+// many events of the resource it is given.
+func TestEventsDoNotGrantTheCache(t *testing.T) {
+	var seen []string
+	kit.Handle(func(ev *kit.Event) error {
+		_, err := kit.Cache().Get("pods", ev.Namespace(), ev.Name())
+		seen = append(seen, errName(err))
+		return nil
+	})
+	h := kittest.New(t)
+	pod := `{"metadata":{"name":"web","namespace":"shop","resourceVersion":"1"}}`
+	h.Add("pods", pod)
+	h.Uncache("pods", "shop", "other")
+	h.Update("pods", pod, pod)
+	h.Delete("pods", pod)
+	want := "cache_get pods shop/web: ERR_DENIED"
+	for i, s := range seen {
+		if s != want {
+			t.Errorf("call %d read %q, want %q", i, s, want)
+		}
+	}
+}
+
+// A write does not grant the cache of its resource either: a plugin
+// granted writes of configmaps but not their cache reads back ERR_DENIED,
+// as from the host.
+func TestWritesDoNotGrantTheCache(t *testing.T) {
+	var read string
+	kit.Handle(func(ev *kit.Event) error {
+		target := kit.Target{Resource: "configmaps", Namespace: "demo", Name: "made"}
+		if _, err := kit.K8s().Apply(target, []byte(`{"apiVersion":"v1","kind":"ConfigMap"}`), false, kit.Preconditions{}); err != nil {
+			return err
+		}
+		_, err := kit.Cache().Get("configmaps", "demo", "made")
+		read = errName(err)
+		return nil
+	})
+	h := kittest.New(t)
+	if r := h.Add("pods", `{"metadata":{"name":"web","namespace":"shop"}}`); r.Code != kittest.OK {
+		t.Fatal(r)
+	}
+	if want := "cache_get configmaps demo/made: ERR_DENIED"; read != want {
+		t.Errorf("read %q, want %q", read, want)
+	}
 }
