@@ -865,33 +865,11 @@ func (v *blockingVerifier) Verify(ctx context.Context, _ config.Verify, _ string
 	return VerifyResult{}, ctx.Err()
 }
 
-// A stop while the running version is verified again under a changed
-// policy is no answer: the version is not unloaded for it.
-func TestStopDuringRecheckKeepsTheRunningVersion(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "old.pem"), "old key")
-	writeFile(t, filepath.Join(dir, "new.pem"), "new key")
-	reg := newFakeRegistry()
-	reg.push("localhost:5000/org/a:v1", "module one")
-	v := &blockingVerifier{waiting: make(chan struct{})}
-	h := newFakeHost()
-	m := newManager(t, h, reg, store(t), v)
-	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredOld))
-	testenv.Eventually(t, "a to run", func() bool { return h.get("a.wasm") == "module one" })
-	v.mu.Lock()
-	v.block = true
-	v.mu.Unlock()
-	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredNew))
-	<-v.waiting
-	m.Stop()
-	if h.get("a.wasm") != "module one" {
-		t.Error("stopping the manager while it verified the running version unloaded it")
-	}
-}
-
-// While the running version is verified again under a changed policy,
-// its status does not claim the old policy's verification.
-func TestStatusDuringRecheckIsNotVerified(t *testing.T) {
+// recheckUnderNewKey runs a.wasm verified under old.pem, then reloads
+// to new.pem with a verifier that blocks, and returns once the re-check
+// of the running version has begun.
+func recheckUnderNewKey(t *testing.T) (*Manager, *fakeHost) {
+	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "old.pem"), "old key")
 	writeFile(t, filepath.Join(dir, "new.pem"), "new key")
@@ -907,6 +885,23 @@ func TestStatusDuringRecheckIsNotVerified(t *testing.T) {
 	v.mu.Unlock()
 	m.Apply(t.Context(), parseIn(t, dir, 5*time.Millisecond, tagModule+"\n"+requiredNew))
 	<-v.waiting
+	return m, h
+}
+
+// A stop while the running version is verified again under a changed
+// policy is no answer: the version is not unloaded for it.
+func TestStopDuringRecheckKeepsTheRunningVersion(t *testing.T) {
+	m, h := recheckUnderNewKey(t)
+	m.Stop()
+	if h.get("a.wasm") != "module one" {
+		t.Error("stopping the manager while it verified the running version unloaded it")
+	}
+}
+
+// While the running version is verified again under a changed policy,
+// its status does not claim the old policy's verification.
+func TestStatusDuringRecheckIsNotVerified(t *testing.T) {
+	m, _ := recheckUnderNewKey(t)
 	if r := running(m, "a.wasm"); r.Verified || r.Signer != "" || r.Digest == "" {
 		t.Errorf("under new.pem, not yet verified under it, the status says running=%+v", r)
 	}

@@ -110,23 +110,7 @@ func TestSigstoreStalledReferrersFollowTheCallersContext(t *testing.T) {
 	if err := os.WriteFile(keyFile, pub, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	asked := make(chan struct{}, 1)
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) }) // before the server's own cleanup waits for its handlers
-	reg.Tamper(func(w http.ResponseWriter, r *http.Request) bool {
-		if !strings.Contains(r.URL.Path, "/referrers/") {
-			return false
-		}
-		select {
-		case asked <- struct{}{}:
-		default:
-		}
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-		return true
-	})
+	asked := hangReferrers(t, reg)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -208,20 +192,7 @@ func TestStalledSignatureLookupHoldsNeitherStopNorReload(t *testing.T) {
 			if _, err := oci.Client.Push(t.Context(), append([]byte("\x00asm\x01\x00\x00\x00"), "stalled"...), reg.Ref("org/a:v1"), nil); err != nil {
 				t.Fatal(err)
 			}
-			asked := make(chan struct{}, 1)
-			release := make(chan struct{})
-			t.Cleanup(func() { close(release) }) // before the server's own cleanup waits for its handlers
-			reg.Tamper(func(w http.ResponseWriter, r *http.Request) bool {
-				if !strings.Contains(r.URL.Path, "/referrers/") {
-					return false
-				}
-				select {
-				case asked <- struct{}{}:
-				default:
-				}
-				registrytest.Hang(r, release)
-				return true
-			})
+			asked := hangReferrers(t, reg)
 			m, err := New(Options{Host: newFakeHost(), Fetcher: &Fetchers{OCI: oci, Timeout: cfg.FetchTimeoutOrDefault()}, Store: store(t),
 				Verifier: NewSigstore(oci)})
 			if err != nil {
@@ -250,4 +221,25 @@ func TestStalledSignatureLookupHoldsNeitherStopNorReload(t *testing.T) {
 			m.Stop()
 		})
 	}
+}
+
+// hangReferrers makes reg accept every referrers request and never
+// answer it (until the test ends); the channel has a value once one was
+// asked.
+func hangReferrers(t *testing.T, reg *registrytest.Server) <-chan struct{} {
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the server's own cleanup waits for its handlers
+	reg.Tamper(func(w http.ResponseWriter, r *http.Request) bool {
+		if !strings.Contains(r.URL.Path, "/referrers/") {
+			return false
+		}
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		registrytest.Hang(r, release)
+		return true
+	})
+	return asked
 }
