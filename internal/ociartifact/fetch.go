@@ -129,11 +129,6 @@ func ReadFile(source, wantSHA256 string, max int64) ([]byte, error) {
 	return b, nil
 }
 
-// RedactURL is rawURL as it may be shown: without user info and query,
-// which may hold credentials; a URL that does not parse is shown as
-// "(unparsable URL)".
-func RedactURL(rawURL string) string { return redactRaw(rawURL) }
-
 func redactRaw(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {

@@ -84,7 +84,7 @@ type spec struct {
 	name          string
 	src           Source
 	key           string // the store's last-good key: the raw source
-	shown         string // the source as logs and Status show it (redactSource)
+	shown         string // the source as logs and Status show it (config.RedactSource)
 	pullPolicy    string
 	failurePolicy string
 	refresh       time.Duration
@@ -204,7 +204,7 @@ func specsOf(cfg *config.Config) map[string]spec {
 			}
 			v.TrustedRoot = cfg.ResolvePath(v.TrustedRoot)
 		}
-		sp := spec{name: m.File, src: Source{Ref: ref, SHA256: m.SHA256}, key: m.Source, shown: redactSource(m.Source),
+		sp := spec{name: m.File, src: Source{Ref: ref, SHA256: m.SHA256}, key: m.Source, shown: config.RedactSource(m.Source),
 			pullPolicy: m.PullPolicy, failurePolicy: m.FailurePolicy, refresh: m.RefreshInterval.Duration, verify: v}
 		if fp, err := PolicyFingerprint(v); err != nil {
 			sp.policyErr = fmt.Sprintf("plugin %s: %v", m.File, err)

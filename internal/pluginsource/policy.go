@@ -55,12 +55,6 @@ func PolicyFingerprint(p *config.Verify) (string, error) {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// redactSource is a source as the manager shows it (logs, Status,
-// NotReady, errors): an https:// URL without its user info and query,
-// which may hold credentials or a pre-signed token; the other schemes
-// carry no secrets and are shown as written.
-func redactSource(raw string) string { return config.RedactSource(raw) }
-
 // scrubSource removes from msg (an error from a fetcher or verifier,
 // which may quote the URL in its own form: net/http keeps the query and
 // writes the password as ***) the secrets of the https:// source raw:
@@ -69,7 +63,7 @@ func scrubSource(raw, msg string) string {
 	if !strings.HasPrefix(strings.ToLower(raw), "https://") {
 		return msg
 	}
-	msg = strings.ReplaceAll(msg, raw, redactSource(raw))
+	msg = strings.ReplaceAll(msg, raw, config.RedactSource(raw))
 	u, err := url.Parse(raw)
 	if err != nil {
 		return msg
