@@ -26,20 +26,24 @@ const (
 	sigstoreBundlePrefix = "application/vnd.dev.sigstore.bundle"
 	cosignSimpleSigning  = "application/vnd.dev.cosign.simplesigning.v1+json"
 	emptyMediaType       = "application/vnd.oci.empty.v1+json"
-	// predicateAnnotation is where cosign repeats, on the referrer, the
-	// predicate type of the statement a bundle holds; signPredicate is a
+	// PredicateAnnotation is where cosign repeats, on the referrer, the
+	// predicate type of the statement a bundle holds; SignPredicate is a
 	// signature's, any other an attestation's.
-	predicateAnnotation = "dev.sigstore.bundle.predicateType"
-	signPredicate       = "https://sigstore.dev/cosign/sign/v1"
+	PredicateAnnotation = "dev.sigstore.bundle.predicateType"
+	SignPredicate       = "https://sigstore.dev/cosign/sign/v1"
 
-	// maxTypedReferrers and maxUntypedReferrers bound the referrers
-	// looked at per module, each kind on its own, as sigverify bounds
-	// its lookup: every signature among them is saved, so a bundle
-	// holds whatever a lookup at the registry would look at, and junk
-	// pushed ahead of a good signature hides it from a bundle no sooner
-	// than from the registry itself.
-	maxTypedReferrers   = 128
-	maxUntypedReferrers = 128
+	// MaxTypedReferrers and MaxUntypedReferrers bound the referrers of
+	// one digest looked at as signatures, each kind on its own, by
+	// SaveBundle and internal/sigverify alike (SortSignatureReferrers):
+	// every signature among them is saved, so a bundle holds whatever a
+	// lookup at the registry would look at, and junk pushed ahead of a
+	// good signature hides it from a bundle no sooner than from the
+	// registry itself. The bounds are well above what one digest
+	// gathers in practice (a signature per signer and release), so that
+	// junk pushed by anyone with push access does not hide a good
+	// signature cheaply.
+	MaxTypedReferrers   = 128
+	MaxUntypedReferrers = 128
 	// maxSignatureBlob bounds each blob of a signature (sigverify reads
 	// no more), and perEntrySlack (LoadBundle's allowance per entry of
 	// index.json) all its blobs together, so that what is saved loads.
@@ -55,37 +59,58 @@ const (
 	maxSkipReasons = 3
 )
 
-// signatureCandidates are the referrers of a digest worth fetching, in
-// the order sigverify looks at them, and what was passed over unfetched.
-type signatureCandidates struct {
-	// typed are listed with a sigstore bundle artifact type.
-	typed []v1.Descriptor
-	// untyped have no artifact type or the empty config's, as registries
-	// that report the config media type list cosign's signatures; they
-	// come after the typed ones, under their own bound, so that junk of
+// SignatureReferrers are the referrers of a digest sorted for a
+// signature lookup, as SaveBundle and internal/sigverify both look at
+// them, and what was passed over unfetched.
+type SignatureReferrers struct {
+	// Candidates are worth fetching, in order: those listed with a
+	// sigstore bundle artifact type, then those with no artifact type or
+	// the empty config's (registries that report the config media type
+	// list cosign's signatures so). The second kind is ambiguous, so it
+	// comes after the first, each under its own bound, so that junk of
 	// one kind cannot use up the other's share.
-	untyped []v1.Descriptor
-	// other and attestations count what is never a signature.
-	other, attestations int
+	Candidates []v1.Descriptor
+	// OverTyped and OverUntyped count the candidates of each kind past
+	// its bound, not looked at.
+	OverTyped, OverUntyped int
+	// Other counts the referrers of other artifact types, by type, and
+	// Attestations the bundles of another predicate than a signature's:
+	// neither is ever a signature, nor fetched.
+	Other        map[string]int
+	Attestations int
 }
 
-func sortSignatureCandidates(ds []v1.Descriptor) signatureCandidates {
-	var c signatureCandidates
+// SortSignatureReferrers sorts ds (a referrers list) for a signature
+// lookup.
+func SortSignatureReferrers(ds []v1.Descriptor) SignatureReferrers {
+	r := SignatureReferrers{Other: map[string]int{}}
+	var typed, untyped []v1.Descriptor
 	for _, d := range ds {
-		if pt := d.Annotations[predicateAnnotation]; pt != "" && pt != signPredicate {
-			c.attestations++
+		// cosign writes the predicate type of what a bundle holds as an
+		// annotation the referrers list repeats: an attestation (SBOM,
+		// provenance) is never a signature, and a repository gathers
+		// many, so it is not fetched.
+		if pt := d.Annotations[PredicateAnnotation]; pt != "" && pt != SignPredicate {
+			r.Attestations++
 			continue
 		}
 		switch at := d.ArtifactType; {
 		case strings.HasPrefix(at, sigstoreBundlePrefix):
-			c.typed = append(c.typed, d)
+			typed = append(typed, d)
 		case at == "" || at == emptyMediaType:
-			c.untyped = append(c.untyped, d)
+			untyped = append(untyped, d)
 		default:
-			c.other++
+			r.Other[at]++
 		}
 	}
-	return c
+	if len(typed) > MaxTypedReferrers {
+		r.OverTyped, typed = len(typed)-MaxTypedReferrers, typed[:MaxTypedReferrers]
+	}
+	if len(untyped) > MaxUntypedReferrers {
+		r.OverUntyped, untyped = len(untyped)-MaxUntypedReferrers, untyped[:MaxUntypedReferrers]
+	}
+	r.Candidates = append(typed, untyped...)
+	return r
 }
 
 // skipped tallies what saveSignatures left out, for its report.
@@ -104,7 +129,7 @@ func (s skipped) String() string {
 	add(s.other, "of other artifact types")
 	add(s.attestations, "attestations")
 	add(s.notSignature, "untyped that are not signatures")
-	add(s.overBound, fmt.Sprintf("past the first %d bundle-typed or %d untyped", maxTypedReferrers, maxUntypedReferrers))
+	add(s.overBound, fmt.Sprintf("past the first %d bundle-typed or %d untyped", MaxTypedReferrers, MaxUntypedReferrers))
 	if len(s.failed) > 0 {
 		why := s.failed
 		if len(why) > maxSkipReasons {
@@ -117,7 +142,7 @@ func (s skipped) String() string {
 
 // saveSignatures copies the signatures of digest in repo into lp: the
 // referrers that are sigstore bundles (cosign v3, what informer-host
-// sign writes), typed ones first, as sortSignatureCandidates orders and
+// sign writes), typed ones first, as SortSignatureReferrers orders and
 // the bounds above limit them, and cosign's legacy sha256-<hex>.sig
 // tag, each manifest byte for byte with its blobs. Anyone who can push
 // to repo can push referrers, so one that cannot be copied (gone, not a
@@ -134,33 +159,31 @@ func (c *Client) saveSignatures(ctx context.Context, lp layout.Path, repo name.R
 	if err != nil {
 		return 0, "", fmt.Errorf("listing the signatures (referrers) of %s: %w", digest, err)
 	}
-	cands := sortSignatureCandidates(im.Manifests)
-	skip := skipped{other: cands.other, attestations: cands.attestations}
+	refs := SortSignatureReferrers(im.Manifests)
+	other := 0
+	for _, k := range refs.Other {
+		other += k
+	}
+	skip := skipped{other: other, attestations: refs.Attestations, overBound: refs.OverTyped + refs.OverUntyped}
 	n := 0
-	for i, group := range [][]v1.Descriptor{cands.typed, cands.untyped} {
-		if bound := [2]int{maxTypedReferrers, maxUntypedReferrers}[i]; len(group) > bound {
-			skip.overBound += len(group) - bound
-			group = group[:bound]
+	for _, d := range refs.Candidates {
+		// Some registries report the config's media type (empty) as the
+		// artifact type; the manifest then tells.
+		f, err := fetchSignature(repo, repo.Digest(d.Digest.String()), maxReferrerLayers, opts)
+		switch {
+		case ctx.Err() != nil:
+			return n, "", fmt.Errorf("the signature %s of %s: %w", d.Digest, digest, ctx.Err())
+		case errors.Is(err, errNotSignature):
+			skip.notSignature++
+			continue
+		case err != nil:
+			skip.failed = append(skip.failed, fmt.Sprintf("%s: %s", d.Digest, oneLine(err)))
+			continue
 		}
-		for _, d := range group {
-			// Some registries report the config's media type (empty) as
-			// the artifact type; the manifest then tells.
-			f, err := fetchSignature(repo, repo.Digest(d.Digest.String()), maxReferrerLayers, opts)
-			switch {
-			case ctx.Err() != nil:
-				return n, "", fmt.Errorf("the signature %s of %s: %w", d.Digest, digest, ctx.Err())
-			case errors.Is(err, errNotSignature):
-				skip.notSignature++
-				continue
-			case err != nil:
-				skip.failed = append(skip.failed, fmt.Sprintf("%s: %s", d.Digest, oneLine(err)))
-				continue
-			}
-			if err := f.write(lp, v1.Descriptor{ArtifactType: d.ArtifactType}); err != nil {
-				return n, "", fmt.Errorf("the signature %s of %s: %w", d.Digest, digest, err)
-			}
-			n++
+		if err := f.write(lp, v1.Descriptor{ArtifactType: d.ArtifactType}); err != nil {
+			return n, "", fmt.Errorf("the signature %s of %s: %w", d.Digest, digest, err)
 		}
+		n++
 	}
 	h, err := v1.NewHash(digest)
 	if err != nil {

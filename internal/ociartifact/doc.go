@@ -45,9 +45,10 @@
 // referrers and legacy .sig tag of its digest, which LoadBundle puts in
 // the store's SignatureDir, a layout a verifier reads in place of a
 // registry; this package copies signatures and never judges them. Anyone
-// who can push to a repository can push referrers, so saving picks them as
-// internal/sigverify's lookup does (the two must agree; this package names
-// the media types and annotation rather than import the verifier):
+// who can push to a repository can push referrers, so saving picks them
+// with SortSignatureReferrers, which internal/sigverify's lookup uses too
+// (this package names the media types and annotation; it does not import
+// the verifier, which imports it):
 // attestations (a dev.sigstore.bundle.predicateType annotation naming
 // another predicate than cosign's sign one) and other artifact types are
 // passed over unfetched; referrers typed as sigstore bundles are looked at
@@ -73,6 +74,7 @@
 // config.yaml or plugins. What a module imports (the ABI version and
 // capabilities Push records as annotations) is the caller's to read,
 // with host/inspect, and pass in. The daemon's source manager and
-// cmd/informer-host's push, pull, inspect and bundle commands import it;
-// its registrytest subpackage is for tests only.
+// cmd/informer-host's push, pull, inspect and bundle commands import it,
+// and so does internal/sigverify, for SortSignatureReferrers; its
+// registrytest subpackage is for tests only.
 package ociartifact

@@ -99,8 +99,10 @@
 // nor needs the registry. Only verified results are cached: a refusal is
 // looked at again next time, since a signature can be attached later.
 //
-// Rule of direction: sigverify imports sigstore-go, go-containerregistry
-// and the standard library; it imports neither host/ nor internal/daemon
-// nor internal/config. The daemon (and the command) build a Policy from
+// Rule of direction: sigverify imports sigstore-go, go-containerregistry,
+// the standard library and internal/ociartifact (for the one sorting of
+// referrers that `bundle save` uses too, so the two look at the same
+// signatures); it imports neither host/ nor internal/daemon nor
+// internal/config. The daemon (and the command) build a Policy from
 // the config and call it.
 package sigverify

@@ -21,6 +21,8 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/fulcio/certificate"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore-go/pkg/verify"
+
+	"github.com/informer-host/informer-host/internal/ociartifact"
 )
 
 // Media and predicate types this package reads and writes.
@@ -31,7 +33,7 @@ const (
 	// SignPredicateType is the in-toto predicate type of a cosign v3
 	// image signature; a DSSE statement of another type is an
 	// attestation and does not count as a signature.
-	SignPredicateType = "https://sigstore.dev/cosign/sign/v1"
+	SignPredicateType = ociartifact.SignPredicate
 	// SimpleSigningMediaType is the layer of cosign's legacy
 	// sha256-<hex>.sig tag.
 	SimpleSigningMediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
@@ -42,20 +44,14 @@ const (
 	certificateAnnotation = "dev.sigstore.cosign/certificate"
 	rekorBundleAnnotation = "dev.sigstore.cosign/bundle"
 
-	predicateAnnotation = "dev.sigstore.bundle.predicateType"
+	predicateAnnotation = ociartifact.PredicateAnnotation
 
-	// maxTypedReferrers bounds how many referrers of the bundle
-	// artifact type are looked at, maxUntypedReferrers how many with no
-	// type of their own (see sortReferrers), and maxBlobBytes how large a
-	// bundle or payload may be: a registry cannot make verification
-	// read without end. The bounds are well above what one digest
-	// gathers in practice (a signature per signer and release), so that
-	// junk pushed by anyone with push access does not hide a good
-	// signature cheaply; each costs two small requests, and the
-	// per-location timeout bounds them all.
-	maxTypedReferrers   = 128
-	maxUntypedReferrers = 128
-	maxBlobBytes        = 1 << 20
+	// maxBlobBytes bounds how large a bundle or payload may be: a
+	// registry cannot make verification read without end. How many
+	// referrers are looked at is ociartifact's MaxTypedReferrers and
+	// MaxUntypedReferrers, shared with `bundle save`; each costs two
+	// small requests, and the per-location timeout bounds them all.
+	maxBlobBytes = 1 << 20
 
 	// DefaultTimeout bounds one location's signature lookup (referrers,
 	// their manifests and bundles, the legacy tag) when WithTimeout does
@@ -313,61 +309,23 @@ func (v *Verifier) verifyRemote(ctx context.Context, ref name.Digest, hash v1.Ha
 	return Result{Reason: fmt.Sprintf("no verified signature at any of the %d places %s is pulled from: %s", len(locs), ref, strings.Join(reasons, "; "))}, nil
 }
 
-// candidates sorts the referrers of a digest into those worth fetching,
-// by artifact type, and counts the rest by why they were skipped.
+// candidates are a digest's referrers as ociartifact sorts them for a
+// signature lookup (the order and bounds `bundle save` uses too), with
+// what fetching them found.
 type candidates struct {
-	// typed have the bundle artifact type: cosign v3's signatures on a
-	// registry that reports a referrer's own artifactType.
-	typed []v1.Descriptor
-	// untyped have no artifact type, or the empty config's: a registry
-	// that reports the config media type (go-containerregistry's,
-	// some older ones, the referrers tag written by clients) lists
-	// cosign's signatures so. They are ambiguous, so they come after
-	// the typed ones, with their own bound: junk of one kind cannot use
-	// up the budget of the other.
-	untyped []v1.Descriptor
-	skipped map[string]int
+	ociartifact.SignatureReferrers
 	// notBundle counts candidates fetched whose manifest turned out not
 	// to be a sigstore bundle artifact.
 	notBundle int
 }
 
-func sortReferrers(ds []v1.Descriptor) candidates {
-	c := candidates{skipped: map[string]int{}}
-	for _, d := range ds {
-		at := d.ArtifactType
-		// cosign writes the predicate type of what a bundle holds as an
-		// annotation the referrers list repeats: an attestation
-		// (SBOM, provenance) is never a signature, and a repository
-		// gathers many, so it is not fetched.
-		if pt := d.Annotations[predicateAnnotation]; pt != "" && pt != SignPredicateType {
-			c.skipped["attestations ("+pt+")"]++
-			continue
-		}
-		switch {
-		case strings.HasPrefix(at, bundleMediaTypePrefix):
-			c.typed = append(c.typed, d)
-		case at == "" || at == emptyMediaType:
-			c.untyped = append(c.untyped, d)
-		default:
-			c.skipped[at]++
-		}
-	}
-	return c
-}
-
 // summary says what was skipped and why, for a reason: "referrers
 // skipped: 70 of other artifact types (application/spdx+json: 70), not
 // signatures; ...".
-func (c candidates) summary(overTyped, overUntyped int) string {
+func (c candidates) summary() string {
 	var parts []string
 	other, kinds := 0, []string{}
-	attest := 0
-	for k, n := range c.skipped {
-		if strings.HasPrefix(k, "attestations (") {
-			attest += n
-			continue
-		}
+	for k, n := range c.Other {
 		other += n
 		kinds = append(kinds, fmt.Sprintf("%s: %d", k, n))
 	}
@@ -378,17 +336,17 @@ func (c candidates) summary(overTyped, overUntyped int) string {
 		}
 		parts = append(parts, fmt.Sprintf("%d of other artifact types (%s), not signatures", other, strings.Join(kinds, ", ")))
 	}
-	if attest > 0 {
-		parts = append(parts, fmt.Sprintf("%d attestations, by their predicate type annotation", attest))
+	if c.Attestations > 0 {
+		parts = append(parts, fmt.Sprintf("%d attestations, by their predicate type annotation", c.Attestations))
 	}
 	if c.notBundle > 0 {
 		parts = append(parts, fmt.Sprintf("%d untyped whose manifest is not a sigstore bundle artifact", c.notBundle))
 	}
-	if overTyped > 0 {
-		parts = append(parts, fmt.Sprintf("%d bundle-typed referrers past the first %d", overTyped, maxTypedReferrers))
+	if c.OverTyped > 0 {
+		parts = append(parts, fmt.Sprintf("%d bundle-typed referrers past the first %d", c.OverTyped, ociartifact.MaxTypedReferrers))
 	}
-	if overUntyped > 0 {
-		parts = append(parts, fmt.Sprintf("%d untyped referrers past the first %d", overUntyped, maxUntypedReferrers))
+	if c.OverUntyped > 0 {
+		parts = append(parts, fmt.Sprintf("%d untyped referrers past the first %d", c.OverUntyped, ociartifact.MaxUntypedReferrers))
 	}
 	if len(parts) == 0 {
 		return ""
@@ -432,36 +390,28 @@ func (v *Verifier) lookAt(ctx context.Context, ref name.Digest, hash v1.Hash) (R
 	if err != nil {
 		return Result{}, fmt.Errorf("listing referrers: %w", err)
 	}
-	cands := sortReferrers(im.Manifests)
-	over := [2]int{}
-	for i, group := range [][]v1.Descriptor{cands.typed, cands.untyped} {
-		bound := [2]int{maxTypedReferrers, maxUntypedReferrers}[i]
-		if len(group) > bound {
-			over[i] = len(group) - bound
-			group = group[:bound]
+	cands := candidates{SignatureReferrers: ociartifact.SortSignatureReferrers(im.Manifests)}
+	for _, desc := range cands.Candidates {
+		where := "referrer " + desc.Digest.String()
+		raw, err := v.bundleFromReferrer(ref.Context().Digest(desc.Digest.String()), ropts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Result{}, fmt.Errorf("%s: %w", where, err)
+			}
+			tried = append(tried, found{where, err.Error()})
+			continue
 		}
-		for _, desc := range group {
-			where := "referrer " + desc.Digest.String()
-			raw, err := v.bundleFromReferrer(ref.Context().Digest(desc.Digest.String()), ropts)
-			if err != nil {
-				if ctx.Err() != nil {
-					return Result{}, fmt.Errorf("%s: %w", where, err)
-				}
-				tried = append(tried, found{where, err.Error()})
-				continue
-			}
-			if raw == nil {
-				cands.notBundle++
-				continue
-			}
-			signer, why := v.checkBundle(raw, digestBytes, hash)
-			if signer != "" {
-				return Result{Verified: true, Signer: signer, Reason: "signature verified: sigstore bundle in " + where}, nil
-			}
-			tried = append(tried, found{where, why})
+		if raw == nil {
+			cands.notBundle++
+			continue
 		}
+		signer, why := v.checkBundle(raw, digestBytes, hash)
+		if signer != "" {
+			return Result{Verified: true, Signer: signer, Reason: "signature verified: sigstore bundle in " + where}, nil
+		}
+		tried = append(tried, found{where, why})
 	}
-	skipped := cands.summary(over[0], over[1])
+	skipped := cands.summary()
 
 	// (2) cosign's legacy tag.
 	signer, legacy, err := v.checkLegacy(ctx, ref, hash, digestBytes, ropts)
