@@ -2,9 +2,7 @@ package pluginsource
 
 import (
 	"bytes"
-	"crypto/elliptic"
 	"encoding/base64"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,14 +96,9 @@ func TestBundleCarriesSignatures(t *testing.T) {
 		}
 		digests[repo] = d.Digest
 	}
-	priv, pub, err := cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubFile := filepath.Join(t.TempDir(), "cosign.pub")
-	if err := os.WriteFile(pubFile, pub, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyDir := t.TempDir()
+	priv := writeKeyPair(t, keyDir, "cosign.pub")
+	pubFile := filepath.Join(keyDir, "cosign.pub")
 	if _, err := sigverify.SignWithKey(ctx, reg.Ref("sig/a"), digests["sig/a"], priv, sigverify.WithRemoteOptions(c.RemoteOptions(ctx)...)); err != nil {
 		t.Fatal(err)
 	}

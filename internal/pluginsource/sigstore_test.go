@@ -2,11 +2,7 @@ package pluginsource
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,28 +10,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/ociartifact/registrytest"
 	"github.com/informer-host/informer-host/internal/sigverify"
 )
 
-// testKey is a P-256 key pair: the private half as PKCS#8 PEM, the
-// public half as the PEM a policy's key file holds.
+// testKey is a P-256 key pair: the private half as PEM for
+// sigverify.SignWithKey, the public half as the PEM a policy's key file
+// holds.
 func testKey(t *testing.T) (privPEM, pubPEM []byte) {
 	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	privPEM, pubPEM, err := cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := x509.MarshalPKIXPublicKey(&priv.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
+	return privPEM, pubPEM
 }
 
 // ociFor builds the registry client of a config naming registries
