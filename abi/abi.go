@@ -50,6 +50,10 @@ const (
 	// plugin makes each current with batch_select, settles it with
 	// batch_result and returns how many it settled (ABI.md §5).
 	ExportHandleBatch = "ih_handle_batch"
+	// ExportReconcile is ih_reconcile(header_len i32) -> i32; optional,
+	// since v1.5, required of a plugin configured as a controller: the
+	// host hands it one primary key at a time (ABI.md §18).
+	ExportReconcile = "ih_reconcile"
 	// ExportPrefix is the prefix reserved for ABI entry points.
 	ExportPrefix = "ih_"
 )
@@ -123,6 +127,23 @@ const (
 	// current event with code (an ih_handle result) and the set_error
 	// message given since batch_select; 0 or an error code.
 	ImportBatchResult = "batch_result"
+
+	// Controller mode (ABI.md §18), since v1.5; outside ih_reconcile
+	// each returns ErrNoEvent.
+
+	// ImportReconcileRequeueAfter is reconcile_requeue_after(millis i64)
+	// -> i32: reconcile the key again after millis once the call answers
+	// OK (0 clears); every plugin may call it.
+	ImportReconcileRequeueAfter = "reconcile_requeue_after"
+	// ImportChildrenApply is children_apply(ptr, len i32) -> i32: the
+	// complete set of the key's children, a JSON array, applied and the
+	// stale ones pruned; the number that failed, or an error code.
+	// Capability "writes".
+	ImportChildrenApply = "children_apply"
+	// ImportStatusApply is status_apply(ptr, len i32) -> i32: the status
+	// fields the plugin owns, conditions completed by the host, applied
+	// to the primary's status subresource. Capability "writes".
+	ImportStatusApply = "status_apply"
 
 	// Kubernetes writes (capability "writes", ABI.md §17.1), since v1.2.
 
@@ -253,6 +274,8 @@ func CapabilityOf(importName string) string {
 		{"state_", CapabilityState},
 		{"metric_", CapabilityMetrics},
 		{"k8s_", CapabilityWrites},
+		{"children_", CapabilityWrites},
+		{"status_", CapabilityWrites},
 		{"event_", CapabilityEvents},
 		{"http_", CapabilityHTTP},
 	} {

@@ -12,9 +12,13 @@ const (
 	EventAdd    uint8 = 1
 	EventUpdate uint8 = 2
 	EventDelete uint8 = 3
+	// EventReconcile (since v1.5) is the header of an ih_reconcile call:
+	// strings 0-8 describe a primary key of a controller-mode plugin
+	// (ABI.md §18), not an event.
+	EventReconcile uint8 = 4
 )
 
-// Header flags, the header's byte 2. Bits 5-7 are reserved and zero in v1.
+// Header flags, the header's byte 2. Every bit is defined since v1.5.
 const (
 	// FlagInitialList is set on an add that comes from the informer's
 	// initial list, or from the cache replay a plugin receives after it
@@ -35,6 +39,18 @@ const (
 	// moved to another member of a sharding group: it left this replica's
 	// share, not the cluster.
 	FlagHandedOver uint8 = 1 << 4
+	// FlagMissedDelete (since v1.5) is set, with FlagFinalStateUnknown, on
+	// a delete the host inferred after the fact: an object the plugin was
+	// handed that no longer existed when the host looked again (after a
+	// restart, a reload, an unload, a quarantine or a handover). Its
+	// object is a stub: apiVersion, kind, namespace, name and uid.
+	FlagMissedDelete uint8 = 1 << 5
+	// FlagAbsent (since v1.5, ih_reconcile only) says the key has no
+	// object in the cache: object_read(0) is ERR_ABSENT.
+	FlagAbsent uint8 = 1 << 6
+	// FlagDeleting (since v1.5, ih_reconcile only) says the object's
+	// metadata.deletionTimestamp is set.
+	FlagDeleting uint8 = 1 << 7
 )
 
 // Header layout. All integers are little-endian.

@@ -247,6 +247,56 @@ type PluginSettings struct {
 	// plugins.default's applies to every sourced module without its own.
 	// It has no effect on the directory's modules.
 	Verify *Verify `yaml:"verify" json:"verify,omitempty"`
+	// Controller, when set, makes the plugin a controller of one
+	// resource (ABI.md §18): it is handed keys through ih_reconcile, not
+	// events, and its bindings are derived from For, Owns and Watches.
+	Controller *Controller `yaml:"controller" json:"controller,omitempty"`
+}
+
+// Controller is a controller-mode plugin's settings (README, "Writing a
+// controller plugin").
+type Controller struct {
+	// For is the primary resource (a Resource.Name): its keys are what
+	// the plugin reconciles.
+	For string `yaml:"for" json:"for"`
+	// Filter is a CEL expression over the primary object; a key whose
+	// object fails it is not reconciled (an absent key is).
+	Filter string `yaml:"filter" json:"filter,omitempty"`
+	// GenerationChanged skips updates of a primary that leave
+	// metadata.generation unchanged (status-only updates).
+	GenerationChanged bool `yaml:"generationChanged" json:"generationChanged,omitempty"`
+	// Owns are the resources of the primaries' children: an event on one
+	// enqueues the primary its controller ownerReference (or the host's
+	// owner annotation) names.
+	Owns []string `yaml:"owns" json:"owns,omitempty"`
+	// Watches are related resources mapped to primaries by the host.
+	Watches []Watch `yaml:"watches" json:"watches,omitempty"`
+	// Finalizer, when set, is added to every primary before the plugin
+	// first acts on it and removed once the plugin has answered OK for it
+	// while it was being deleted.
+	Finalizer string `yaml:"finalizer" json:"finalizer,omitempty"`
+	// OnRemove is what happens to Finalizer on live objects when the
+	// plugin is removed from the configuration: "keep" (the default) or
+	// "release".
+	OnRemove string `yaml:"onRemove" json:"onRemove,omitempty"`
+}
+
+// Watch maps the objects of one resource to the primaries they concern.
+// Exactly one of Label, Annotation, Field, Map and ReferencedBy is set.
+type Watch struct {
+	Resource string `yaml:"resource" json:"resource"`
+	// Label, Annotation and Field name the primary on the watched
+	// object: "name" (the watched object's namespace) or "namespace/name".
+	Label      string `yaml:"label" json:"label,omitempty"`
+	Annotation string `yaml:"annotation" json:"annotation,omitempty"`
+	Field      string `yaml:"field" json:"field,omitempty"`
+	// Map is a CEL expression over the watched object returning a key or
+	// a list of keys of primaries.
+	Map string `yaml:"map" json:"map,omitempty"`
+	// ReferencedBy is a CEL expression over a primary returning the keys
+	// of the watched objects it refers to; an event on a watched object
+	// enqueues every primary referring to it.
+	ReferencedBy string `yaml:"referencedBy" json:"referencedBy,omitempty"`
 }
 
 // Binding subscribes a plugin to one configured resource.
