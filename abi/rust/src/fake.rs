@@ -359,6 +359,14 @@ mod imp {
         }
     }
 
+    /// The uids of the object's ownerReferences, for the owner index.
+    fn owner_uids(f: &Fields) -> Vec<String> {
+        match value_of(f).get("metadata").and_then(|m| m.get("ownerReferences")) {
+            Some(json::Value::Array(a)) => a.iter().filter_map(|o| o.get("uid").and_then(|u| u.as_str()).map(str::to_string)).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The object's labels, for label selectors.
     fn labels_of(f: &Fields) -> BTreeMap<String, String> {
         let v = value_of(f);
@@ -881,11 +889,23 @@ mod imp {
             if denied("cache") {
                 return -8;
             }
-            if text(index, index_len) != "namespace" {
-                return -5;
+            let v = text(value, value_len);
+            let res = text(res, res_len);
+            match text(index, index_len).as_str() {
+                "namespace" => page(keys_of(&res, |k| in_namespace(k, &v)), start, p, n),
+                // By ownerReferences uid, as the host's "owner" index.
+                "owner" => {
+                    let owned: Vec<String> = with(|h| {
+                        h.cache
+                            .iter()
+                            .filter(|((r, _), f)| *r == res && super::owner_uids(f).iter().any(|u| *u == v))
+                            .map(|((_, k), _)| k.clone())
+                            .collect()
+                    });
+                    page(owned, start, p, n)
+                }
+                _ => -5,
             }
-            let ns = text(value, value_len);
-            page(keys_of(&text(res, res_len), |k| in_namespace(k, &ns)), start, p, n)
         }
         pub unsafe fn state_get(key: *const u8, key_len: i32, p: *mut u8, n: i32, version: *mut i64) -> i32 {
             if denied("state") {
