@@ -63,11 +63,13 @@ $(PLUGINS_OUT)/service-per-pod-rs.wasm: plugins/examples/service-per-pod-rs/plug
 # The kit's unit tests run on this machine's own target, against the kit's
 # in-memory host (abi/rust/src/fake.rs); so do the Rust examples' tests,
 # linked with the kit built for this machine (its fake host included).
-kits-test: $(KITS_OUT)/rust/kit-test $(KITS_OUT)/rust/service-per-pod-rs-test $(KITS_OUT)/c/helpers-test $(KITS_OUT)/c/fake-test $(KITS_OUT)/as-fake-plugin.wasm
+kits-test: $(KITS_OUT)/rust/kit-test $(KITS_OUT)/rust/service-per-pod-rs-test $(KITS_OUT)/c/helpers-test $(KITS_OUT)/c/fake-test \
+		$(KITS_OUT)/c/reconcile-test $(KITS_OUT)/as-fake-plugin.wasm
 	$(KITS_OUT)/rust/kit-test
 	$(KITS_OUT)/rust/service-per-pod-rs-test
 	$(KITS_OUT)/c/helpers-test
 	$(KITS_OUT)/c/fake-test
+	$(KITS_OUT)/c/reconcile-test
 	FAKE_PLUGIN=$(abspath $(KITS_OUT)/as-fake-plugin.wasm) node --test abi/assemblyscript/test/fake.test.mjs
 $(KITS_OUT)/rust/kit-test: $(RUST_KIT_SRC) | deps
 	@mkdir -p $(@D)
@@ -82,7 +84,11 @@ $(KITS_OUT)/c/helpers-test: abi/include/test/helpers_test.c abi/include/informer
 	@mkdir -p $(@D)
 	$(CLANG) -Wall -Wno-unknown-attributes -Iabi/include -o $@ $<
 # informer_host_fake.h, the C plugins' in-memory host, natively.
-$(KITS_OUT)/c/fake-test: abi/include/test/fake_test.c abi/include/informer_host_fake.h abi/include/informer_host.h | deps
+$(KITS_OUT)/c/fake-test: abi/include/test/fake_test.c abi/include/informer_host_fake.h abi/include/informer_host.h abi/include/informer_host_reconcile.h | deps
+	@mkdir -p $(@D)
+	$(CLANG) -Wall -Wextra -Wno-unknown-attributes -Iabi/include -o $@ $<
+# informer_host_reconcile.h (controller mode) over the C fake host's loop.
+$(KITS_OUT)/c/reconcile-test: abi/include/test/reconcile_test.c abi/include/informer_host_fake.h abi/include/informer_host.h abi/include/informer_host_reconcile.h | deps
 	@mkdir -p $(@D)
 	$(CLANG) -Wall -Wextra -Wno-unknown-attributes -Iabi/include -o $@ $<
 test: kits-test
