@@ -64,13 +64,14 @@ $(PLUGINS_OUT)/service-per-pod-rs.wasm: plugins/examples/service-per-pod-rs/plug
 # in-memory host (abi/rust/src/fake.rs); so do the Rust examples' tests,
 # linked with the kit built for this machine (its fake host included).
 kits-test: $(KITS_OUT)/rust/kit-test $(KITS_OUT)/rust/service-per-pod-rs-test $(KITS_OUT)/c/helpers-test $(KITS_OUT)/c/fake-test \
-		$(KITS_OUT)/c/reconcile-test $(KITS_OUT)/as-fake-plugin.wasm
+		$(KITS_OUT)/c/reconcile-test $(KITS_OUT)/as-fake-plugin.wasm $(KITS_OUT)/as-reconcile-plugin.wasm
 	$(KITS_OUT)/rust/kit-test
 	$(KITS_OUT)/rust/service-per-pod-rs-test
 	$(KITS_OUT)/c/helpers-test
 	$(KITS_OUT)/c/fake-test
 	$(KITS_OUT)/c/reconcile-test
 	FAKE_PLUGIN=$(abspath $(KITS_OUT)/as-fake-plugin.wasm) node --test abi/assemblyscript/test/fake.test.mjs
+	RECONCILE_PLUGIN=$(abspath $(KITS_OUT)/as-reconcile-plugin.wasm) node --test abi/assemblyscript/test/reconcile.test.mjs
 $(KITS_OUT)/rust/kit-test: $(RUST_KIT_SRC) | deps
 	@mkdir -p $(@D)
 	$(RUSTC_WASM) --edition 2021 --test -o $@ abi/rust/src/lib.rs
@@ -147,6 +148,12 @@ $(KITS_OUT)/rs-batch-test.wasm: abi/rust/test/batch.rs $(KITS_OUT)/rust/wasm32-w
 $(KITS_OUT)/as-fake-plugin.wasm: abi/assemblyscript/test/fake-plugin.ts $(AS_KIT_SRC) abi/assemblyscript/node_modules/.kit-installed
 	@mkdir -p $(@D)
 	cd abi/assemblyscript && node_modules/.bin/asc test/fake-plugin.ts -o $(abspath $@) -O --debug --use abort=assembly/index/abort
+
+# The AssemblyScript kit's controller-mode plugin (abi/assemblyscript/test/reconcile-plugin.ts),
+# run under node against fake/host.mjs's controller loop by kits-test.
+$(KITS_OUT)/as-reconcile-plugin.wasm: abi/assemblyscript/test/reconcile-plugin.ts $(AS_KIT_SRC) abi/assemblyscript/node_modules/.kit-installed
+	@mkdir -p $(@D)
+	cd abi/assemblyscript && node_modules/.bin/asc test/reconcile-plugin.ts -o $(abspath $@) -O --debug --use abort=assembly/index/abort
 
 # The Rust kit's test plugin (abi/rust/test/kit.rs), run by
 # host/internal/engine's TestKitRustFunctions.
