@@ -24,7 +24,8 @@
  * After an IH_OK answer the kit carries the outcome out: children_apply
  * with the complete set (when the function gave one: ih_children_none or
  * ih_child_begin), status_apply with the status fields and conditions
- * (when it gave any), reconcile_requeue_after. A child the host could not
+ * (when it gave any; after another answer too, so a failure can be a
+ * condition), reconcile_requeue_after (always: 0 clears). A child the host could not
  * apply turns the answer into IH_ERROR with the host's line for each
  * (`<kind> <ns>/<name>: <error>`), after the status was written, so the key
  * is retried with backoff; a plugin that acts on failed children itself
@@ -282,13 +283,18 @@ static inline void ih_reconcile_fail(ih_json *m, const char *what) {
 	ih_set_error(m->buf, m->len);
 }
 
-/* Carries out o after an IH_OK answer: the answer. */
-static inline int32_t ih_reconcile_settle(ih_outcome *o) {
+/* Carries out o after the reconcile function answered code, as Go's kit
+ * does: the children only after IH_OK (a failed reconcile's set may be
+ * partial, and pruning by it would delete), the status whatever the answer
+ * (a failure can be a condition; skipped when the primary is gone: its
+ * absent reconcile follows), the requeue only when all succeeded, 0
+ * included, so an outcome without one clears the key's timer. The answer. */
+static inline int32_t ih_reconcile_settle(ih_outcome *o, int32_t code) {
 	static char mbuf[2304];
 	ih_json m;
-	int32_t answer = IH_OK;
+	int32_t answer = code;
 	ih_json_init(&m, mbuf, sizeof mbuf);
-	if (o->has_children) {
+	if (o->has_children && answer == IH_OK) {
 		while (o->children.depth > 0) ih_json_end(&o->children);
 		int32_t r = o->children.overflow ? IH_ERR_TOO_LARGE : ih_children_apply(o->children.buf, o->children.len);
 		if (o->children.overflow) {
@@ -323,7 +329,7 @@ static inline int32_t ih_reconcile_settle(ih_outcome *o) {
 		}
 		while (s->depth > 0) ih_json_end(s);
 		int32_t r = s->overflow ? IH_ERR_TOO_LARGE : ih_status_apply(s->buf, s->len);
-		if (r < 0 && answer == IH_OK) {
+		if (r < 0 && r != IH_ERR_ABSENT && answer == IH_OK) {
 			ih_json_init(&m, mbuf, sizeof mbuf);
 			if (s->overflow) {
 				ih_json_raw(&m, "status over IH_RECONCILE_STATUS_BUF bytes", 41);
@@ -335,9 +341,9 @@ static inline int32_t ih_reconcile_settle(ih_outcome *o) {
 			answer = IH_ERROR;
 		}
 	}
-	if (o->requeue_after_ms > 0) {
+	if (answer == IH_OK) {
 		int32_t r = ih_reconcile_requeue_after(o->requeue_after_ms);
-		if (r < 0 && answer == IH_OK) {
+		if (r < 0) {
 			ih_json_init(&m, mbuf, sizeof mbuf);
 			ih_json_raw(&m, "reconcile_requeue_after: ", 25);
 			ih_json_raw(&m, ih_error_name(r), ih_strlen(ih_error_name(r)));
@@ -365,8 +371,7 @@ static inline int32_t ih_reconcile_run(int32_t header_len, int32_t (*fn)(const i
 	req.deleting = (ih_header_flags(h) & IH_FLAG_DELETING) != 0;
 	req.initial = (ih_header_flags(h) & IH_FLAG_INITIAL_LIST) != 0;
 	o.requeue_after_ms = 0, o.has_children = 0, o.has_status = 0, o.in_child = 0, o.n_conditions = 0;
-	int32_t code = fn(&req, &o);
-	return code == IH_OK ? ih_reconcile_settle(&o) : code;
+	return ih_reconcile_settle(&o, fn(&req, &o));
 }
 
 #define IH_RECONCILER(fn) \

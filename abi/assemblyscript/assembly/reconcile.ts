@@ -18,9 +18,10 @@
 //   });
 //
 // Outcome.retry, Outcome.drop and Outcome.error answer as a handler's
-// RETRY, DROP and ERROR do. After an OK outcome the kit applies the
+// RETRY, DROP and ERROR do (withStatus on them still writes the status: a
+// failure can be a condition). After an OK outcome the kit applies the
 // children (children_apply), then the status (status_apply), then the
-// requeue; a child the host could not apply turns the answer into ERROR
+// requeue (always: zero clears the key's timer); a child the host could not apply turns the answer into ERROR
 // with the host's line for each (`<kind> <ns>/<name>: <error>`), after
 // the status was written, so the key is retried with backoff.
 // applyChildren gives a plugin the failures to act on itself.
@@ -180,12 +181,18 @@ export function requeueAfter(ms: i64): i32 {
   return host.reconcile_requeue_after(ms);
 }
 
-// Carries out an OK outcome; the answer.
+// Carries out an outcome, as Go's kit does: the children only when it is
+// OK (a failed reconcile's set may be partial, and pruning by it would
+// delete), the status whatever the answer (so a failure can be a
+// condition; skipped when the primary is gone: its absent reconcile
+// follows), the requeue only when all succeeded, zero included, so an
+// outcome without one clears the key's timer. The first failure is the
+// answer.
 function settle(o: Outcome): i32 {
-  let answer = OK;
-  let message = "";
+  let answer = o.code;
+  let message = o.message;
   const c = o.children;
-  if (c !== null) {
+  if (c !== null && answer == OK) {
     const r = applyChildren(c);
     if (r < 0) {
       answer = ERROR;
@@ -198,19 +205,21 @@ function settle(o: Outcome): i32 {
   const s = o.status;
   if (s !== null) {
     const r = applyStatus(s);
-    if (r < 0 && answer == OK) {
+    if (r < 0 && r != -1 && answer == OK) {
       answer = ERROR;
       message = "status_apply: " + errorName(r) + ": " + resultMessage();
     }
   }
-  if (o.requeueAfterMs != 0) {
+  if (answer == OK) {
     const r = requeueAfter(o.requeueAfterMs);
-    if (r < 0 && answer == OK) {
+    if (r < 0) {
       answer = ERROR;
       message = "reconcile_requeue_after " + o.requeueAfterMs.toString() + ": " + errorName(r);
     }
   }
-  return answer == OK ? OK : fail(answer, message);
+  if (answer == OK) return OK;
+  if (message.length > 0) setError(message);
+  return answer;
 }
 
 let reconciler: ((req: Request) => Outcome) | null = null;
@@ -226,10 +235,5 @@ export function ih_reconcile(len: i32): i32 {
   if (h === null) return fail(ERROR, "header_read: " + errorName(lastError()));
   const f = reconciler;
   if (f === null) return fail(ERROR, "no reconciler: call onReconcile at the top level of the entry file");
-  const o = f(new Request(h));
-  if (o.code != OK) {
-    if (o.message.length > 0) setError(o.message);
-    return o.code;
-  }
-  return settle(o);
+  return settle(f(new Request(h)));
 }

@@ -21,9 +21,16 @@ function configMaps(req: ih.Request, n: i32): ih.Children {
 ih.onReconcile((req: ih.Request): ih.Outcome => {
   if (!req.exists || req.deleting) {
     if (req.get("metadata.name") === null && ih.lastError() != ih.ERR_ABSENT && !req.exists) return ih.Outcome.error("absent read was not ERR_ABSENT");
-    return ih.Outcome.ok().withChildren(new ih.Children());
+    const o = ih.Outcome.ok().withChildren(new ih.Children());
+    // A status for a gone primary: the host answers ERR_ABSENT, the kit skips it.
+    if (!req.exists) o.withStatus(new ih.Status().set("gone", ih.jsonBool(true)));
+    return o;
   }
-  if (req.get("spec.fail") == "true") return ih.Outcome.retry("spec.fail is set");
+  if (req.get("spec.fail") == "true") {
+    // A failure reported as a condition: the children left alone.
+    const waiting = new ih.Status().setCondition(new ih.Condition("Ready", "False", "Waiting", "spec.fail is set"));
+    return ih.Outcome.retry("spec.fail is set").withChildren(configMaps(req, 1)).withStatus(waiting).requeueAfter(5000);
+  }
   const replicasText = req.get("spec.replicas");
   const n = replicasText === null ? 0 : I32.parseInt(replicasText);
   const children = configMaps(req, n);

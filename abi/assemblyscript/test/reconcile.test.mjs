@@ -116,11 +116,26 @@ test("refusals, RETRY, and the imports outside a reconcile", async () => {
   h = await loop("");
   h.cache("widgets", widget("w", { replicas: 1, fail: "true" }));
   assert.deepEqual(h.reconcile("shop", "w"), { code: RETRY, message: "spec.fail is set" });
-  assert.deepEqual(h.children("shop", "w"), []);
+  assert.deepEqual(h.children("shop", "w"), [], "a failed reconcile's children are not applied");
+  assert.equal(h.cacheObject("widgets", "shop", "w").status.conditions[0].reason, "Waiting", "its status is written");
+  assert.equal(h.requeueAfter("shop", "w"), undefined);
   h.cache("widgets", widget("w", { replicas: 1, every: "999999999999" }));
   assert.deepEqual(h.reconcile("shop", "w"), { code: ERROR, message: "reconcile_requeue_after 999999999999: ERR_INVALID" });
   // ih_handle of a controller names the fix.
   const r = h.add("widgets", widget("w", {}));
   assert.equal(r.code, ERROR);
   assert.match(r.message, /controller: block/);
+  // The primary gone: its status is skipped, the answer OK.
+  h.cache("widgets", widget("w", { replicas: 0 }));
+  h.reconcile("shop", "w");
+  assert.deepEqual(h.children("shop", "w"), []);
+});
+
+test("a status for a gone primary is skipped", async () => {
+  const h = await loop("");
+  h.cache("widgets", widget("w", { replicas: 1 }));
+  h._cache.get("widgets").delete("shop/w");
+  // Absent: the plugin answers an empty set and a status, which the host refuses (ERR_ABSENT) and the kit skips.
+  assert.deepEqual(h.reconcile("shop", "w"), { code: OK, message: "" });
+  assert.deepEqual(h.statuses, []);
 });

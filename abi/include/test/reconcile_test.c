@@ -13,7 +13,18 @@ static int32_t widgets(const ih_request *req, ih_outcome *out) {
 	char buf[32], name[80];
 	if (!req->exists || req->deleting) {
 		ih_children_none(out);
+		/* A status for a gone primary: ERR_ABSENT, which the kit skips. */
+		if (!req->exists) ih_json_member_bool(ih_status_begin(out), "gone", 1);
 		return IH_OK;
+	}
+	if (ih_field_read(IH_OBJECT, "spec.fail", 9, buf, sizeof buf) >= 0) {
+		/* A failure reported as a condition: the children left alone. */
+		ih_child_begin(out, "v1", "ConfigMap");
+		ih_child_end(out);
+		ih_set_condition(out, "Ready", "False", "Waiting", "spec.fail is set");
+		ih_requeue_after(out, 5000);
+		ih_set_error("spec.fail is set", 16);
+		return IH_RETRY;
 	}
 	int64_t r = ih_field_read(IH_OBJECT, "spec.replicas", 13, buf, sizeof buf - 1);
 	int replicas = r >= 0 ? atoi((buf[ih_field_size(r)] = 0, buf)) : 0;
@@ -109,6 +120,12 @@ int main(void) {
 	ih_fake_cached_object("widgets", "shop/v")->used = 0;
 	CHECK(ih_fake_reconcile(ih_reconcile, "shop", "v", 0) == IH_OK);
 	CHECK((ih_fake.header[2] & IH_FLAG_ABSENT) && ih_fake_ctl.n_pruned == 2 && ih_fake_children("shop", "v") == 0);
+	CHECK(ih_fake_ctl.n_status == 0); /* refused ERR_ABSENT, skipped: the answer stays IH_OK */
+
+	/* A failed reconcile writes its status, applies no children, keeps no timer. */
+	ih_fake_set(widget("f", "1"), "spec.fail", IH_KIND_BOOL, "true");
+	CHECK(ih_fake_reconcile(ih_reconcile, "shop", "f", 0) == IH_RETRY && !strcmp(ih_fake.error, "spec.fail is set"));
+	CHECK(ih_fake_ctl.n_applied == 0 && ih_fake_ctl.n_status == 1 && strstr(ih_fake_ctl.status, "\"Waiting\"") && ih_fake_requeue("shop", "f") == -1);
 
 	/* The host's refusals, and the imports outside a reconcile. */
 	ih_fake_controller("widgets", "");

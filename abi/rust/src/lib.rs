@@ -100,7 +100,7 @@ impl std::error::Error for Error {}
 
 /// A handler's verdict other than OK: the code and the message that goes
 /// with it (`set_error`). `?` on a host [`Error`] or a `String` gives ERROR.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fail {
     pub code: Code,
     pub message: String,

@@ -86,6 +86,10 @@ pub struct Outcome {
     pub children: Option<Children>,
     /// The status fields the plugin owns (None: no status write).
     pub status: Option<Status>,
+    /// A failed reconcile that still reports its status (a condition
+    /// saying why): the children are left alone, the status is written,
+    /// and this is the answer. A plain `Err` has no status to write.
+    pub failure: Option<Fail>,
 }
 
 impl Outcome {
@@ -102,6 +106,11 @@ impl Outcome {
     }
     pub fn status(mut self, s: Status) -> Outcome {
         self.status = Some(s);
+        self
+    }
+    /// Answers `f` (RETRY, DROP, ERROR) after writing the status.
+    pub fn fail(mut self, f: Fail) -> Outcome {
+        self.failure = Some(f);
         self
     }
 }
@@ -258,12 +267,16 @@ pub fn requeue_after(d: Duration) -> std::result::Result<(), Error> {
     }
 }
 
-/// Carries an Outcome out: children, then status (written even when a
-/// child failed, so the status can say so), then the requeue. The first
-/// failure is the answer.
+/// Carries an Outcome out, as Go's kit does: the children only when the
+/// reconcile did not fail (a failed reconcile's set may be partial, and
+/// pruning by it would delete), the status whatever the answer (so a
+/// failure can be a condition; skipped when the primary is gone: its
+/// absent reconcile follows), the requeue only when all succeeded, zero
+/// included, so an outcome without one clears the key's timer. The
+/// first failure is the answer.
 fn settle(o: &Outcome) -> std::result::Result<(), Fail> {
-    let mut fail: Option<Fail> = None;
-    if let Some(c) = &o.children {
+    let mut fail: Option<Fail> = o.failure.clone();
+    if let (Some(c), None) = (&o.children, &fail) {
         match apply_children(c) {
             Err(e) => fail = Some(e.into()),
             Ok(f) if !f.is_empty() => {
@@ -273,13 +286,18 @@ fn settle(o: &Outcome) -> std::result::Result<(), Fail> {
         }
     }
     if let Some(s) = &o.status {
-        if let Err(e) = apply_status(s) {
-            fail.get_or_insert(e.into());
+        match apply_status(s) {
+            Err(e) if e.code != Error::ABSENT => {
+                fail.get_or_insert(e.into());
+            }
+            _ => {}
         }
     }
-    if !o.requeue_after.is_zero() {
-        if let Err(e) = requeue_after(o.requeue_after) {
-            fail.get_or_insert(Fail::error(format!("reconcile_requeue_after {:?}: {}", o.requeue_after, e)));
+    if fail.is_none() {
+        // Under a millisecond is one, not zero (which would clear it).
+        let d = if o.requeue_after > Duration::ZERO && o.requeue_after < Duration::from_millis(1) { Duration::from_millis(1) } else { o.requeue_after };
+        if let Err(e) = requeue_after(d) {
+            fail = Some(Fail::error(format!("reconcile_requeue_after {:?}: {}", o.requeue_after, e)));
         }
     }
     fail.map_or(Ok(()), Err)

@@ -285,3 +285,33 @@ fn the_request_carries_the_flags_and_the_builders_write_json() {
     v.set("a", 1).set("b", Some("x")).set("c", None::<&str>);
     assert_eq!(v.to_string(), r#"{"a":1,"b":"x","c":null}"#);
 }
+
+#[test]
+fn a_failed_outcome_still_writes_its_status_and_a_gone_primary_skips_it() {
+    fake::reset();
+    fake::cached_json("widgets", &widget("w", 1, ""));
+    fn failing(_: &Request) -> crate::Result<Outcome> {
+        let mut s = Status::new();
+        s.set_condition(Condition::new("Ready", "False", "Waiting", "the database is not up"));
+        let mut c = Children::new();
+        c.add(object([("apiVersion", "v1".into()), ("kind", "ConfigMap".into()), ("metadata", object([("name", "x".into())]))]));
+        Ok(Outcome::new().children(c).status(s).requeue_after(Duration::from_secs(5)).fail(crate::Fail::retry("database down")))
+    }
+    let mut c = Controller::new("widgets", failing).owns("configmaps", "ConfigMap");
+    assert_eq!(c.reconcile("shop", "w"), (1, "database down".to_string()));
+    assert!(c.applied().is_empty(), "a failed reconcile's children are not applied");
+    assert_eq!(text(&cached("widgets", "shop/w").unwrap(), &["status", "conditions", "0", "reason"]), "Waiting");
+    assert_eq!(c.requeue_after("shop", "w"), None);
+
+    // The primary gone: the status is skipped, the answer OK.
+    fn status_only(_: &Request) -> crate::Result<Outcome> {
+        let mut s = Status::new();
+        s.set("phase", "Gone");
+        Ok(Outcome::new().status(s).requeue_after(Duration::from_micros(10)))
+    }
+    let mut c = Controller::new("widgets", status_only);
+    assert_eq!(c.reconcile("shop", "nothing"), (0, String::new()));
+    // Under a millisecond rounds up to one, not to zero (which clears).
+    assert_eq!(c.reconcile("shop", "w"), (0, String::new()));
+    assert_eq!(c.requeue_after("shop", "w"), Some(Duration::from_millis(1)));
+}
