@@ -126,6 +126,9 @@ type Loop struct {
 	// owned is, per primary key, the status fields and condition types
 	// this plugin applied last (server-side apply's field ownership).
 	owned map[string]map[string]bool
+	// seen are the primary keys handed to the plugin, as the host
+	// remembers them across restarts to find deletes it missed.
+	seen map[string]bool
 	// During a reconcile: its key and the requeue-after asked (-1: none).
 	current string
 	requeue time.Duration
@@ -141,7 +144,8 @@ func (h *Host) Controller(c Controller) *Loop {
 		c.Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
 	l := &Loop{h: h, c: c, now: c.Start, init: map[string]bool{}, timers: map[string]time.Time{},
-		backoff: map[string]time.Time{}, failures: map[string]int{}, owned: map[string]map[string]bool{}}
+		backoff: map[string]time.Time{}, failures: map[string]int{}, owned: map[string]map[string]bool{},
+		seen: map[string]bool{}}
 	if h.Resources == nil {
 		h.Resources = map[string]abi.Header{}
 	}
@@ -277,13 +281,39 @@ func (l *Loop) RequeueAt(namespace, name string) (time.Time, bool) {
 func (l *Loop) Queued() []string { return append([]string(nil), l.queue...) }
 
 // Restart is the daemon (or the plugin) starting again: every primary
-// key is reconciled again, flagged initial; the timers, persisted on the
-// objects, stay.
+// key is reconciled again, flagged initial, and so is every key handed
+// to the plugin before that no longer exists (a delete missed while
+// away, ABI.md §18); the timers, persisted on the objects, stay.
 func (l *Loop) Restart() {
-	for _, k := range l.Keys(l.c.For.Name) {
+	keys := l.Keys(l.c.For.Name)
+	for k := range l.seen {
+		if _, ok := l.h.cache[l.c.For.Name][k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
 		l.init[k] = true
 		l.enqueue(k)
 	}
+}
+
+// DeleteWhileAway deletes the object as Delete does, but while the
+// daemon is down: nothing is enqueued, the garbage collector takes its
+// owned objects, and only a Restart finds out.
+func (l *Loop) DeleteWhileAway(resource, namespace, name string) {
+	o, ok := l.get(resource, namespace, name)
+	if !ok {
+		l.h.t.Fatalf("kittest: DeleteWhileAway: no %s %s", resource, key(namespace, name))
+	}
+	queued := l.Queued()
+	if len(finalizers(o)) == 0 {
+		l.remove(resource, o)
+	} else if metaOf(o)["deletionTimestamp"] == nil {
+		metaOf(o)["deletionTimestamp"] = kit.Timestamp(l.now)
+		l.store(resource, o)
+	}
+	l.queue = queued
 }
 
 // Advance moves the fake clock by d, enqueues the keys whose timers
@@ -375,6 +405,7 @@ func (l *Loop) Reconcile(namespace, name string) Reconciled {
 		defer func() { l.h.end(); l.current = "" }()
 		return kit.NativeReconcile(int32(len(l.h.header)))
 	}()
+	l.seen[k] = present || l.seen[k]
 	r := Reconciled{Namespace: namespace, Name: name, Absent: !present, Deleting: deleting, Initial: initial,
 		Result: Result{Code: rc, Message: l.h.errMsg}}
 	switch rc {
@@ -392,6 +423,7 @@ func (l *Loop) Reconcile(namespace, name string) Reconciled {
 		if !present {
 			l.prune(k, nil)
 			delete(l.owned, k)
+			delete(l.seen, k)
 		}
 	case Drop:
 		delete(l.failures, k)

@@ -377,3 +377,25 @@ func TestControllerImportsOutsideReconcile(t *testing.T) {
 		t.Fatal("status of an absent primary accepted")
 	}
 }
+
+// A primary deleted while the daemon was down: the restart hands its key
+// to the plugin as absent, and the child the garbage collector cannot
+// reach (in another namespace) is pruned.
+func TestLoopDeleteWhileAway(t *testing.T) {
+	l, w := newWidgetLoop(t, Controller{})
+	l.Apply("widgets", widget("w", 1, 0, false))
+	mustOK(t, l.Run())
+	l.DeleteWhileAway("widgets", "shop", "w")
+	if got := strings.Join(l.Keys("configmaps"), " "); got != "dst/shop.w" || len(l.Queued()) != 0 {
+		t.Fatalf("children %s, queue %v", got, l.Queued())
+	}
+	rs := mustOK(t, func() []Reconciled { l.Restart(); return l.Run() }())
+	// The pruned child's delete brings the key back once more, as its
+	// event would in the host.
+	if !rs[0].Absent || !rs[0].Initial || w.calls[len(w.calls)-1].Object != nil {
+		t.Fatalf("%v", rs)
+	}
+	if got := l.Keys("configmaps"); len(got) != 0 {
+		t.Fatalf("children left: %v", got)
+	}
+}
