@@ -89,6 +89,12 @@ type Controller struct {
 	Owns      []Kind
 	Watches   []Watch
 	Finalizer string
+	// GenerationChanged: an update of a primary that leaves its
+	// metadata.generation unchanged does not enqueue it.
+	GenerationChanged bool
+	// Filter stands in for the config's filter (CEL over the primary): a
+	// key whose object it refuses is not reconciled (an absent key is).
+	Filter func(obj map[string]any) bool
 	// Start is the fake clock's start; zero is 2026-01-01T00:00:00Z.
 	Start time.Time
 }
@@ -99,6 +105,9 @@ type Reconciled struct {
 	Absent          bool // the key had no object
 	Deleting        bool // the object had a deletionTimestamp
 	Initial         bool // a restart's replay
+	// Filtered: Controller.Filter refused the object; the plugin was
+	// not called.
+	Filtered bool
 	Result
 }
 
@@ -237,8 +246,10 @@ func (l *Loop) Delete(resource, namespace, name string) {
 		return
 	}
 	if metaOf(o)["deletionTimestamp"] == nil {
+		// The apiserver gives an object a new generation when its
+		// deletion starts.
 		metaOf(o)["deletionTimestamp"] = kit.Timestamp(l.now)
-		l.put(resource, o, false)
+		l.put(resource, o, true)
 	}
 }
 
@@ -374,6 +385,9 @@ func (l *Loop) Reconcile(namespace, name string) Reconciled {
 	initial := l.init[k]
 	delete(l.init, k)
 	obj, present := l.get(l.c.For.Name, namespace, name)
+	if present && l.c.Filter != nil && !l.c.Filter(obj) {
+		return Reconciled{Namespace: namespace, Name: name, Initial: initial, Filtered: true}
+	}
 	deleting := present && metaOf(obj)["deletionTimestamp"] != nil
 	if present && !deleting && l.c.Finalizer != "" && !hasString(finalizers(obj), l.c.Finalizer) {
 		metaOf(obj)["finalizers"] = append(finalizers(obj), l.c.Finalizer)
@@ -750,11 +764,20 @@ func (l *Loop) put(resource string, obj map[string]any, newGeneration bool) {
 		m["uid"] = fmt.Sprintf("kittest-uid-%d", l.h.uids)
 		m["creationTimestamp"] = kit.Timestamp(l.now)
 	}
-	if newGeneration || m["generation"] == nil {
+	if m["generation"] == nil {
+		newGeneration = true
+	}
+	if newGeneration {
 		g, _ := m["generation"].(float64)
 		m["generation"] = g + 1
 	}
 	l.store(resource, obj)
+	if resource == l.c.For.Name && l.c.GenerationChanged && !newGeneration {
+		// generationChanged: an update that leaves the generation as it
+		// was (status, labels) does not enqueue the primary itself.
+		l.mappedOthers(resource, obj)
+		return
+	}
 	l.mapped(resource, obj)
 }
 
@@ -801,9 +824,20 @@ func (l *Loop) remove(resource string, obj map[string]any) {
 // itself (for), its controller (owns: ownerReference, else the host's
 // owner annotation), the watches' mappings.
 func (l *Loop) mapped(resource string, obj map[string]any) {
+	if resource == l.c.For.Name {
+		m := metaOf(obj)
+		ns, _ := m["namespace"].(string)
+		name, _ := m["name"].(string)
+		l.enqueue(key(ns, name))
+	}
+	l.mappedOthers(resource, obj)
+}
+
+// mappedOthers enqueues the primaries obj maps to through owns and
+// watches.
+func (l *Loop) mappedOthers(resource string, obj map[string]any) {
 	m := metaOf(obj)
 	ns, _ := m["namespace"].(string)
-	name, _ := m["name"].(string)
 	named := func(v string) {
 		if v == "" {
 			return
@@ -812,9 +846,6 @@ func (l *Loop) mapped(resource string, obj map[string]any) {
 			v = ns + "/" + v
 		}
 		l.enqueue(v)
-	}
-	if resource == l.c.For.Name {
-		l.enqueue(key(ns, name))
 	}
 	for _, o := range l.c.Owns {
 		if o.Name != resource {

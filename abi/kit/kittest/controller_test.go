@@ -399,3 +399,57 @@ func TestLoopDeleteWhileAway(t *testing.T) {
 		t.Fatalf("children left: %v", got)
 	}
 }
+
+func TestLoopGenerationChangedAndFilter(t *testing.T) {
+	statusOnly := kit.ReconcileFunc(func(_ context.Context, req kit.Request) (kit.Result, error) {
+		g, _ := req.Object.Get("metadata.generation")
+		return kit.Result{Status: (&kit.Status{}).Set("seen", g)}, nil
+	})
+	cases := []struct {
+		name              string
+		generationChanged bool
+		want              int // reconciles of the create, then of a label change
+		wantLabel         int
+	}{
+		// The status write comes back as an update of the primary.
+		{"every update", false, 2, 1},
+		{"generation changes only", true, 1, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := New(t)
+			kit.HandleReconcile(statusOnly)
+			l := h.Controller(Controller{For: widgetKind, GenerationChanged: c.generationChanged})
+			l.Apply("widgets", widget("w", 0, 0, false))
+			if rs := mustOK(t, l.Run()); len(rs) != c.want {
+				t.Fatalf("%d reconciles, want %d: %v", len(rs), c.want, rs)
+			}
+			l.Apply("widgets", `{"metadata":{"namespace":"shop","name":"w","labels":{"a":"b"}},"spec":{"replicas":0,"every":0,"broken":false}}`)
+			if rs := l.Run(); len(rs) != c.wantLabel {
+				t.Fatalf("%d reconciles of a label change, want %d: %v", len(rs), c.wantLabel, rs)
+			}
+			// A deletion starting gives a new generation: it is seen.
+			l.Apply("widgets", `{"metadata":{"namespace":"shop","name":"w","finalizers":["x"]}}`)
+			l.Run()
+			l.Delete("widgets", "shop", "w")
+			if rs := l.Run(); len(rs) == 0 || !rs[0].Deleting {
+				t.Fatalf("the deletion was not reconciled: %v", rs)
+			}
+		})
+	}
+
+	h := New(t)
+	var calls int
+	kit.HandleReconcile(kit.ReconcileFunc(func(context.Context, kit.Request) (kit.Result, error) { calls++; return kit.Result{}, nil }))
+	l := h.Controller(Controller{For: widgetKind, Filter: func(o map[string]any) bool {
+		return o["spec"].(map[string]any)["replicas"] != 0.0
+	}})
+	l.Apply("widgets", widget("w", 0, 0, false))
+	if rs := l.Run(); len(rs) != 1 || !rs[0].Filtered || calls != 0 {
+		t.Fatalf("%v, %d calls", rs, calls)
+	}
+	l.Delete("widgets", "shop", "w")
+	if rs := l.Run(); len(rs) != 1 || !rs[0].Absent || calls != 1 {
+		t.Fatalf("an absent key is reconciled whatever the filter: %v, %d calls", rs, calls)
+	}
+}
