@@ -356,7 +356,12 @@ func (s *Status) apply(p *plugin, req Request) error {
 		return err
 	}
 	api := p.controller()
-	if code := api.statusApply(body); code < 0 {
+	switch code := api.statusApply(body); {
+	case code == abi.ErrAbsent:
+		// The primary is gone (or went during the call): there is no
+		// status to write, and its absent reconcile follows.
+		return nil
+	case code < 0:
 		return &CallError{Func: abi.ImportStatusApply, Call: req.Key(), Code: code, Message: p.resultMessage(api)}
 	}
 	return nil

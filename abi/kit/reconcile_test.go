@@ -115,6 +115,7 @@ func TestReconcileResults(t *testing.T) {
 		name                string
 		res                 Result
 		err                 error
+		statusCode          int32
 		childrenCode        int32
 		resultMessage       string
 		wantRC              int32
@@ -132,6 +133,10 @@ func TestReconcileResults(t *testing.T) {
 			wantChildren: 1, wantStatus: 1, wantRequeues: []int64{0}},
 		{name: "an error applies the status, not the children", res: Result{Children: someChildren(), Status: ready(), RequeueAfter: time.Minute},
 			err: errors.New("source unreadable"), wantRC: abi.ResultError, wantMsg: "source unreadable", wantStatus: 1},
+		{name: "status of a primary gone meanwhile", res: Result{Status: ready()}, statusCode: abi.ErrAbsent, wantRC: abi.ResultOK,
+			wantStatus: 1, wantRequeues: []int64{0}},
+		{name: "status refused", res: Result{Status: ready()}, statusCode: abi.ErrForbidden, wantRC: abi.ResultError, wantStatus: 1,
+			wantMsg: "status_apply shop/nightly: ERR_FORBIDDEN"},
 		{name: "retry", err: Retry(errors.New("later")), wantRC: abi.ResultRetry, wantMsg: "later"},
 		{name: "drop", err: Drop(errors.New("never")), wantRC: abi.ResultDrop, wantMsg: "never"},
 		{name: "children that failed", res: Result{Children: someChildren()}, childrenCode: 2,
@@ -154,7 +159,7 @@ func TestReconcileResults(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := &ctlHost{childrenCode: c.childrenCode, message: c.resultMessage}
+			h := &ctlHost{childrenCode: c.childrenCode, statusCode: c.statusCode, message: c.resultMessage}
 			var applyErr error
 			rc := h.reconcile(ReconcileFunc(func(context.Context, Request) (Result, error) { return c.res, c.err }), 0, `{}`)
 			if rc != c.wantRC || !strings.Contains(h.errMsg, c.wantMsg) {
