@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
 )
 
 // Case 10: a controller plugin against the same controller written with
@@ -32,7 +33,7 @@ import (
 //
 //   - "plugin": the daemon with plugins/examples/configmap-copy in
 //     controller mode (for: the sources; owns: the copies, which the host
-//     applies and prunes);
+//     applies and prunes), configured by the example's own config.yaml;
 //   - "controller-runtime": bench/crcopy, its own module at the
 //     controller-runtime release its go.mod pins, built from the module
 //     proxy: the builder's For and Watches with a map function back from a
@@ -99,7 +100,10 @@ func (h *e2e) copyCase(n, runs int, qps float64, burst int) (*copyResults, error
 	if err != nil {
 		return nil, err
 	}
-	wasm, lines, pluginErr := h.copyPlugin()
+	wasm, snippet, lines, pluginErr := h.copyPlugin()
+	if pluginErr == nil {
+		_, pluginErr = copyDaemonConfig(snippet, "", "", "", "", qps, burst)
+	}
 	if pluginErr == nil {
 		res.Lines[sidePlugin] = lines
 	}
@@ -119,7 +123,7 @@ func (h *e2e) copyCase(n, runs int, qps float64, burst int) (*copyResults, error
 	if err := proxy.writeKubeconfig(kubeconfig); err != nil {
 		return nil, err
 	}
-	c := &copyBench{h: h, proxy: proxy, kubeconfig: kubeconfig, crBin: crBin, wasm: wasm, qps: qps, burst: burst}
+	c := &copyBench{h: h, proxy: proxy, kubeconfig: kubeconfig, crBin: crBin, wasm: wasm, snippet: snippet, qps: qps, burst: burst}
 	sides := []string{sideCR}
 	if pluginErr == nil {
 		// Compile the plugin once into the daemon's compilation cache,
@@ -164,34 +168,35 @@ func (h *e2e) buildCRCopy(dir string) (string, error) {
 	return out, nil
 }
 
-// copyPlugin builds the example plugin and counts its lines, or says
-// why the plugin side cannot run.
-func (h *e2e) copyPlugin() ([]byte, codeLines, error) {
+// copyPlugin builds the example plugin, reads its config snippet and
+// counts its lines, or says why the plugin side cannot run.
+func (h *e2e) copyPlugin() (wasm, snippet []byte, lines codeLines, err error) {
 	rel := filepath.Join("plugins", "examples", copyPluginName)
 	dir := filepath.Join(h.root, rel)
 	if _, err := os.Stat(dir); err != nil {
-		return nil, codeLines{}, fmt.Errorf("case 10's plugin side is %s, the ConfigMap copy controller in controller mode, and this tree has no %s: add the example, or leave the case out with -skip 10", rel, rel)
+		return nil, nil, lines, fmt.Errorf("case 10's plugin side is %s, the ConfigMap copy controller in controller mode, and this tree has no %s: add the example, or leave the case out with -skip 10", rel, rel)
 	}
-	lines, err := countDir(dir, true)
-	if err != nil {
-		return nil, lines, fmt.Errorf("count the lines of %s: %w", rel, err)
+	if snippet, err = os.ReadFile(filepath.Join(dir, "config.yaml")); err != nil {
+		return nil, nil, lines, fmt.Errorf("%s has no config.yaml, the config the harness runs it with (its resources, controller block and grants): %w", rel, err)
+	}
+	if lines, err = countDir(dir, true); err != nil {
+		return nil, nil, lines, fmt.Errorf("count the lines of %s: %w", rel, err)
 	}
 	out := filepath.Join(h.root, "build", "bench", "plugins", copyPluginName+".wasm")
 	cmd := exec.Command(envOr("GO", "go"), "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./"+rel)
 	cmd.Dir = h.root
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, lines, fmt.Errorf("build %s: %v\n%s", rel, err, b)
+		return nil, nil, lines, fmt.Errorf("build %s: %v\n%s", rel, err, b)
 	}
-	wasm, err := os.ReadFile(out)
-	if err != nil {
-		return nil, lines, err
+	if wasm, err = os.ReadFile(out); err != nil {
+		return nil, nil, lines, err
 	}
 	// The export's name stands in the module's export section as is.
 	if !bytes.Contains(wasm, []byte("ih_reconcile")) {
-		return nil, lines, fmt.Errorf("%s does not export ih_reconcile: it is no controller-mode plugin (ABI.md §18)", rel)
+		return nil, nil, lines, fmt.Errorf("%s does not export ih_reconcile: it is no controller-mode plugin (ABI.md §18)", rel)
 	}
-	return wasm, lines, nil
+	return wasm, snippet, lines, nil
 }
 
 // copyBench is what every run of case 10 shares.
@@ -201,33 +206,46 @@ type copyBench struct {
 	kubeconfig string // through the proxy
 	crBin      string
 	wasm       []byte
+	snippet    []byte // the example's config.yaml
 	qps        float64
 	burst      int
 }
 
 // copyDaemonConfig is the daemon's config for the plugin side: the
-// sources as the primary resource, the copies owned. The writes' limit is
-// the controller-runtime side's client limit.
-func (c *copyBench) copyDaemonConfig(dir, addr string) string {
-	return fmt.Sprintf(`apiVersion: informer-host/v1
-kubeconfig: %s
-resources:
-  - {name: src-configmaps, version: v1, resource: configmaps, namespaces: [%s], labelSelector: sync=true}
-  - {name: dst-configmaps, version: v1, resource: configmaps, namespaces: [%s]}
-plugins:
-  directory: %s
-  compilationCache: %s
-  modules:
-  - file: %s.wasm
-    controller: {for: src-configmaps, owns: [dst-configmaps]}
-    grants:
-      writes:
-        qps: %g
-        burst: %d
-        resources: [{resource: dst-configmaps, verbs: [create, patch, apply, delete]}]
-server:
-  address: %s
-`, c.kubeconfig, copySrc, copyDst, dir, c.h.cacheDir, copyPluginName, c.qps, c.burst, addr)
+// example's own snippet (its config.yaml: the resources, the controller
+// block, the grants), completed with what a deployment adds (the
+// kubeconfig, the directories, the server's address) and the writes'
+// limit of the controller-runtime side's client.
+func copyDaemonConfig(snippet []byte, kubeconfig, dir, cacheDir, addr string, qps float64, burst int) (string, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(snippet, &m); err != nil {
+		return "", fmt.Errorf("the example's config.yaml: %w", err)
+	}
+	plugins, _ := m["plugins"].(map[string]any)
+	modules, _ := plugins["modules"].([]any)
+	var module map[string]any
+	for _, x := range modules {
+		if mod, ok := x.(map[string]any); ok && mod["file"] == copyPluginName+".wasm" {
+			module = mod
+		}
+	}
+	if module == nil {
+		return "", fmt.Errorf("the example's config.yaml has no plugins.modules entry with file: %s.wasm", copyPluginName)
+	}
+	if _, ok := module["controller"]; !ok {
+		return "", fmt.Errorf("the example's config.yaml: the %s.wasm module has no controller: block", copyPluginName)
+	}
+	grants, _ := module["grants"].(map[string]any)
+	writes, _ := grants["writes"].(map[string]any)
+	if writes == nil {
+		return "", fmt.Errorf("the example's config.yaml: the %s.wasm module has no grants.writes", copyPluginName)
+	}
+	writes["qps"], writes["burst"] = qps, burst
+	m["apiVersion"], m["kubeconfig"] = "informer-host/v1", kubeconfig
+	plugins["directory"], plugins["compilationCache"] = dir, cacheDir
+	m["server"] = map[string]any{"address": addr}
+	b, err := yaml.Marshal(m)
+	return string(b), err
 }
 
 func (c *copyBench) startDaemon(name string) (*daemon, error) {
@@ -238,7 +256,19 @@ func (c *copyBench) startDaemon(name string) (*daemon, error) {
 	if _, err := writeWasm(dir, copyPluginName+".wasm", c.wasm); err != nil {
 		return nil, err
 	}
-	return c.h.startDaemon(name, dir, c.copyDaemonConfig)
+	var cfgErr error
+	d, err := c.h.startDaemon(name, dir, func(dir, addr string) string {
+		var cfg string
+		cfg, cfgErr = copyDaemonConfig(c.snippet, c.kubeconfig, dir, c.h.cacheDir, addr, c.qps, c.burst)
+		return cfg
+	})
+	if cfgErr != nil {
+		if err == nil {
+			_ = d.stop()
+		}
+		return nil, cfgErr
+	}
+	return d, err
 }
 
 func (c *copyBench) warm() error {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 func TestDiffCopies(t *testing.T) {
@@ -109,6 +111,74 @@ func TestCopyRows(t *testing.T) {
 		last := r.rows[len(r.rows)-1]
 		if tc.name == "both" && (last.Host != "49 (40 Go + 9 YAML config)" || last.Ratio != "0.50x") {
 			t.Errorf("%s: lines row %+v", tc.name, last)
+		}
+	}
+}
+
+// The plugin side runs with the example's own config snippet, completed
+// with what a deployment adds and the writes' limit of the baseline; a
+// snippet without the module, its controller block or its write grant is
+// refused by name.
+func TestCopyDaemonConfig(t *testing.T) {
+	snippet := `# the example's
+resources:
+  - {name: configmaps-src, version: v1, resource: configmaps, namespaces: [src], labelSelector: sync=true}
+  - {name: configmaps-dst, version: v1, resource: configmaps, namespaces: [dst]}
+plugins:
+  modules:
+    - file: configmap-copy.wasm
+      controller: {for: configmaps-src, owns: [configmaps-dst]}
+      grants:
+        writes:
+          resources: [{resource: configmaps-dst, verbs: [apply, delete]}]
+`
+	got, err := copyDaemonConfig([]byte(snippet), "/k/kubeconfig", "/p", "/c", "127.0.0.1:9", 50, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		APIVersion string `json:"apiVersion"`
+		Kubeconfig string `json:"kubeconfig"`
+		Resources  []struct {
+			Name string `json:"name"`
+		} `json:"resources"`
+		Plugins struct {
+			Directory, CompilationCache string
+			Modules                     []struct {
+				File       string `json:"file"`
+				Controller struct {
+					For  string   `json:"for"`
+					Owns []string `json:"owns"`
+				} `json:"controller"`
+				Grants struct {
+					Writes struct {
+						QPS   float64 `json:"qps"`
+						Burst int     `json:"burst"`
+					} `json:"writes"`
+				} `json:"grants"`
+			} `json:"modules"`
+		} `json:"plugins"`
+		Server struct {
+			Address string `json:"address"`
+		} `json:"server"`
+	}
+	if err := yaml.Unmarshal([]byte(got), &m); err != nil {
+		t.Fatalf("%v\n%s", err, got)
+	}
+	mod := m.Plugins.Modules[0]
+	if m.APIVersion != "informer-host/v1" || m.Kubeconfig != "/k/kubeconfig" || len(m.Resources) != 2 ||
+		m.Plugins.Directory != "/p" || m.Plugins.CompilationCache != "/c" || m.Server.Address != "127.0.0.1:9" ||
+		mod.Controller.For != "configmaps-src" || mod.Grants.Writes.QPS != 50 || mod.Grants.Writes.Burst != 100 {
+		t.Errorf("config:\n%s", got)
+	}
+	for _, tc := range []struct{ name, snippet, want string }{
+		{"no module", "plugins: {modules: [{file: other.wasm}]}", "no plugins.modules entry with file: configmap-copy.wasm"},
+		{"no controller", "plugins: {modules: [{file: configmap-copy.wasm, grants: {writes: {}}}]}", "no controller: block"},
+		{"no writes", "plugins: {modules: [{file: configmap-copy.wasm, controller: {for: x}}]}", "no grants.writes"},
+		{"not YAML", "plugins: [", "config.yaml"},
+	} {
+		if _, err := copyDaemonConfig([]byte(tc.snippet), "", "", "", "", 1, 1); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want one saying %q", tc.name, err, tc.want)
 		}
 	}
 }
