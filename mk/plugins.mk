@@ -2,7 +2,7 @@
 # fixtures. Included by the top-level Makefile; all paths are relative to
 # the repository root.
 #
-#   make plugins    build/plugins/{pod-logger,pod-phases,owner-lookup,ns-counter,label-enforcer,team-labeler,event-recorder,counter-c,crashloop-notifier,minimal-wat}.wasm
+#   make plugins    build/plugins/{pod-logger,pod-phases,owner-lookup,ns-counter,label-enforcer,team-labeler,event-recorder,configmap-copy,configmap-copy-events,cronjob,counter-c,crashloop-notifier,minimal-wat}.wasm
 #   make fixtures   build/fixtures/*.wasm from host/testdata/fixtures/*.wat and *.c
 #
 # Tools: clang, lld, wasi-libc, the wasm32 compiler runtime and wabt;
@@ -26,7 +26,7 @@ PLUGIN_CLANG_FLAGS = --target=wasm32-wasi --sysroot=$(WASI_SYSROOT) -mexec-model
 # Every Go plugin depends on the ABI package, the kit and the module files.
 PLUGIN_GO_DEPS := go.mod go.sum $(wildcard abi/*.go abi/kit/*.go)
 
-GO_PLUGINS := pod-logger pod-phases owner-lookup ns-counter label-enforcer event-recorder team-labeler
+GO_PLUGINS := pod-logger pod-phases owner-lookup ns-counter label-enforcer event-recorder team-labeler configmap-copy configmap-copy-events cronjob
 PLUGINS := $(addprefix $(PLUGINS_OUT)/,$(addsuffix .wasm,$(GO_PLUGINS)) counter-c.wasm crashloop-notifier.wasm minimal-wat.wasm)
 
 .PHONY: plugins fixtures clean-plugins

@@ -27,10 +27,21 @@
 // OnInit), then ih_handle for each event, one at a time.
 //
 // The kit owns the ABI exports (ih_init, ih_handle, ih_shutdown, ih_synced,
-// ih_handle_batch and the informer_host_abi_v1 marker) and the
+// ih_handle_batch, ih_reconcile and the informer_host_abi_v1 marker) and the
 // informer_host_v1 imports; a plugin
 // that uses it must not define them itself. abi/ABI.md is the contract
 // the kit implements.
+//
+// # Controller mode
+//
+// A plugin configured with a controller: block (ABI.md §18) registers a
+// Reconciler with HandleReconcile instead of (or beside) an event
+// handler: the host hands it one key of its primary resource at a time,
+// and its Result asks for a requeue timer, the complete set of children
+// (Children) and the status it owns (Status, with conditions). Apply,
+// NewObj and Obj build the bodies from maps or typed values. KITS.md,
+// "Controller mode", has the rules; kittest's Loop runs the controller
+// loop offline.
 //
 // # Results
 //

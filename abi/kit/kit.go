@@ -40,6 +40,9 @@ type plugin struct {
 	onShutdown func()
 	onSynced   func(res Resource)
 	config     []byte
+	// onReconcile runs the reconciler HandleReconcile registered (nil:
+	// none).
+	onReconcile func(p *plugin, headerLen int32) int32
 
 	ev     Event  // reused for every event
 	hdrBuf []byte // reused header buffer
@@ -473,8 +476,8 @@ func (p *plugin) init(configLen int32) (rc int32) {
 		p.host.setError(fmt.Sprintf("config_read returned %d, want %d", n, configLen))
 		return abi.InitRefused
 	}
-	if p.onHandle == nil {
-		p.host.setError("no handler registered: call kit.Handle from an init function")
+	if p.onHandle == nil && p.onReconcile == nil {
+		p.host.setError("no handler registered: call kit.Handle (events) or kit.HandleReconcile (controller mode) from an init function")
 		return abi.InitRefused
 	}
 	if p.onInit != nil {
@@ -527,37 +530,34 @@ func (p *plugin) handleEvent(headerLen int32) (rc int32) {
 			rc = abi.ResultError
 		}
 	}()
-	if cap(p.hdrBuf) < int(headerLen) {
-		p.hdrBuf = make([]byte, headerLen, headerLen+headerLen/2)
-	}
-	buf := p.hdrBuf[:headerLen]
-	if n := p.host.headerRead(buf); n != headerLen {
-		p.host.setError(fmt.Sprintf("header_read returned %d, want %d", n, headerLen))
-		return abi.ResultError
-	}
-	h, err := abi.ParseHeader(buf)
+	h, err := p.readHeader(headerLen)
 	if err != nil {
 		p.host.setError(err.Error())
 		return abi.ResultError
 	}
 	p.ev.p, p.ev.hdr = p, h
 	if p.onHandle == nil {
+		if p.onReconcile != nil {
+			p.host.setError("this plugin is a controller (kit.HandleReconcile) and handles no events: give it a controller: block in the configuration")
+			return abi.ResultError
+		}
 		p.host.setError("no handler registered")
 		return abi.ResultError
 	}
-	err = p.onHandle(&p.ev)
-	if err == nil {
-		return abi.ResultOK
+	return p.answer(p.onHandle(&p.ev))
+}
+
+// readHeader reads the current call's header, headerLen bytes, into the
+// reused buffer.
+func (p *plugin) readHeader(headerLen int32) (abi.HeaderView, error) {
+	if cap(p.hdrBuf) < int(headerLen) {
+		p.hdrBuf = make([]byte, headerLen, headerLen+headerLen/2)
 	}
-	code := abi.ResultError
-	var re *resultError
-	if errors.As(err, &re) {
-		code = re.code
+	buf := p.hdrBuf[:headerLen]
+	if n := p.host.headerRead(buf); n != headerLen {
+		return abi.HeaderView{}, fmt.Errorf("header_read returned %d, want %d", n, headerLen)
 	}
-	if msg := err.Error(); msg != "" {
-		p.host.setError(msg)
-	}
-	return code
+	return abi.ParseHeader(buf)
 }
 
 func (p *plugin) synced(headerLen int32) {

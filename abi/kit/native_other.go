@@ -4,6 +4,7 @@ package kit
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/informer-host/informer-host/abi"
 )
@@ -42,6 +43,20 @@ type Native interface {
 	HTTPResponseRead(part int32, buf []byte) int32
 	ResultMessage(buf []byte) int32
 }
+
+// NativeController is the host's side of controller mode (ABI.md §18),
+// one method per import; a Native that implements it serves
+// reconcile calls (kittest's controller loop). Kept apart from Native so
+// that a Native written before v1.5 still compiles.
+type NativeController interface {
+	ReconcileRequeueAfter(millis int64) int32
+	ChildrenApply(body []byte) int32
+	StatusApply(body []byte) int32
+}
+
+// NativeClock is a Native's clock, when it keeps one (kittest's fake
+// clock): kit.Now reads it.
+type NativeClock interface{ Now() time.Time }
 
 // nativeHost adapts a Native to the kit's import interfaces.
 type nativeHost struct{ n Native }
@@ -86,6 +101,37 @@ func (h nativeHost) httpResponseRead(part int32, buf []byte) int32 {
 }
 func (h nativeHost) resultMessage(buf []byte) int32 { return h.n.ResultMessage(buf) }
 
+func (h nativeHost) controller() NativeController {
+	if c, ok := h.n.(NativeController); ok {
+		return c
+	}
+	return nil
+}
+func (h nativeHost) requeueAfter(millis int64) int32 {
+	if c := h.controller(); c != nil {
+		return c.ReconcileRequeueAfter(millis)
+	}
+	return abi.ErrNoEvent
+}
+func (h nativeHost) childrenApply(body []byte) int32 {
+	if c := h.controller(); c != nil {
+		return c.ChildrenApply(body)
+	}
+	return abi.ErrNoEvent
+}
+func (h nativeHost) statusApply(body []byte) int32 {
+	if c := h.controller(); c != nil {
+		return c.StatusApply(body)
+	}
+	return abi.ErrNoEvent
+}
+func (h nativeHost) now() time.Time {
+	if c, ok := h.n.(NativeClock); ok {
+		return c.Now()
+	}
+	return time.Now()
+}
+
 // UseNative makes n the host of the plugin's handlers (kittest) and
 // returns the function that puts the previous host back. Metrics declared
 // before are declared again with n on their next use.
@@ -104,6 +150,9 @@ func NativeInit(configLen int32) int32   { return the.init(configLen) }
 func NativeHandle(headerLen int32) int32 { return the.handle(headerLen) }
 func NativeSynced(headerLen int32)       { the.synced(headerLen) }
 func NativeShutdown()                    { the.shutdown() }
+
+// NativeReconcile calls ih_reconcile as the host would.
+func NativeReconcile(headerLen int32) int32 { return the.reconcile(headerLen) }
 
 // NativeFieldRead is field_read over an object's JSON, as the host answers
 // it (kinds, codes and the size protocol), for a Native that keeps objects

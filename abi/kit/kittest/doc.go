@@ -27,6 +27,15 @@
 //		if w := h.Writes(); len(w) != 1 || w[0].Op != "apply" { ... }
 //	}
 //
+// Host.Controller runs the host's controller loop (ABI.md §18) for a
+// reconciler registered with kit.HandleReconcile, over a fake cluster
+// with a fake clock: keys enqueued by the changes a test makes, requeue
+// timers and backoff firing as the clock advances, the managed finalizer,
+// children applied with the host's bookkeeping and pruned, owned objects
+// garbage collected, status with field ownership and lastTransitionTime
+// kept while a condition's status does not change (KITS.md, "The
+// controller loop, offline").
+//
 // It is a unit-test fake: informer-host replay runs the built .wasm
 // through the real engine, and is the proof that the module works.
 //

@@ -70,6 +70,7 @@ type Host struct {
 	onEvent   func(RecordedEvent) (int32, string)
 	upstreams map[string]func(HTTPRequest) HTTPResponse
 	denied    map[string]bool // capabilities Deny took away
+	loop      *Loop           // the controller loop, when Controller started one
 }
 
 type stateEntry struct {

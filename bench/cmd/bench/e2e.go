@@ -40,6 +40,7 @@ type e2e struct {
 	smoke      bool
 	env        *testenv.Env
 	kubeconfig string
+	config     *rest.Config // the harness's own credentials
 	client     kubernetes.Interface
 	daemonBin  string
 	self       string   // this program, for the native child
@@ -99,6 +100,7 @@ func (h *e2e) attach(env *testenv.Env) error {
 	// The harness's own client must not be what limits the writes.
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 1e6, 1e6
+	h.config = cfg
 	var err error
 	if h.client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err

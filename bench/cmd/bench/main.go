@@ -19,8 +19,10 @@
 //     directory (case 4p), failover with leader election (case
 //     7), time to converge for a controller plugin next to the same
 //     controller written natively, with a reload and a restart halfway
-//     (case 9), 50 idle plugins (case 5i), memory (case 5, last: it
-//     leaves 50,000 objects behind);
+//     (case 9), a controller plugin next to the same controller written
+//     with controller-runtime (case 10; not under -smoke), 50 idle
+//     plugins (case 5i), memory (case 5, last: it leaves 50,000 objects
+//     behind);
 //
 // and prints one table, which it also writes, with the machine, the date
 // and the command, to the output file. Nothing here judges a time as a
@@ -70,7 +72,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	smoke := fs.Bool("smoke", false, "run every benchmark once, with tiny sizes: checks that they work, measures nothing")
 	out := fs.String("out", "", "report file (default BENCHMARKS.md at the repository root; build/bench/BENCHMARKS.smoke.md with -smoke)")
-	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 4p, 5, 5i, 6, 6r, 7, 8, 9")
+	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 4p, 5, 5i, 6, 6r, 7, 8, 9, 10")
 	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
 	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
 	profile := fs.String("profile", "", "directory: every daemon the harness starts writes a CPU profile of its run there (NAME.pprof, NAME its config's name) and a heap profile taken as it begins to stop (NAME.heap.pprof), for `go tool pprof`")
@@ -106,6 +108,12 @@ func run(args []string) int {
 	for _, s := range strings.Split(*skip, ",") {
 		skipped[strings.TrimSpace(s)] = true
 	}
+	// Case 10 builds a module of its own and runs thousands of objects
+	// through two controllers: minutes that `make test`, which runs the
+	// smoke, must not spend. Its helpers have unit tests.
+	if *smoke {
+		skipped["10"] = true
+	}
 	work := filepath.Join(root, "build", "bench", "work")
 	if *smoke {
 		work += "-smoke"
@@ -136,9 +144,19 @@ func run(args []string) int {
 		res.Errors = append(res.Errors, err.Error())
 	}
 
+	// Cases 9 and 10 run example plugins, not these.
+	needPlugins := false
+	for _, c := range []string{"go", "3", "4", "4p", "5", "5i", "6", "6r", "7", "8"} {
+		needPlugins = needPlugins || !skipped[c]
+	}
 	load.phase("build")
-	logf("building the benchmark plugins")
+	if needPlugins {
+		logf("building the benchmark plugins")
+	}
 	for name := range benchenv.Plugins {
+		if !needPlugins {
+			break
+		}
 		if name == "k8sapi" && !p["k8sapi"].(bool) {
 			continue
 		}
@@ -166,7 +184,7 @@ func run(args []string) int {
 		}
 	}
 
-	if !(skipped["3"] && skipped["4"] && skipped["4p"] && skipped["5"] && skipped["5i"] && skipped["6"] && skipped["6r"] && skipped["7"] && skipped["8"] && skipped["9"]) {
+	if !(skipped["3"] && skipped["4"] && skipped["4p"] && skipped["5"] && skipped["5i"] && skipped["6"] && skipped["6r"] && skipped["7"] && skipped["8"] && skipped["9"] && skipped["10"]) {
 		load.phase("e2e setup")
 		h, err := newE2E(root, work, *smoke, *daemonBin, nil, logf)
 		if err != nil {
@@ -235,6 +253,12 @@ func run(args []string) int {
 				fail(fmt.Errorf("case 9: %w", err))
 			}
 		}
+		if !skipped["10"] {
+			load.phase("10")
+			if res.Copy, err = h.copyCase(p["copyN"].(int), p["copyRuns"].(int), float64(p["copyQPS"].(int)), p["copyBurst"].(int)); err != nil {
+				fail(fmt.Errorf("case 10: %w", err))
+			}
+		}
 		if !skipped["5i"] {
 			load.phase("5i")
 			if res.Idle, err = h.idle(p["memoryRuns"].(int), p["memorySettle"].(time.Duration)); err != nil {
@@ -263,6 +287,7 @@ func params(smoke bool) map[string]any {
 			"failoverRuns": 1, "failoverPlugins": 2,
 			"peersN": 30, "peersRuns": 1, "peersPlugins": 2, "peersSides": peerSides, "peersSlowRuns": 1,
 			"restartObjects": 100, "convergeN": 20, "convergeRuns": 1, "convergeQPS": 50, "convergeBurst": 100,
+			"copyN": 20, "copyRuns": 1, "copyQPS": 50, "copyBurst": 100,
 			"daemonEnv": "",
 		}
 	}
@@ -275,6 +300,7 @@ func params(smoke bool) map[string]any {
 		"failoverRuns": 3, "failoverPlugins": 10,
 		"peersN": 5000, "peersRuns": 3, "peersPlugins": 10, "peersSides": peerSides, "peersSlowRuns": 1,
 		"restartObjects": 2000, "convergeN": 1000, "convergeRuns": 3, "convergeQPS": 50, "convergeBurst": 100,
+		"copyN": 1000, "copyRuns": 3, "copyQPS": 50, "copyBurst": 100,
 		// More environment of every daemon the harness starts, space
 		// separated (GOGC=200 GODEBUG=gctrace=1): a runtime setting tried
 		// on the daemon alone, the native baseline keeping the defaults.

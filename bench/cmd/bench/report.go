@@ -25,6 +25,7 @@ type results struct {
 	Failover      []failoverRun   `json:"failover"`
 	Peers         []throughputRun `json:"peers"`
 	Converge      []convergeRun   `json:"converge"`
+	Copy          *copyResults    `json:"copy,omitempty"`
 	Load          []loadSample    `json:"load,omitempty"`
 	Params        map[string]any  `json:"params"`
 	Errors        []string        `json:"errors,omitempty"`
@@ -353,6 +354,7 @@ func (r *results) buildRows() {
 
 	r.peerRows()     // case 8, peers_report.go
 	r.convergeRows() // case 9, converge_report.go
+	r.copyRows()     // case 10, copy_report.go
 
 	// Case 4: reload and start.
 	if len(r.Reload) > 0 {
