@@ -39,8 +39,9 @@ const (
 	setMaxCallTime
 	setMaxHostCallsPerCall
 	setVerify
+	setController
 
-	allFields = setVerify<<1 - 1
+	allFields = setController<<1 - 1
 )
 
 // fieldsSet says which of s's fields the document sets under sp. Bindings
@@ -80,6 +81,7 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 		{setMaxCallTime, l.key("maxCallTime")},
 		{setMaxHostCallsPerCall, l.key("maxHostCallsPerCall")},
 		{setVerify, sp.key("verify")},
+		{setController, sp.key("controller")},
 	} {
 		if p.present(x.at) {
 			f |= x.bit
@@ -131,6 +133,7 @@ func setByValue(s PluginSettings) fieldSet {
 	mark(setMaxCallTime, isSet(s.Limits.MaxCallTime))
 	mark(setMaxHostCallsPerCall, s.Limits.MaxHostCallsPerCall != 0)
 	mark(setVerify, s.Verify != nil)
+	mark(setController, s.Controller != nil)
 	return f
 }
 
@@ -148,8 +151,17 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 		return nil, false
 	}
 	var out PluginSettings
-	if s, ok := pick(setBindings); ok {
-		out.Bindings = s.Bindings
+	// What a plugin listens to is bindings or a controller, taken
+	// together from where either is written: a module with bindings
+	// does not inherit the default's controller, nor the reverse.
+	switch listen := setBindings | setController; {
+	case ownSet&listen != 0:
+		out.Bindings, out.Controller = own.Bindings, own.Controller
+	case baseSet&listen != 0:
+		out.Bindings, out.Controller = base.Bindings, base.Controller
+	}
+	if out.Controller != nil {
+		out.Bindings = out.Controller.Bindings()
 	}
 	if s, ok := pick(setConfig); ok {
 		out.Config = jsonable(s.Config)
@@ -231,7 +243,11 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 	if s, ok := pick(setVerify); ok {
 		out.Verify = s.Verify
 	}
-	return out.clone()
+	out = out.clone()
+	if c := out.Controller; c != nil && c.Finalizer != "" && c.OnRemove == "" {
+		c.OnRemove = OnRemoveKeep
+	}
+	return out
 }
 
 // clone copies the slices so that callers of SettingsFor cannot change
@@ -248,6 +264,7 @@ func (s PluginSettings) clone() PluginSettings {
 	}
 	s.Grants = s.Grants.clone()
 	s.Verify = s.Verify.Clone()
+	s.Controller = s.Controller.clone()
 	return s
 }
 

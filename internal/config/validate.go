@@ -67,6 +67,7 @@ func validate(p *problems, c *Config) {
 	validateServer(p, c.Server)
 	validateLeaderElection(p, c.LeaderElection)
 	validateSharding(p, c)
+	validateControllerGrants(p, c)
 }
 
 // validateResources checks resources and returns the line of every
@@ -287,6 +288,7 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 	validateMetricsGrant(p, sp, s.Grants.Metrics)
 	validateWritesGrant(p, sp.key("grants"), s.Grants.Writes, names, complete)
 	validateImpersonation(p, sp.key("grants"), s.Grants.Impersonate)
+	validateController(p, sp, s, names, complete)
 
 	if s.Config != nil {
 		if _, err := json.Marshal(jsonable(s.Config)); err != nil {
