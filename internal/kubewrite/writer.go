@@ -128,6 +128,11 @@ func (c *Client) For(o PluginOptions) (*Writer, error) {
 // Budget is the plugin's API budget, which its REST client waits on.
 func (w *Writer) Budget() *Budget { return w.budget }
 
+// Dynamic is the plugin's dynamic client: its identity and its budget.
+// Controller mode reads fresh copies through it (internal/controllerwrites)
+// so that those reads, too, are the plugin's and count against its budget.
+func (w *Writer) Dynamic() dynamic.Interface { return w.dyn }
+
 // Request is one write, as the plugin asked for it.
 type Request struct {
 	Op                             int32 // abi.WriteCreate ... abi.WriteDelete
