@@ -24,9 +24,12 @@
 //	 └ PluginSlot   one file (slot.go): outlives versions and instances;
 //	    │           state, counters, last error, the current generation
 //	    └ generation  one loaded version: its module, settings, listeners
-//	       │          (bindingListener, one per binding), its per-object
-//	       │          retry state (convergence, converge.go) and its
-//	       │          worker; a reload makes a new one
+//	       │          (bindingListener, one per binding) and its worker;
+//	       │          a reload makes a new one
+//	       ├ convergence  the per-object retries, parking and giving up
+//	       │              (converge.go), for both ways into the plugin
+//	       ├ shardView    the worker's applied sharding Assignment and the
+//	       │              fencing of its calls (shard.go), for both ways
 //	       ├ delivery.Queue  the buffer between the listeners and the
 //	       │                 worker (host/internal/delivery)
 //	       └ engine.Instance the running module; the worker's alone, and
@@ -62,9 +65,9 @@
 //     context.
 //   - Stop and Halt: one per slot, each draining or stopping its
 //     generation, all joined before Stop returns.
-//   - a fence watcher: generation.callContext starts one per sharded
+//   - a fence watcher: shardView.callContext starts one per sharded
 //     generation, on its first call; it cancels the calls' context when
-//     stopCh or done closes, and then forgets the generation.
+//     stopCh or done closes, and then forgets the generation's view.
 //   - the directory watch (dirwatch.go): Watch runs on its caller's
 //     goroutine and starts one goroutine per file it looks at, all joined
 //     before Watch returns; LoadDir loads up to one file per CPU at once,

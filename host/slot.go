@@ -194,12 +194,9 @@ type generation struct {
 	// looks only then, so a live event costs no lookups.
 	syncDue bool
 
-	// shard is the host's sharding state the generation follows (nil for
-	// a generation made without a host, which is never sharded); applied
-	// is the Assignment the worker last applied (nil: not sharded, every
-	// object is this member's), the worker's own (shard.go).
-	shard   *shardState
-	applied *shard.Assignment
+	// shard is the worker's view of the host's sharding (shard.go), the
+	// worker's own.
+	shard *shardView
 	// queries are Host.Object's questions about one object, answered by
 	// the worker between two calls (answerQueries).
 	queries chan objectQuery
@@ -333,10 +330,14 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 	g := &generation{
 		slot: slot, log: slot.log.With("version", mod.SHA256()[:12]), module: mod, settings: settings, config: configJSON,
 		queue:      delivery.New(mode, settings.Delivery.BufferSize, released),
-		conv:       newConvergence(settings.Delivery, settings.Limits),
 		byResource: map[string]*bindingListener{}, seen: newCacheView(slot.h.viewKeys), reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
-		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(), queries: make(chan objectQuery, objectQueries),
+		queries: make(chan objectQuery, objectQueries),
+	}
+	g.conv = newConvergence(g.log, &slot.c, settings.Delivery, settings.Limits)
+	g.shard = newShardView(&slot.h.shard, g.stopCh, g.done)
+	g.shard.moved = func(old, cur *shard.Assignment) {
+		g.queue.AddReplay(movedKeys(g.bindings, g.seen, old, cur), true)
 	}
 	for _, b := range settings.Bindings {
 		l := &bindingListener{g: g, binding: b.Resource, counts: slot.bindingCounts(b.Resource),
@@ -571,7 +572,7 @@ const (
 // instance to use next, nil when the plugin is quarantined.
 func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	q := g.queue
-	g.applyAssignment()
+	g.shard.apply()
 	g.answerQueries()
 	start, end := q.RepairStep()
 	if start {
@@ -603,8 +604,8 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 			continue
 		}
 		// The generation's stop cancels a write waiting in ih_synced too.
-		called, err := inst.Synced(g.callContext(nil), ref)
-		g.callEnded()
+		called, err := inst.Synced(g.shard.callContext(nil), ref)
+		g.shard.callEnded()
 		if called && g.slot.h.observe != nil {
 			g.slot.h.observe(g.slot.name, &event.Event{Resource: ref}, engine.Result{}, err)
 		}
