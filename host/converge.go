@@ -120,6 +120,22 @@ func (c *convergence) handing(k delivery.Key, rv string) {
 	}
 }
 
+// parkedFor reports whether k, at resourceVersion rv, is parked at now,
+// and until when: the controller loop, handed a key by a related
+// object's event, does not hand a parked primary that has not changed.
+func (c *convergence) parkedFor(k delivery.Key, rv string, now time.Time) (until time.Time, parked bool) {
+	if _, ok := c.known[k]; !ok {
+		return time.Time{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.objects[k]
+	if f == nil || !f.parked || f.rv != rv || !now.Before(f.until) {
+		return time.Time{}, false
+	}
+	return f.until, true
+}
+
 // failed counts a failed call handling k at resourceVersion rv and
 // reports whether k is now parked, and until when. A parked object waits
 // out its per-object backoff, but at least the stable period: when it is

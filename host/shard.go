@@ -279,7 +279,10 @@ func (h *Host) SetAssignment(a *shard.Assignment) {
 		s.mu.Lock()
 		g := s.current
 		s.mu.Unlock()
-		if g != nil {
+		switch {
+		case g != nil && g.ctl != nil:
+			g.ctl.wake()
+		case g != nil:
 			g.queue.Wake()
 		}
 	}

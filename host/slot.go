@@ -148,6 +148,9 @@ type generation struct {
 	queue    *delivery.Queue
 	// conv is the per-object retry and failure state (converge.go).
 	conv *convergence
+	// ctl is the controller loop of a controller-mode generation
+	// (reconcile.go), nil in event mode; set by newGeneration.
+	ctl *reconciler
 	// batch, batchEnts, batchHands, batchItems and batchResults are the
 	// worker's reused buffers for a batch (deliverBatch), empty between
 	// batches.
@@ -238,6 +241,10 @@ type bindingCounts struct {
 // to it, so an initial list of any size arrives whole however small the
 // buffer is.
 func (l *bindingListener) OnAdd(res *event.ResourceRef, obj *unstructured.Unstructured, isInInitialList bool) {
+	if r := l.g.ctl; r != nil {
+		r.offer(l, &event.Event{Type: event.EventAdd, Resource: res, Object: obj, IsInInitialList: isInInitialList})
+		return
+	}
 	if isInInitialList {
 		l.g.queue.PushAt(&event.Event{Type: event.EventAdd, Resource: res, Object: obj, IsInInitialList: true}, nil, time.Now())
 		return
@@ -253,8 +260,13 @@ func (l *bindingListener) OnDelete(res *event.ResourceRef, obj *unstructured.Uns
 	l.offer(&event.Event{Type: event.EventDelete, Resource: res, Object: obj, FinalStateUnknown: finalStateUnknown})
 }
 
-// offer filters ev and queues what is left.
+// offer filters ev and queues what is left; a controller's listener
+// hands it to the controller loop instead.
 func (l *bindingListener) offer(ev *event.Event) {
+	if r := l.g.ctl; r != nil {
+		r.offer(l, ev)
+		return
+	}
 	start := time.Now()
 	ev, ok := l.decide(ev)
 	now := time.Now() // also the event's arrival in the queue
@@ -344,6 +356,10 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 			add: b.Wants(config.EventAdd), update: b.Wants(config.EventUpdate), delete: b.Wants(config.EventDelete)}
 		g.bindings = append(g.bindings, l)
 		g.byResource[b.Resource] = l
+	}
+	if settings.Controller != nil && g.byResource[settings.Controller.For] != nil {
+		g.ctl = newReconciler(g, slot.h.reconcileMetrics)
+		g.shard.moved = g.ctl.handover
 	}
 	return g
 }
@@ -463,6 +479,10 @@ func (g *generation) run(inst *engine.Instance) {
 			_ = inst.Close(context.Background())
 		}
 	}()
+	if g.ctl != nil {
+		inst = g.ctl.run(inst)
+		return
+	}
 	draining := false
 	poll := syncPoll
 	g.syncDue = true
@@ -776,6 +796,10 @@ func (g *generation) replayAll() {
 	clear(g.reported)
 	g.synced.Store(false)
 	g.syncDue = true
+	if g.ctl != nil {
+		g.ctl.enqueueAll()
+		return
+	}
 	for _, l := range g.bindings {
 		if reg := l.registration(); reg != nil {
 			g.queue.AddReplay(delivery.KeysOf(l.binding, reg.Keys()), true)
