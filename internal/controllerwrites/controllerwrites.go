@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/internal/kubewrite"
 )
 
@@ -93,90 +94,31 @@ type Error struct {
 func (e *Error) Error() string { return e.Msg }
 
 // Code returns err's ABI code: 0 for nil, an *Error's code, ERR_CANCELED
-// for a canceled context, else ERR_UNAVAILABLE.
-func Code(err error) int32 { panic("not yet") }
-
-// ApplyChildren applies the desired children (a JSON array) of the
-// primary key and prunes the ones applied before that are not among
-// them. primary is nil when the key is absent: then children must be
-// empty, and every child applied for the key goes. Per-child failures
-// come back in failed, never stopping the other children; err is for the
-// call as a whole (invalid JSON, a child of a resource not owned), when
-// nothing was written.
-func (w *Writer) ApplyChildren(ctx context.Context, key Key, primary *unstructured.Unstructured, children []byte) (failed []ChildFailure, err error) {
-	return nil, errors.New("not yet")
+// for a canceled context, ERR_TIMEOUT for an expired one, else
+// ERR_UNAVAILABLE.
+func Code(err error) int32 {
+	var e *Error
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &e):
+		return e.Code
+	case errors.Is(err, context.Canceled):
+		return abi.ErrCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return abi.ErrTimeout
+	}
+	return abi.ErrUnavailable
 }
 
-// PruneAll deletes every child applied for the key: its primary is gone.
-func (w *Writer) PruneAll(ctx context.Context, key Key) ([]ChildFailure, error) {
-	return nil, errors.New("not yet")
+func (w *Writer) now() time.Time {
+	if w.o.Now != nil {
+		return w.o.Now()
+	}
+	return time.Now()
 }
 
-// ApplyStatus server-side applies status (a JSON object) to the
-// primary's status subresource.
-func (w *Writer) ApplyStatus(ctx context.Context, primary *unstructured.Unstructured, status []byte) error {
-	return errors.New("not yet")
-}
-
-// EnsureFinalizer adds the managed finalizer unless the primary has it
-// or is being deleted.
-func (w *Writer) EnsureFinalizer(ctx context.Context, primary *unstructured.Unstructured) (added bool, err error) {
-	return false, errors.New("not yet")
-}
-
-// RemoveFinalizer removes the managed finalizer, and only it.
-func (w *Writer) RemoveFinalizer(ctx context.Context, primary *unstructured.Unstructured) error {
-	return errors.New("not yet")
-}
-
-// PersistRequeue records the primary's due time (zero clears it).
-func (w *Writer) PersistRequeue(ctx context.Context, primary *unstructured.Unstructured, due time.Time) error {
-	return errors.New("not yet")
-}
-
-// RequeueAt reads back the due time PersistRequeue recorded.
-func RequeueAt(obj *unstructured.Unstructured, plugin string) (time.Time, bool) {
-	return time.Time{}, false
-}
-
-// OnlyHostMetadataChanged reports whether old and new differ only in the
-// host's bookkeeping for the plugin: its requeue annotation, its
-// finalizer (finalizer; "" for none), managedFields and resourceVersion.
-func OnlyHostMetadataChanged(old, new *unstructured.Unstructured, plugin, finalizer string) bool {
-	return false
-}
-
-// Release removes finalizer from every object of gvr (only those being
-// deleted when onlyDeleting) and returns how many it released.
-func Release(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, finalizer string, onlyDeleting bool) (released int, err error) {
-	return 0, errors.New("not yet")
-}
-
-// PluginLabel is the plugin's name as a DNS label that also fits the
-// requeue annotation's name: the value of LabelPlugin.
-func PluginLabel(plugin string) string { return plugin }
-
-// Owner is the parsed AnnotationOwner.
-type Owner struct {
-	Resource             schema.GroupResource
-	Namespace, Name, UID string
-}
-
-// ParseOwner parses an AnnotationOwner value.
-func ParseOwner(s string) (Owner, bool) { return Owner{}, false }
-
-// String is the annotation's value.
-func (o Owner) String() string { return "" }
-
-// IndexKey is the owner without its uid, the key OwnedLister is asked
-// for and OwnerIndexFunc indexes by: "<resource.group>/<ns>/<name>".
-func (o Owner) IndexKey() string { return "" }
-
-// OwnerIndex is the name of the informer index OwnerIndexFunc computes.
-const OwnerIndex = "controller.informer-host.io/owner"
-
-// OwnerIndexFunc is a cache.IndexFunc: an object's AnnotationOwner's
-// IndexKey, so an OwnedLister can answer from the indexer.
-func OwnerIndexFunc(obj any) ([]string, error) { return nil, nil }
+// primaryGR is how the owner annotation names the primary's resource.
+func (w *Writer) primaryGR() schema.GroupResource { return w.o.Primary.GVR.GroupResource() }
 
 var _ Writes = (*kubewrite.Writer)(nil)

@@ -50,6 +50,27 @@ func parsePath(s string) (fieldPath, error) {
 	return p, nil
 }
 
+// FieldPath is a field path in the ABI's syntax, parsed once, for the
+// host's other readers of object fields (a controller's watch field), so
+// that a path means the same there as in changed and in field_read.
+type FieldPath struct{ p fieldPath }
+
+// ParseFieldPath parses s as parsePath does; its error says what is wrong
+// and how keys with special characters are written.
+func ParseFieldPath(s string) (*FieldPath, error) {
+	p, err := parsePath(s)
+	if err != nil {
+		return nil, err
+	}
+	return &FieldPath{p: p}, nil
+}
+
+// Lookup returns the value at f in obj and whether it is present.
+func (f *FieldPath) Lookup(obj map[string]any) (any, bool) { return f.p.lookup(obj) }
+
+// String returns the path as written.
+func (f *FieldPath) String() string { return f.p.text }
+
 // lookup returns the value at p in obj and whether it is present.
 func (p *fieldPath) lookup(obj map[string]any) (any, bool) {
 	var cur any = obj

@@ -46,6 +46,7 @@
 //
 // Rule of direction: imported by package host only; it imports the
 // standard library, client-go (workqueue), apimachinery, cel-go,
-// client_golang, the event type, internal/config and the abi module's
-// path syntax, and nothing of the host or the engine.
+// client_golang, the event type, internal/config (the controller block)
+// and internal/filter (the primary's filter, field paths and CEL limits),
+// and nothing of the host, the engine or wazero.
 package reconcile
