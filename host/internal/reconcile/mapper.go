@@ -200,9 +200,11 @@ func (m *Mapper) Map(resource string, ev *event.Event) ([]Request, error) {
 	}
 	if resource == m.primary.Name {
 		errs = append(errs, m.index(ev)...)
-		if m.mapsPrimary(ev) {
+		ok, err := m.mapsPrimary(ev)
+		if ok {
 			out.add(Request{Namespace: ev.Object.GetNamespace(), Name: ev.Object.GetName()})
 		}
+		errs = append(errs, err)
 	}
 	if m.owns[resource] {
 		for _, o := range objs {
@@ -223,21 +225,22 @@ func (m *Mapper) Map(resource string, ev *event.Event) ([]Request, error) {
 }
 
 // mapsPrimary says whether an event of the primary resource enqueues the
-// object itself: a delete always does (an absent key is reconciled, the
-// filter notwithstanding); an add or update when the object passes the
-// filter, and, with generationChanged, an update only when it changed
-// metadata.generation or started the object's deletion.
-func (m *Mapper) mapsPrimary(ev *event.Event) bool {
+// object itself: a delete does (an absent key is reconciled, the filter
+// notwithstanding) unless it only says the object moved to another
+// member of a sharding group, which reconciles it there; an add or update
+// does when the object passes the filter and, with generationChanged, an
+// update only when it changed metadata.generation or started the
+// object's deletion.
+func (m *Mapper) mapsPrimary(ev *event.Event) (bool, error) {
 	if ev.Type == event.EventDelete {
-		return true
+		return !ev.HandedOver, nil
 	}
 	if ev.Type == event.EventUpdate && m.generationChanged && ev.OldObject != nil &&
 		ev.OldObject.GetGeneration() == ev.Object.GetGeneration() &&
 		(ev.OldObject.GetDeletionTimestamp() != nil || ev.Object.GetDeletionTimestamp() == nil) {
-		return false
+		return false, nil
 	}
-	ok, _ := m.Admits(ev.Object)
-	return ok
+	return m.Admits(ev.Object)
 }
 
 // owner returns the primary a child's controller ownerReference names,

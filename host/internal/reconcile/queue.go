@@ -1,7 +1,9 @@
 package reconcile
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,21 +147,7 @@ func (q *Queue) Due(n int) []Due {
 	}
 	q.mu.Unlock()
 	slices.SortFunc(out, func(a, b Due) int {
-		if c := a.At.Compare(b.At); c != 0 {
-			return c
-		}
-		if a.Namespace != b.Namespace {
-			if a.Namespace < b.Namespace {
-				return -1
-			}
-			return 1
-		}
-		if a.Name < b.Name {
-			return -1
-		} else if a.Name > b.Name {
-			return 1
-		}
-		return 0
+		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	if n > 0 && len(out) > n {
 		out = out[:n]
