@@ -106,17 +106,15 @@ func (r *reconciler) offer(l *bindingListener, ev *event.Event) {
 		return
 	}
 	var reqs []reconcile.Request
-	if primary {
-		// The primary's own key needs no mapping: it is enqueued even
-		// while the mapper cannot be built.
-		reqs = append(reqs, reconcile.Request{Namespace: ev.Object.GetNamespace(), Name: ev.Object.GetName()})
-	}
 	if m := r.mapperFor(ev, primary); m != nil {
 		mapped, err := m.Map(l.binding, ev)
 		if err != nil {
 			r.warnLimited("map/"+l.binding, "controller mapping failed", "binding", l.binding, "event", eventString(ev), "err", err)
 		}
-		reqs = append(reqs, mapped...)
+		reqs = mapped
+	} else if primary {
+		// Without a mapper the primary's own key is still known.
+		reqs = append(reqs, reconcile.Request{Namespace: ev.Object.GetNamespace(), Name: ev.Object.GetName()})
 	}
 	for _, q := range reqs {
 		if q == wakeRequest {
@@ -132,17 +130,10 @@ func (r *reconciler) offer(l *bindingListener, ev *event.Event) {
 
 // unchanged reports whether an update of a primary is none of the
 // plugin's business: only the host's own bookkeeping changed (its
-// requeue annotation, its finalizer), or, with generationChanged, the
-// spec did not (metadata.generation) and the object is not being deleted.
+// requeue annotation, its finalizer). The mapper decides the rest
+// (filter, generationChanged).
 func (r *reconciler) unchanged(old, cur *unstructured.Unstructured) bool {
-	if old == nil || cur == nil {
-		return false
-	}
-	if controllerwrites.OnlyHostMetadataChanged(old, cur, r.name, r.ctl.Finalizer) {
-		return true
-	}
-	return r.ctl.GenerationChanged && old.GetGeneration() == cur.GetGeneration() &&
-		(old.GetDeletionTimestamp() == nil) == (cur.GetDeletionTimestamp() == nil)
+	return old != nil && cur != nil && controllerwrites.OnlyHostMetadataChanged(old, cur, r.name, r.ctl.Finalizer)
 }
 
 // mapperFor returns the mapper, building it from the primary's
@@ -163,7 +154,11 @@ func (r *reconciler) mapperFor(ev *event.Event, primary bool) *reconcile.Mapper 
 	if ref == nil {
 		return nil // the primary resource is not served yet: no primary to enqueue
 	}
-	m, err := reconcile.NewMapper(r.ctl, ref)
+	var opts []reconcile.MapperOption
+	if !namespaced(r.g.slot.h.pipeline, ref.Name) {
+		opts = append(opts, reconcile.PrimaryClusterScoped())
+	}
+	m, err := reconcile.NewMapper(r.ctl, ref, opts...)
 	if err != nil {
 		r.mapErr = err
 		r.g.log.Error("controller mapping cannot be built; only the primary's own events enqueue keys", "err", err)
@@ -370,7 +365,14 @@ func (r *reconciler) reconcileKey(inst *engine.Instance, q reconcile.Request) *e
 	g.slot.obs.handle.Observe(end.Sub(start).Seconds())
 	g.slot.lastEvent.Store(end.UnixNano())
 	if o := g.slot.h.observe; o != nil {
-		o(g.slot.name, &event.Event{Type: event.EventType(abi.EventReconcile), Resource: st.ref, Object: st.obj}, res, err)
+		obj := st.obj
+		if obj == nil { // absent: the test hook still wants the key
+			obj = &unstructured.Unstructured{}
+			obj.SetNamespace(q.Namespace)
+			obj.SetName(q.Name)
+		}
+		o(g.slot.name, &event.Event{Type: event.EventType(abi.EventReconcile), Resource: st.ref, Object: obj,
+			IsInInitialList: st.flags&abi.FlagInitialList != 0}, res, err)
 	}
 	return r.settle(inst, st, w, call, res, err, end.Sub(start))
 }
@@ -573,33 +575,32 @@ func (r *reconciler) writes(primary *event.ResourceRef) *controllerwrites.Writer
 	}
 	p := g.slot.h.pipeline
 	o := controllerwrites.Options{Plugin: g.slot.name, Writes: g.kw, Client: g.kw.Dynamic(), Finalizer: r.ctl.Finalizer,
-		Primary: resourceOf(p, g.slot.h.config(), primary), Owned: ownedLister{p: p, plugin: g.slot.name}}
+		Primary: resourceOf(p, primary), Owned: ownedLister{p: p, plugin: g.slot.name}}
 	for _, name := range r.ctl.Owns {
 		ref, ok := p.Ref(name)
 		if !ok {
 			return nil
 		}
-		o.Owns = append(o.Owns, resourceOf(p, g.slot.h.config(), ref))
+		o.Owns = append(o.Owns, resourceOf(p, ref))
 	}
 	r.writer = controllerwrites.New(o)
 	return r.writer
 }
 
-// resourceOf describes ref for the controller writes. Whether it is
-// namespaced is read off its cached objects' keys, else its configured
-// namespaces; a resource with neither is taken as namespaced.
-func resourceOf(p *informer.Pipeline, cfg *config.Config, ref *event.ResourceRef) controllerwrites.Resource {
-	out := controllerwrites.Resource{Name: ref.Name, GVR: ref.GroupVersionResource(), Kind: ref.Kind, Namespaced: true}
-	if keys, err := p.CacheKeys(nil, ref.Name, "", ""); err == nil && len(keys) > 0 {
-		out.Namespaced = strings.Contains(keys[0], "/")
-		return out
+// resourceOf describes ref for the controller writes.
+func resourceOf(p *informer.Pipeline, ref *event.ResourceRef) controllerwrites.Resource {
+	return controllerwrites.Resource{Name: ref.Name, GVR: ref.GroupVersionResource(), Kind: ref.Kind, Namespaced: namespaced(p, ref.Name)}
+}
+
+// namespaced tells whether the configured resource name is namespaced,
+// from its cached objects' keys; one with none cached is taken as
+// namespaced, as most resources are. The pipeline knows the scope from
+// discovery but does not say it.
+func namespaced(p *informer.Pipeline, name string) bool {
+	if keys, err := p.CacheKeys(nil, name, "", ""); err == nil && len(keys) > 0 {
+		return strings.Contains(keys[0], "/")
 	}
-	for _, c := range cfg.Resources {
-		if c.Name == ref.Name && len(c.Namespaces) > 0 {
-			out.Namespaced = true
-		}
-	}
-	return out
+	return true
 }
 
 // ownedLister serves the controller writes the children the host applied
