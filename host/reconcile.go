@@ -280,6 +280,12 @@ func (r *reconciler) run(inst *engine.Instance) *engine.Instance {
 		if !ok {
 			return inst
 		}
+		if g.stopping() {
+			// A shut-down queue still hands what it holds (that is
+			// draining); stopped, nothing more is handed.
+			r.queue.Done(q)
+			return inst
+		}
 		if q == wakeRequest {
 			r.queue.Forget(q)
 			r.queue.Done(q)

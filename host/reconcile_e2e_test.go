@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/internal/controllerwrites"
+	"github.com/informer-host/informer-host/internal/shard"
 )
 
 // The controller loop's tests run testdata/plugins/reconciler.wat, whose
@@ -309,4 +311,60 @@ func TestControllerRetryBackoffAndParking(t *testing.T) {
 	// A change hands it again at once.
 	hs.updateCM(errr, "k", "v")
 	eventually(t, "the changed errr-a reconciled again", func() bool { return len(hs.reconciles("errr-a")) > 3 })
+}
+
+// Sharded, a member reconciles only the keys it owns (the event mode's
+// hash of namespace and name); on a handover it reconciles the keys it
+// gains, flagged as a replay of the cache, and a key it lost is not
+// reconciled again when it changes.
+func TestControllerShardedHandover(t *testing.T) {
+	now := time.Now()
+	pair := func() *shard.Assignment {
+		return shard.NewAssignment("a", []string{"a", "b"}, shard.KeyNamespaceName, true, now, now.Add(time.Hour))
+	}
+	alone := shard.NewAssignment("a", []string{"a"}, shard.KeyNamespaceName, true, now, now.Add(time.Hour))
+	hs := controllerHarness(t, "{for: cms}", "{}", func(h *harness) { h.assignment = pair() })
+	var mine, theirs []string
+	for i := range 20 {
+		n := fmt.Sprintf("sh-%d", i)
+		hs.createPrimary(n)
+		if pair().OwnsKey(hs.ns, n) {
+			mine = append(mine, n)
+		} else {
+			theirs = append(theirs, n)
+		}
+	}
+	if len(mine) == 0 || len(theirs) == 0 {
+		t.Fatalf("the pair splits the keys %d/%d; the test needs both sides", len(mine), len(theirs))
+	}
+	reconciled := func(names []string, initial bool) bool {
+		for _, n := range names {
+			if !slices.ContainsFunc(hs.reconciles(n), func(d observed) bool { return !initial || d.Initial }) {
+				return false
+			}
+		}
+		return true
+	}
+	eventually(t, "this member's keys reconciled", func() bool { return reconciled(mine, false) })
+	for _, n := range theirs {
+		if rs := hs.reconciles(n); len(rs) > 0 {
+			t.Errorf("%s, the other member's, reconciled here: %v", n, rs)
+		}
+	}
+	hs.h.SetAssignment(alone)
+	eventually(t, "the keys gained reconciled as a replay", func() bool { return reconciled(theirs, true) })
+
+	hs.h.SetAssignment(pair())
+	lost, kept := theirs[0], mine[0]
+	before := len(hs.reconciles(lost))
+	lostCM, _ := hs.getCM(lost)
+	keptCM, _ := hs.getCM(kept)
+	hs.updateCM(lostCM, "k", "v")
+	keptCM = hs.updateCM(keptCM, "k", "v")
+	eventually(t, "the kept key's change reconciled", func() bool {
+		return slices.ContainsFunc(hs.reconciles(kept), func(d observed) bool { return d.RV == keptCM.ResourceVersion })
+	})
+	if n := len(hs.reconciles(lost)); n != before {
+		t.Errorf("%s, handed back to the other member, reconciled %d more times here", lost, n-before)
+	}
 }
