@@ -5,6 +5,7 @@
 //	informer-host run      --config config.yaml   run until SIGINT/SIGTERM
 //	informer-host validate --config config.yaml   check the file; exit 1 on problems
 //	informer-host rbac     --config config.yaml   print the least-privilege RBAC for the config
+//	informer-host finalizers release -config config.yaml -plugin X.wasm   release a controller plugin's finalizer
 //	informer-host push X.wasm oci://registry/repo:tag    publish a module
 //	informer-host verify   oci://REPO@DIGEST --key KEY.pub   verify an artifact's signatures
 //	informer-host sign     oci://REPO@DIGEST --key KEY.pem   sign an artifact with a key, offline
@@ -56,6 +57,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return validateCommand(ctx, args[1:], stdout, stderr)
 	case "rbac":
 		return rbacCommand(ctx, args[1:], stdout, stderr)
+	case "finalizers":
+		return finalizersCommand(ctx, args[1:], stdout, stderr)
 	case "verify":
 		return verifyCommand(ctx, args[1:], stdout, stderr)
 	case "sign":
@@ -84,6 +87,7 @@ commands:
   run       --config FILE                   run the informers and plugins until SIGINT or SIGTERM
   validate  --config FILE                   check the config file; exit 1 and say what is wrong if it is not valid
   rbac      --config FILE                   print the least-privilege RBAC (ClusterRole, Roles, bindings) the config needs
+  finalizers release -config FILE -plugin X.wasm [-deleting-only]   remove a controller plugin's managed finalizer from its objects
   replay    --plugin X.wasm --events FILE   run one plugin offline on recorded events
   record    --config FILE --out FILE        record the events each plugin receives
   inspect   X.wasm | oci://REF              ABI version, imports, exports, and whether it loads (of a module in a registry too)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -75,6 +76,11 @@ func discoveryResolver(kubeconfig string) (func(context.Context, schema.GroupVer
 	if err != nil {
 		return nil, err
 	}
+	return restDiscoveryResolver(cfg)
+}
+
+// restDiscoveryResolver is discoveryResolver for a client configuration.
+func restDiscoveryResolver(cfg *rest.Config) (func(context.Context, schema.GroupVersionKind) (string, error), error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err

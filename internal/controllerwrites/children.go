@@ -50,19 +50,26 @@ func (w *Writer) ApplyChildren(ctx context.Context, key Key, primary *unstructur
 	}
 	owner := Owner{Resource: w.primaryGR(), Namespace: key.Namespace, Name: key.Name, UID: string(primary.GetUID())}
 	keep := make(map[childID]bool, len(desired))
-	for _, c := range desired {
+	reqs := make([]*kubewrite.Request, len(desired))
+	for i, c := range desired {
 		keep[childID{c.res.Name, c.ns, c.name}] = true
 		w.decorate(c, primary, owner)
 		body, err := json.Marshal(c.obj)
 		if err != nil {
-			return failed, &Error{abi.ErrInvalid, fmt.Sprintf("%s %s/%s: %v", c.kind, c.ns, c.name, err)}
+			return nil, &Error{abi.ErrInvalid, fmt.Sprintf("child %d (%s %s/%s): %v", i, c.kind, c.ns, c.name, err)}
 		}
-		r := &kubewrite.Request{Op: abi.WriteApply, Resource: c.res.Name, Namespace: c.ns, Name: c.name, Body: body, Force: true}
+		reqs[i] = &kubewrite.Request{Op: abi.WriteApply, Resource: c.res.Name, Namespace: c.ns, Name: c.name, Body: body, Force: true}
+		// The grant decides for the whole set, before any write.
+		if code, msg := w.o.Writes.Check(reqs[i]); code != 0 {
+			return nil, &Error{code, fmt.Sprintf("child %d (%s %s/%s): %s", i, c.kind, c.ns, c.name, msg)}
+		}
+	}
+	for i, r := range reqs {
 		if _, code, msg := w.o.Writes.Do(ctx, r); code != 0 {
 			if code == abi.ErrCanceled {
 				return failed, &Error{code, msg}
 			}
-			failed = append(failed, childFailure(c.kind, c.ns, c.name, code, msg))
+			failed = append(failed, childFailure(desired[i].kind, r.Namespace, r.Name, code, msg))
 		}
 	}
 	more, err := w.prune(ctx, owner, keep)
@@ -82,12 +89,12 @@ func (w *Writer) PruneAll(ctx context.Context, key Key) ([]ChildFailure, error) 
 // the cached object's uid as precondition, so an object recreated under
 // the same name meanwhile is judged on its own, when the cache has it.
 func (w *Writer) prune(ctx context.Context, owner Owner, keep map[childID]bool) (failed []ChildFailure, err error) {
+	if w.o.Owned == nil {
+		return nil, nil
+	}
 	label := PluginLabel(w.o.Plugin)
 	for i := range w.o.Owns {
 		res := &w.o.Owns[i]
-		if w.o.Owned == nil {
-			break
-		}
 		for _, obj := range w.o.Owned.ListOwned(res.Name, owner.IndexKey()) {
 			if obj.GetLabels()[LabelPlugin] != label {
 				continue // another plugin's, or no controller's
@@ -123,12 +130,14 @@ func childFailure(kind, ns, name string, code int32, msg string) ChildFailure {
 	return ChildFailure{Kind: kind, Namespace: ns, Name: name, Err: &Error{code, msg}, Code: code}
 }
 
-// String is the failure's result_message line: "<kind> <ns>/<name>: <error>".
+// String is the failure's result_message line: "<kind> <ns>/<name>:
+// <error>" ("<kind> <name>: <error>" for a cluster-scoped child).
 func (f ChildFailure) String() string {
-	return fmt.Sprintf("%s %s/%s: %v", f.Kind, f.Namespace, f.Name, f.Err)
+	return fmt.Sprintf("%s %s: %v", f.Kind, keyString(Key{f.Namespace, f.Name}), f.Err)
 }
 
-// parseChildren validates the whole set before anything is written.
+// parseChildren validates the whole set before anything is written (the
+// grant is checked once the children are complete, in ApplyChildren).
 func (w *Writer) parseChildren(key Key, body []byte) ([]*child, error) {
 	invalid := func(format string, a ...any) error { return &Error{abi.ErrInvalid, fmt.Sprintf(format, a...)} }
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -190,10 +199,6 @@ func (w *Writer) parseChildren(key Key, body []byte) ([]*child, error) {
 			return nil, invalid("children %d and %d are the same object (%s %s/%s): give each once", j, i, kind, ns, name)
 		}
 		seen[id] = i
-		r := &kubewrite.Request{Op: abi.WriteApply, Resource: res.Name, Namespace: ns, Name: name, Force: true, Body: []byte(`{"apiVersion":"x","kind":"x"}`)}
-		if code, msg := w.o.Writes.Check(r); code != 0 {
-			return nil, &Error{code, fmt.Sprintf("child %d (%s %s/%s): %s", i, kind, ns, name, msg)}
-		}
 		out = append(out, &child{res: res, kind: kind, ns: ns, name: name, obj: obj})
 	}
 	return out, nil

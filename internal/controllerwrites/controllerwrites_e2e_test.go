@@ -162,12 +162,19 @@ func startCache(t *testing.T) *ownedCache {
 // plugin's kubewrite.Writer (its identity, budget, codes).
 func newWriter(t *testing.T, plugin, finalizer string, owned OwnedLister, now func() time.Time) *Writer {
 	t.Helper()
+	return newWriterFor(t, plugin, e2eWidgets, finalizer, owned, now)
+}
+
+func newWriterFor(t *testing.T, plugin string, primary Resource, finalizer string, owned OwnedLister, now func() time.Time) *Writer {
+	t.Helper()
 	kc, err := kubewrite.New(kubewrite.Options{Config: env.Config, Resolve: func(name string) (schema.GroupVersionResource, bool) {
 		switch name {
 		case "widgets":
 			return e2eWidgets.GVR, true
 		case "configmaps":
 			return configmaps.GVR, true
+		case "namespaces":
+			return namespaces.GVR, true
 		}
 		return schema.GroupVersionResource{}, false
 	}})
@@ -182,7 +189,7 @@ func newWriter(t *testing.T, plugin, finalizer string, owned OwnedLister, now fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Options{Plugin: plugin, Writes: kw, Client: kw.Dynamic(), Primary: e2eWidgets, Owns: []Resource{configmaps},
+	return New(Options{Plugin: plugin, Writes: kw, Client: kw.Dynamic(), Primary: primary, Owns: []Resource{configmaps},
 		Owned: owned, Finalizer: finalizer, Now: now})
 }
 
@@ -252,6 +259,30 @@ func TestE2EChildrenApplyAndPrune(t *testing.T) {
 		if _, ok := get(t, configmaps, k[0], k[1]); !ok {
 			t.Errorf("%s/%s was pruned: it is wanted, or another primary's, or another plugin's", k[0], k[1])
 		}
+	}
+}
+
+// A cluster-scoped primary (here a Namespace) may own children in any
+// namespace: each gets the ownerReference, and pruning works across them.
+func TestE2EClusterScopedPrimary(t *testing.T) {
+	a, b := env.Namespace(t), env.Namespace(t)
+	primary, ok := get(t, namespaces, "", a)
+	if !ok {
+		t.Fatal("no namespace", a)
+	}
+	c := startCache(t)
+	w := newWriterFor(t, "ctl.wasm", namespaces, "", c, nil)
+	mustApply(t, w, Key{"", a}, primary, set(cm(a, "x"), cm(b, "y")))
+	for _, k := range [][2]string{{a, "x"}, {b, "y"}} {
+		u, _ := get(t, configmaps, k[0], k[1])
+		if refs := u.GetOwnerReferences(); len(refs) != 1 || refs[0].Kind != "Namespace" || refs[0].APIVersion != "v1" || refs[0].UID != primary.GetUID() {
+			t.Fatalf("%s/%s ownerReferences %+v", k[0], k[1], refs)
+		}
+		c.waitFor(t, k[0], k[1], true)
+	}
+	mustApply(t, w, Key{"", a}, primary, set(cm(a, "x")))
+	if _, ok := get(t, configmaps, b, "y"); ok {
+		t.Fatal("y, no longer wanted, was not pruned")
 	}
 }
 

@@ -298,7 +298,6 @@ func TestApplyStatusValidates(t *testing.T) {
 		{`{"conditions":[{"status":"True","reason":"R"}]}`, "condition 0 needs a type"},
 		{`{"conditions":[{"type":"bad type","status":"True","reason":"R"}]}`, "is not a qualified name"},
 		{`{"conditions":[{"type":"Ready","status":"true","reason":"R"}]}`, `status "true" must be True, False or Unknown`},
-		{`{"conditions":[{"type":"Ready","status":"True"}]}`, `condition "Ready" needs a reason`},
 		{`{"conditions":[{"type":"Ready","status":"True","reason":"not camel"}]}`, "must be a CamelCase word"},
 		{`{"conditions":[{"type":"Ready","status":"True","reason":"R"},{"type":"Ready","status":"False","reason":"R"}]}`, `"Ready" is given twice`},
 	} {
@@ -335,7 +334,8 @@ func TestApplyStatusConditions(t *testing.T) {
 	err := w.ApplyStatus(context.Background(), p, []byte(`{"phase":"Running","big":12345678901234567,"conditions":[
 		{"type":"Ready","status":"True","reason":"Same","message":"still"},
 		{"type":"Synced","status":"False","reason":"Broke","lastTransitionTime":"2000-01-01T00:00:00Z","observedGeneration":99},
-		{"type":"New","status":"Unknown","reason":"First"}]}`))
+		{"type":"New","status":"Unknown","reason":"First"},
+		{"type":"Bare","status":"True"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,6 +369,10 @@ func TestApplyStatusConditions(t *testing.T) {
 		{Type: "Ready", Status: "True", Reason: "Same", Message: "still", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(t0)},
 		{Type: "Synced", Status: "False", Reason: "Broke", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(now)},
 		{Type: "New", Status: "Unknown", Reason: "First", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(now)},
+		{Type: "Bare", Status: "True", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(now)},
+	}
+	if bare := st["conditions"].([]any)[3].(map[string]any); bare["reason"] != nil {
+		t.Errorf("a condition without a reason went with one: %v", bare)
 	}
 	if len(conds) != len(want) {
 		t.Fatalf("conditions %+v", conds)

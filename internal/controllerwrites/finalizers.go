@@ -130,22 +130,35 @@ func (w *Writer) fresh(ctx context.Context, obj *unstructured.Unstructured) (*un
 	return cur, nil
 }
 
-// Release removes finalizer from every object of gvr, in every namespace
-// the client may list (only those being deleted when onlyDeleting), and
-// returns how many it released. It is for an operator (the command
+// Release removes finalizer from every object of gvr, in namespaces
+// (none: all of them, for which the client needs a cluster-wide list),
+// only from those being deleted when onlyDeleting, and returns how many
+// it released. It is for an operator (the command
 // `informer-host finalizers release`) or a plugin removed with
 // onRemove: release: the objects then finish deleting without the
 // cleanup the plugin would have done. Each removal is the same
 // test-and-remove patch as RemoveFinalizer; a failure on one object does
 // not stop the others and is in the joined error.
-func Release(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, finalizer string, onlyDeleting bool) (released int, err error) {
-	res := c.Resource(gvr)
+func Release(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, finalizer string, onlyDeleting bool, namespaces ...string) (released int, err error) {
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	var errs []error
+	for _, ns := range namespaces {
+		n, err := releaseIn(ctx, c.Resource(gvr), ns, gvr.GroupResource(), finalizer, onlyDeleting)
+		released += n
+		errs = append(errs, err)
+	}
+	return released, errors.Join(errs...)
+}
+
+func releaseIn(ctx context.Context, res dynamic.NamespaceableResourceInterface, ns string, gr schema.GroupResource, finalizer string, onlyDeleting bool) (released int, err error) {
 	var errs []error
 	opts := metav1.ListOptions{Limit: 500}
 	for {
-		list, err := res.List(ctx, opts)
+		list, err := res.Namespace(ns).List(ctx, opts)
 		if err != nil {
-			return released, errors.Join(append(errs, fmt.Errorf("list %s: %w", gvr.GroupResource(), err))...)
+			return released, errors.Join(append(errs, fmt.Errorf("list %s: %w", gr, err))...)
 		}
 		for i := range list.Items {
 			obj := &list.Items[i]
@@ -154,7 +167,7 @@ func Release(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionRe
 			}
 			done, err := releaseOne(ctx, res.Namespace(obj.GetNamespace()), obj, finalizer)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s %s: %w", gvr.GroupResource(), objKey(obj), err))
+				errs = append(errs, fmt.Errorf("%s %s: %w", gr, objKey(obj), err))
 			}
 			if done {
 				released++

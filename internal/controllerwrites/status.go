@@ -24,8 +24,10 @@ var conditionReason = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])
 // ApplyStatus server-side applies status (a JSON object: the status
 // fields this plugin owns) to the primary's status subresource, as the
 // plugin's field manager with force: fields other managers own stay.
-// Conditions (status.conditions) are metav1.Conditions: type, status
-// (True, False or Unknown) and reason are required; the host sets
+// Conditions (status.conditions) are metav1.Conditions: type and status
+// (True, False or Unknown) are required, a reason when given is a
+// CamelCase word (metav1.Condition's schema requires one: without it the
+// apiserver's answer names the field); the host sets
 // observedGeneration to the primary's metadata.generation and keeps
 // lastTransitionTime from the cached primary's condition of the same
 // type while its status is unchanged (meta.SetStatusCondition), else
@@ -42,10 +44,12 @@ func (w *Writer) ApplyStatus(ctx context.Context, primary *unstructured.Unstruct
 	if err != nil {
 		return err
 	}
+	md := map[string]any{"name": primary.GetName()}
+	if ns := primary.GetNamespace(); ns != "" {
+		md["namespace"] = ns
+	}
 	body, err := json.Marshal(map[string]any{
-		"apiVersion": w.o.Primary.GVR.GroupVersion().String(), "kind": w.o.Primary.Kind,
-		"metadata": map[string]any{"name": primary.GetName(), "namespace": primary.GetNamespace()},
-		"status":   st,
+		"apiVersion": w.o.Primary.GVR.GroupVersion().String(), "kind": w.o.Primary.Kind, "metadata": md, "status": st,
 	})
 	if err != nil {
 		return &Error{abi.ErrInvalid, "status: " + err.Error()}
@@ -112,9 +116,7 @@ func (w *Writer) statusBody(primary *unstructured.Unstructured, status []byte) (
 			return nil, invalid("condition type %q is given twice", c.Type)
 		case c.Status != metav1.ConditionTrue && c.Status != metav1.ConditionFalse && c.Status != metav1.ConditionUnknown:
 			return nil, invalid("condition %q: status %q must be True, False or Unknown", c.Type, c.Status)
-		case c.Reason == "":
-			return nil, invalid("condition %q needs a reason (a CamelCase word such as \"Scheduled\")", c.Type)
-		case len(c.Reason) > 1024 || !conditionReason.MatchString(c.Reason):
+		case c.Reason != "" && (len(c.Reason) > 1024 || !conditionReason.MatchString(c.Reason)):
 			return nil, invalid("condition %q: reason %q must be a CamelCase word (letters, digits, _ , :), at most 1024 characters", c.Type, c.Reason)
 		case len(c.Message) > 32768:
 			return nil, invalid("condition %q: message is %d bytes, more than 32768", c.Type, len(c.Message))
@@ -125,6 +127,9 @@ func (w *Writer) statusBody(primary *unstructured.Unstructured, status []byte) (
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(set)
 		if err != nil {
 			return nil, invalid("condition %q: %v", c.Type, err)
+		}
+		if c.Reason == "" {
+			delete(u, "reason") // not "": let a schema that requires one say so
 		}
 		out = append(out, u)
 	}
