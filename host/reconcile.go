@@ -471,8 +471,8 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 		if parked, until, _ := g.conv.objectFailed(k, what, st.rv, err.Error()); parked {
 			r.queue.AddAfter(q, time.Until(until))
 		}
-		// The restart enqueues every key (replayAll), this one too
-		// unless it is parked.
+		// The restart enqueues every key (replayAll), this one too; a
+		// parked one then waits out its backoff (parkedFor).
 		return g.failed(inst, what, err)
 	}
 	s.c.delivered.Add(1)
@@ -494,7 +494,10 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 			g.log.Debug("plugin dropped a key", "key", what, "message", res.Message)
 		}
 		return inst
-	case engine.CodeError:
+	case engine.CodeRetry:
+		r.metrics.ObserveReconcile(r.name, reconcile.ResultRequeue, took)
+		answer = "RETRY"
+	default: // ERROR, and any code the engine did not know
 		s.c.errors.Add(1)
 		r.metrics.ObserveReconcile(r.name, reconcile.ResultError, took)
 		if g.settings.Delivery.OnError == config.OnErrorSkip {
@@ -512,9 +515,6 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 			return inst
 		}
 		answer = "ERROR"
-	default: // RETRY
-		r.metrics.ObserveReconcile(r.name, reconcile.ResultRequeue, took)
-		answer = "RETRY"
 	}
 	if delay, gaveUp := g.conv.retry(k, what, answer, res.Message); gaveUp {
 		r.queue.Forget(q)
