@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/event"
@@ -369,5 +371,68 @@ func TestControllerShardedHandover(t *testing.T) {
 	})
 	if n := len(hs.reconciles(lost)); n != before {
 		t.Errorf("%s, handed back to the other member, reconciled %d more times here", lost, n-before)
+	}
+}
+
+// releaseAll frees the test namespace's ConfigMaps of the test finalizer
+// (so the namespace can go once the test is over).
+func (hs *harness) releaseAll() {
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		hs.t.Fatal(err)
+	}
+	if _, err := controllerwrites.Release(context.Background(), dyn, gvr, testFinalizer, false, hs.ns); err != nil {
+		hs.t.Errorf("releasing the test finalizer: %v", err)
+	}
+}
+
+// A quarantined controller keeps its finalizer (it may come back), and
+// the objects being deleted that wait on it are reported: in the status,
+// as informer_host_controller_finalizer_stuck, and in /readyz (server).
+func TestControllerQuarantinedFinalizerIsReported(t *testing.T) {
+	hs := controllerHarness(t, "{for: cms, finalizer: "+testFinalizer+"}", "{maxConsecutiveFailures: 1, parkAfter: 0}")
+	t.Cleanup(hs.releaseAll)
+	hs.createPrimary("fin-a")
+	eventually(t, "fin-a reconciled", func() bool { return len(hs.reconciles("fin-a")) > 0 })
+	hs.createPrimary("trap-a")
+	eventually(t, "quarantine", func() bool { return hs.status(reconcilerPlugin).State == StateQuarantined })
+	hs.deleteCM("fin-a")
+	eventually(t, "fin-a reported stuck on the finalizer", func() bool {
+		c := hs.status(reconcilerPlugin).Controller
+		return c != nil && c.Finalizer == testFinalizer && c.FinalizerStuck == 1
+	})
+	if v := hs.pluginMetric("informer_host_controller_finalizer_stuck", map[string]string{"plugin": reconcilerPlugin, "finalizer": testFinalizer}); v != 1 {
+		t.Errorf("informer_host_controller_finalizer_stuck = %v, want 1", v)
+	}
+	if cm, ok := hs.getCM("fin-a"); !ok || !slices.Contains(cm.Finalizers, testFinalizer) {
+		t.Errorf("fin-a %v: want it still there, held by the finalizer", cm)
+	}
+	if n := len(hs.logs.lines("quarantined controller keeps its finalizer")); n != 1 {
+		t.Errorf("%d warnings of the finalizer kept on quarantine, want 1", n)
+	}
+}
+
+// A controller removed with onRemove: release has its finalizer taken
+// off its objects; with the default (keep) it stays.
+func TestControllerOnRemove(t *testing.T) {
+	for _, tc := range []struct {
+		onRemove string
+		released bool
+	}{{"release", true}, {"keep", false}} {
+		t.Run(tc.onRemove, func(t *testing.T) {
+			hs := controllerHarness(t, "{for: cms, finalizer: "+testFinalizer+", onRemove: "+tc.onRemove+"}", "{}")
+			t.Cleanup(hs.releaseAll)
+			hs.createPrimary("fin-a")
+			eventually(t, "fin-a reconciled", func() bool { return len(hs.reconciles("fin-a")) > 0 })
+			if cm, _ := hs.getCM("fin-a"); !slices.Contains(cm.Finalizers, testFinalizer) {
+				t.Fatalf("finalizers %v, want %s", cm.Finalizers, testFinalizer)
+			}
+			hs.h.removed(context.Background(), reconcilerPlugin)
+			cm, _ := hs.getCM("fin-a")
+			if has := slices.Contains(cm.Finalizers, testFinalizer); has == tc.released {
+				t.Errorf("onRemove: %s: finalizers after the removal %v", tc.onRemove, cm.Finalizers)
+			}
+		})
 	}
 }
