@@ -238,6 +238,11 @@ func TestControllerRequeueAfterSurvivesReload(t *testing.T) {
 		t.Errorf("status.Controller %+v: want requ-a among the next requeues", st.Controller)
 	}
 	eventually(t, "requ-a reconciled again by its timer", func() bool { return live() >= 2 })
+	// The host's own annotation write is an update of the primary that
+	// enqueues nothing (else every requeue would reconcile at once).
+	eventually(t, "the annotation's update passed over", func() bool {
+		return hs.status(reconcilerPlugin).Filtered["cms"].Unchanged > 0
+	})
 
 	// A new version: the same module with a custom section appended.
 	b, err := os.ReadFile(filepath.Join(hs.dir, reconcilerPlugin))
