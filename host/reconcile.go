@@ -307,10 +307,11 @@ func (r *reconciler) run(inst *engine.Instance) *engine.Instance {
 }
 
 // checkSynced reports the generation synced once every binding's
-// informer is: its initial list's keys are queued by then.
+// informer is and the keys its initial list queued have been handed: the
+// queue was empty once since.
 func (r *reconciler) checkSynced() {
 	g := r.g
-	if g.synced.Load() {
+	if g.synced.Load() || r.queue.Len() > 0 {
 		return
 	}
 	for _, l := range g.bindings {

@@ -128,8 +128,8 @@ func TestControllerCoalescesUpdates(t *testing.T) {
 	if v := hs.pluginMetric("controller_runtime_reconcile_total", map[string]string{"controller": reconcilerPlugin, "result": "success"}); v < 2 {
 		t.Errorf("controller_runtime_reconcile_total{result=success} = %v, want at least 2", v)
 	}
-	if st := hs.status(reconcilerPlugin); st.Controller == nil || st.Controller.For != "cms" {
-		t.Errorf("status.Controller = %+v, want the loop of cms", st.Controller)
+	if st := hs.status(reconcilerPlugin); st.Controller == nil || st.Controller.For != "cms" || !st.Synced {
+		t.Errorf("status.Controller = %+v, synced %v; want the loop of cms, synced", st.Controller, st.Synced)
 	}
 }
 
