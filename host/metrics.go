@@ -107,7 +107,7 @@ var allStates = []PluginState{StateLoading, StateStandby, StateRunning, StateRes
 func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descEvents, descDelivered, descDepth, descBufferDrops, descCoalesced,
 		descRestarts, descSuperseded, descReloads, descState, descFiltered, descFilterErrors,
-		descDegraded, descRepairs, descReplay, descRetrying, descParked, descSynced} {
+		descDegraded, descRepairs, descReplay, descRetrying, descParked, descSynced, descFinalizerStuck} {
 		ch <- d
 	}
 	h.metrics.wait.Describe(ch)
@@ -116,6 +116,7 @@ func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 	h.metrics.denied.Describe(ch)
 	describeShard(ch)
 	describeState(ch)
+	h.reconcileMetrics.Describe(ch)
 	for _, c := range h.outbound.collectors() {
 		c.Describe(ch)
 	}
@@ -129,7 +130,9 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for _, s := range h.Status() {
+	st := h.Status()
+	collectStuckFinalizers(h, st, ch)
+	for _, s := range st {
 		p, c := s.File, s.Counters
 		for _, r := range []struct {
 			result string
@@ -172,6 +175,7 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	h.metrics.filter.Collect(ch)
 	h.metrics.denied.Collect(ch)
 	h.collectShard(ch)
+	h.reconcileMetrics.Collect(ch)
 	h.collectState(ch)
 	for _, c := range h.outbound.collectors() {
 		c.Collect(ch)
