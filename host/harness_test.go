@@ -74,6 +74,7 @@ type observed struct {
 	Unknown  bool
 	Code     engine.Code
 	Failure  engine.Kind // 0 when the call completed
+	UID      string
 	Resource string
 }
 
@@ -117,7 +118,7 @@ func (r *recorder) gate(plugin string) (held <-chan struct{}, open func()) {
 func (r *recorder) observe(plugin string, ev *event.Event, res engine.Result, err error) {
 	d := observed{Type: ev.Type, Initial: ev.IsInInitialList, Unknown: ev.FinalStateUnknown, Code: res.Code, Resource: ev.Resource.Name}
 	if ev.Object != nil { // nil for an ih_synced call
-		d.Key, d.RV = ev.Key(), ev.Object.GetResourceVersion()
+		d.Key, d.RV, d.UID = ev.Key(), ev.Object.GetResourceVersion(), string(ev.Object.GetUID())
 	}
 	if ev.OldObject != nil {
 		d.OldRV = ev.OldObject.GetResourceVersion()
@@ -213,6 +214,15 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 	for _, f := range setup {
 		f(hs)
 	}
+	return hs, hs.start()
+}
+
+// start starts the harness's pipeline and host, and loads the plugin
+// directory: newHarness calls it, and a test stopping both calls it again
+// for a daemon restart.
+func (hs *harness) start() error {
+	t, cfg := hs.t, hs.cfg
+	var err error
 	log := slog.New(slog.NewTextHandler(hs.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	restConfig := env.Config
 	if hs.rest != nil {
@@ -261,7 +271,7 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 		}
 		return true
 	})
-	return hs, loadErr
+	return loadErr
 }
 
 func (hs *harness) write(name string, b []byte) {
