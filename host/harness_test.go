@@ -20,6 +20,7 @@ import (
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/seenkeys"
 	"github.com/informer-host/informer-host/internal/shard"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
@@ -190,6 +191,9 @@ type harness struct {
 	// assignment, when a setup function sets it, shards the host from
 	// the start: the test plays the member (Host.SetAssignment).
 	assignment *shard.Assignment
+	// seenKeys, when a setup function sets it, is the host's store of
+	// the keys it handed (Options.SeenKeys).
+	seenKeys *seenkeys.Store
 	// onDeliver, when a setup function sets it, is the host's sharding
 	// test hook (shardState.onDeliver), set before any plugin loads.
 	onDeliver func(plugin string, ev *event.Event, a *shard.Assignment, at time.Time)
@@ -244,7 +248,7 @@ func (hs *harness) start() error {
 		t.Fatal(err)
 	}
 	hs.h, err = New(context.Background(), Options{Pipeline: hs.p, Config: cfg, Logger: log, observe: hs.rec.observe, RESTConfig: restConfig,
-		StartTimeout: time.Second, Standby: hs.standby, Writes: writes, logRate: hs.logRate})
+		StartTimeout: time.Second, Standby: hs.standby, Writes: writes, logRate: hs.logRate, SeenKeys: hs.seenKeys})
 	if err != nil {
 		t.Fatal(err)
 	}

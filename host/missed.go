@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -11,6 +12,7 @@ import (
 	"github.com/informer-host/informer-host/host/internal/delivery"
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/seenkeys"
+	"github.com/informer-host/informer-host/internal/shard"
 )
 
 // Deletes a plugin could not see. client-go tells a listener of a delete
@@ -55,6 +57,15 @@ type missedDeletes struct {
 	// again holds the keys recreated meanwhile, whose current object is
 	// replayed once the plugin has settled the old one's delete.
 	again map[delivery.Key]bool
+
+	// Sharding: when the member's Assignment changes (it may have gained
+	// a departed member's objects), the sets of the members no longer in
+	// the group are read (readDeparted, off the worker: it reaches the
+	// apiserver) into departed, whose keys this member now owns and the
+	// store lacks are handed as missed deletes like the plugin's own.
+	assignment *shard.Assignment // the last one check looked at
+	reading    chan []seenkeys.Key
+	departed   []seenkeys.Key
 }
 
 // newMissedDeletes returns the missed deletes of a new generation of
@@ -134,7 +145,11 @@ func (m *missedDeletes) settled(g *generation, k delivery.Key, ev *event.Event) 
 // delete (eventFor). Called by the worker between two deliveries
 // (housekeeping).
 func (m *missedDeletes) check(g *generation) {
-	if m == nil || len(m.due) == 0 {
+	if m == nil {
+		return
+	}
+	m.followGroup(g)
+	if len(m.due) == 0 {
 		return
 	}
 	for _, l := range g.bindings {
@@ -170,6 +185,90 @@ func (m *missedDeletes) check(g *generation) {
 			g.log.Info("handing the plugin the deletes it missed while it was away", "binding", l.binding, "objects", len(keys))
 			g.queue.AddReplay(keys, false)
 		}
+	}
+	m.adopt(g)
+}
+
+// departedReadTimeout bounds one read of the departed members' sets.
+const departedReadTimeout = time.Minute
+
+// followGroup starts reading the departed members' sets when the
+// Assignment the worker applied is a new one, and takes the result in
+// when it is there.
+func (m *missedDeletes) followGroup(g *generation) {
+	if a := g.applied; a != nil && a != m.assignment && m.reading == nil {
+		m.assignment = a
+		ch := make(chan []seenkeys.Key, 1)
+		m.reading = ch
+		store, plugin, live, log, q := m.store, m.plugin, slices.Clone(a.Members), g.log, g.queue
+		// Ends by itself within departedReadTimeout; never blocks on the
+		// channel (buffered), and wakes the worker to take the result.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), departedReadTimeout)
+			defer cancel()
+			keys, err := store.Others(ctx, plugin, live)
+			if err != nil {
+				log.Warn("could not read the departed members' seen keys; deletes of their objects that happened meanwhile will not be delivered", "err", err)
+			}
+			ch <- keys
+			q.Wake()
+		}()
+	}
+	if m.reading == nil {
+		return
+	}
+	select {
+	case keys := <-m.reading:
+		m.reading = nil
+		if len(keys) > 0 {
+			m.departed = keys
+			for _, b := range g.bindings {
+				m.due[b.binding] = true
+			}
+		}
+	default:
+	}
+}
+
+// adopt hands, for each key of a departed member's set that this member
+// owns now, whose binding has synced, and that the store lacks, a missed
+// delete, once per daemon (seenkeys.Store.Adopted): the departed
+// member's plugin had the object and nobody handed its delete.
+func (m *missedDeletes) adopt(g *generation) {
+	if len(m.departed) == 0 {
+		return
+	}
+	adopted := m.store.Adopted(m.plugin)
+	var keys []delivery.Key
+	rest := m.departed[:0]
+	for _, sk := range m.departed {
+		l := g.byResource[sk.Resource]
+		if l == nil || !l.delete {
+			continue
+		}
+		reg := l.registration()
+		if reg == nil || !reg.HasSynced() || reg.Ref() == nil {
+			rest = append(rest, sk) // its binding is not synced yet
+			continue
+		}
+		k := delivery.Key{Resource: sk.Resource, Namespace: sk.Namespace, Name: sk.Name}
+		if _, mine := m.keys().Get(sk.Resource, sk.Namespace, sk.Name); mine || !g.owns(k) || g.seen.get(k).has() {
+			continue
+		}
+		if _, _, found := reg.Get(k.StoreKey()); found {
+			continue
+		}
+		if u, done := adopted.Get(sk.Resource, sk.Namespace, sk.Name); done && u == sk.UID {
+			continue
+		}
+		adopted.Add(sk)
+		g.seen.set(k, reg.Ref(), m.stub(reg.Ref(), sk), seenObject{})
+		keys = append(keys, k)
+	}
+	m.departed = rest
+	if len(keys) > 0 {
+		g.log.Info("handing the plugin the deletes of departed members' objects that happened while nobody watched", "objects", len(keys))
+		g.queue.AddReplay(keys, false)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/informer-host/informer-host/event"
+	"github.com/informer-host/informer-host/internal/seenkeys"
+	"github.com/informer-host/informer-host/internal/shard"
 )
 
 // missedConfig is the report plugin (its upstream sees each header as
@@ -211,5 +213,58 @@ func TestMissedDeletesWhileUnloaded(t *testing.T) {
 	}
 	if want := []string{"3 " + hs.ns + "/a  0x22"}; !slices.Equal(deletes, want) {
 		t.Fatalf("deletes after the reload: %q, want %q", deletes, want)
+	}
+}
+
+// A member that gains a departed member's objects (here: the only member
+// left, as after a crash) reads the departed member's set from its
+// ConfigMaps and hands its plugin the deletes of those objects that
+// happened while nobody watched them; objects that still exist arrive as
+// adds, and the plugin's own keys are not affected.
+func TestMissedDeletesOfADepartedMember(t *testing.T) {
+	up := newReportUpstream(t)
+	cfg := strings.NewReplacer("URL", up.srv.URL, "MODE", "deliver").Replace(missedConfig)
+	ctx := context.Background()
+	var ns string
+	hs, err := newHarness(t, cfg, map[string][]byte{"report.wasm": testPlugin(t, "report")}, func(hs *harness) {
+		ns = hs.ns
+		// The departed member's set: one object gone since, one still there.
+		kept, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "still-there", Labels: map[string]string{"report": "yes"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone := seenkeys.New(seenkeys.Options{Backend: seenkeys.ConfigMaps(env.Client.CoreV1(), ns, "crashed")})
+		set := gone.Set(ctx, "report.wasm")
+		set.Add(seenkeys.Key{Resource: "cms", Namespace: ns, Name: "gone-while-unowned", UID: "0f8fad5b-d9cb-469f-a165-70867728950e"})
+		set.Add(seenkeys.Key{Resource: "cms", Namespace: ns, Name: "still-there", UID: string(kept.UID)})
+		if err := gone.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		hs.assignment = shard.NewAssignment("survivor", []string{"survivor"}, shard.KeyNamespaceName, true, now, now.Add(time.Hour))
+		hs.seenKeys = seenkeys.New(seenkeys.Options{Backend: seenkeys.ConfigMaps(env.Client.CoreV1(), ns, "survivor")})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the departed member's gone object's delete", func() bool {
+		_, r := up.snapshot()
+		return slices.Contains(r, "3 "+ns+"/gone-while-unowned  0x22")
+	})
+	eventually(t, "the object that is still there", func() bool {
+		v, _ := up.snapshot()
+		_, ok := v[ns+"/still-there"]
+		return ok && hs.status("report.wasm").Synced
+	})
+	_, r := up.snapshot()
+	var deletes []string
+	for _, x := range r {
+		if strings.HasPrefix(x, "3 ") {
+			deletes = append(deletes, x)
+		}
+	}
+	if want := []string{"3 " + ns + "/gone-while-unowned  0x22"}; !slices.Equal(deletes, want) {
+		t.Fatalf("deletes: %q, want exactly %q", deletes, want)
 	}
 }

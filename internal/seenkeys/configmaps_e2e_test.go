@@ -66,11 +66,14 @@ func TestConfigMapsBackend(t *testing.T) {
 	// Another member reads it as a departed member's.
 	stB := New(Options{Backend: b})
 	defer stB.Close(ctx)
-	others, err := stB.Others(ctx, "copy.wasm")
+	others, err := stB.Others(ctx, "copy.wasm", []string{"member-b"})
 	if err != nil || len(others) != len(keys) {
 		t.Fatalf("member-b reads %d of member-a's keys (%v), want %d", len(others), err, len(keys))
 	}
-	if mine, _ := st.Others(ctx, "copy.wasm"); len(mine) != 0 {
+	if live, _ := stB.Others(ctx, "copy.wasm", []string{"member-a", "member-b"}); len(live) != 0 {
+		t.Fatalf("member-b reads the set of member-a, which is live: %d keys", len(live))
+	}
+	if mine, _ := st.Others(ctx, "copy.wasm", nil); len(mine) != 0 {
 		t.Fatalf("a member reads its own set as another's: %d keys", len(mine))
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -45,6 +46,9 @@ type Store struct {
 	// forgotten are plugins whose stored set is to be deleted at the
 	// next flush; guarded by mu.
 	forgotten map[string]bool
+	// adopted holds, per plugin, the keys of other members' sets this
+	// daemon has handed the plugin a delete of (Adopted); memory only.
+	adopted map[string]*Set
 
 	flushMu   sync.Mutex
 	stop      chan struct{}
@@ -64,7 +68,7 @@ func New(o Options) *Store {
 		o.Logger = slog.Default()
 	}
 	s := &Store{backend: o.Backend, interval: o.FlushInterval, log: o.Logger,
-		sets: map[string]*Set{}, forgotten: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+		sets: map[string]*Set{}, forgotten: map[string]bool{}, adopted: map[string]*Set{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go s.flusher()
 	return s
 }
@@ -113,17 +117,38 @@ func (s *Store) Forget(plugin string) {
 	s.forgotten[plugin] = true
 }
 
-// Others returns the keys other members stored for plugin, merged
-// (ConfigMaps backend only; nil elsewhere). A set that cannot be read is
-// skipped and logged.
-func (s *Store) Others(ctx context.Context, plugin string) ([]Key, error) {
+// Adopted returns the keys of other members' sets that this daemon has
+// handed plugin a missed delete of: a departed member's ConfigMaps stay,
+// and without this every change of the group would hand the same deletes
+// again. Memory only: a restart hands them once more.
+func (s *Store) Adopted(plugin string) *Set {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.adopted[plugin]
+	if a == nil {
+		a = NewSet()
+		s.adopted[plugin] = a
+	}
+	return a
+}
+
+// Others returns the keys that members other than this one and those in
+// live stored for plugin, merged (ConfigMaps backend only; nil
+// elsewhere): the sets of members that left. A set that cannot be read
+// is skipped and logged.
+func (s *Store) Others(ctx context.Context, plugin string, live []string) ([]Key, error) {
 	sets, err := s.backend.Others(ctx, plugin)
-	if err != nil {
+	if err != nil && len(sets) == 0 {
 		return nil, err
+	}
+	if err != nil {
+		s.log.Warn("could not read some other members' seen keys", "plugin", plugin, "err", err)
 	}
 	members := make([]string, 0, len(sets))
 	for m := range sets {
-		members = append(members, m)
+		if !slices.Contains(live, m) {
+			members = append(members, m)
+		}
 	}
 	sort.Strings(members)
 	var out []Key
