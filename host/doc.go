@@ -29,6 +29,9 @@
 //	       │          worker; a reload makes a new one
 //	       ├ delivery.Queue  the buffer between the listeners and the
 //	       │                 worker (host/internal/delivery)
+//	       ├ missedDeletes   the keys the plugin has, remembered across
+//	       │                 restarts in internal/seenkeys, and the
+//	       │                 deletes it missed (missed.go)
 //	       └ engine.Instance the running module; the worker's alone, and
 //	                         replaced on a failure (restart)
 //
@@ -93,8 +96,9 @@
 // Host.unmatchedMu comes before Host.mu (a look reads the config) and is
 // never taken under it. shardState.callsMu, convergence.mu, the
 // memReleaser's (taken under the queue's lock, by its onReleased), the
-// recording's and the directory watch's locks, and viewKeys.mu and each
-// keyTable.mu (the plugins' views' shared keys, view.go), are leaves:
+// recording's and the directory watch's locks, viewKeys.mu and each
+// keyTable.mu (the plugins' views' shared keys, view.go), and the seen
+// keys' (internal/seenkeys: its Store's lock, then a Set's), are leaves:
 // nothing else is taken under them. PluginSlot.mu is never held
 // while taking regsMu or calling into the pipeline; Status copies what it
 // needs from the slot and reads the generation after unlocking. Each
