@@ -179,7 +179,7 @@ func (m *missedDeletes) check(g *generation) {
 			}
 			ref, _, found := reg.Get(k.StoreKey())
 			if found && g.owns(k) {
-				continue // the same object (an initial add) or recreated (replayed, below)
+				continue // the same object (its initial add), or recreated (missedDeletes.replayed)
 			}
 			if ref == nil {
 				ref = reg.Ref()
