@@ -74,6 +74,11 @@ type reconciler struct {
 	// writer is the plugin's controller writes, built by the worker once
 	// the resources it writes are resolved; the worker's own.
 	writer *controllerwrites.Writer
+	// missedLooked is set once the worker has queued the primaries
+	// deleted while the plugin was away (missedAbsent), and cleared by a
+	// restart's replay: once per instance, so that such a key waiting out
+	// a backoff is not queued again past it. The worker's own.
+	missedLooked bool
 }
 
 // wakeRequest is never a key (an object name is never empty): added to
@@ -211,6 +216,7 @@ func (r *reconciler) rearm(q reconcile.Request, obj *unstructured.Unstructured) 
 // a replay of the cache, with its requeue timer re-armed: a fresh
 // instance (a restart) has seen nothing.
 func (r *reconciler) enqueueAll() {
+	r.missedLooked = false
 	reg := r.forL.registration()
 	if reg == nil {
 		return
@@ -319,7 +325,35 @@ func (r *reconciler) checkSynced() {
 			return
 		}
 	}
+	if r.missedAbsent() {
+		return // the keys it queued are handed before the plugin counts as synced
+	}
 	g.synced.Store(true)
+}
+
+// missedAbsent queues, as absent, the primaries the plugin reconciled
+// before (in an earlier instance, version or daemon) that the synced
+// store lacks or has with another uid: deleted while the plugin was away,
+// so no event will ever name them (RATIONALE.md, "Deletes seen after the
+// fact"). Only once the store is synced, or a primary not listed yet
+// would be taken for deleted. It reports whether it queued any.
+func (r *reconciler) missedAbsent() bool {
+	reg := r.forL.registration()
+	if reg == nil || r.missedLooked {
+		return false
+	}
+	r.missedLooked = true
+	queued := false
+	for _, k := range r.g.missed.absent(r.forL.binding, reg.Get) {
+		if !r.g.shard.owns(k) {
+			continue
+		}
+		q := reconcile.Request{Namespace: k.Namespace, Name: k.Name}
+		r.markInitial(q)
+		r.queue.Add(q)
+		queued = true
+	}
+	return queued
 }
 
 // keyState is what the worker found for a key in the primary's store.
@@ -540,6 +574,9 @@ func (r *reconciler) settleOK(st keyState, w *controllerwrites.Writer, call *con
 		result = reconcile.ResultRequeueAfter
 	}
 	r.metrics.ObserveReconcile(r.name, result, took)
+	// What the plugin has reconciled is what a later start compares the
+	// store with: an absent key answered OK is forgotten.
+	g.missed.reconciled(st.k, st.obj)
 	if w == nil {
 		return
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/internal/controllerwrites"
+	"github.com/informer-host/informer-host/internal/seenkeys"
 	"github.com/informer-host/informer-host/internal/shard"
 )
 
@@ -439,5 +440,54 @@ func TestControllerOnRemove(t *testing.T) {
 				t.Errorf("onRemove: %s: finalizers after the removal %v", tc.onRemove, cm.Finalizers)
 			}
 		})
+	}
+}
+
+// A primary deleted while its controller was away (the daemon down, no
+// finalizer to hold it) never produces an event: the restarted host's
+// informer lists a cache without it. The host remembers the keys the
+// plugin reconciled, so once the store is synced such a key is
+// reconciled as absent, once: answered OK, it is forgotten, and a later
+// restart does not hand it again.
+func TestControllerReconcilesPrimariesDeletedWhileAway(t *testing.T) {
+	// The daemon's ConfigMaps backend, as a leader-elected daemon keeps
+	// the keys: the next start reads what the last one wrote at its stop.
+	remember := func(hs *harness) {
+		hs.seenKeys = seenkeys.New(seenkeys.Options{Backend: seenkeys.ConfigMaps(env.Client.CoreV1(), hs.ns, "member")})
+	}
+	hs := controllerHarness(t, "{for: cms}", "{}", remember)
+	hs.createPrimary("gone")
+	hs.createPrimary("kept")
+	okOf := func(name string, absent bool) func(d observed) bool {
+		return func(d observed) bool { return d.Code == engine.CodeOK && d.Failure == 0 && (d.RV == "") == absent }
+	}
+	eventually(t, "both primaries reconciled", func() bool {
+		return slices.ContainsFunc(hs.reconciles("gone"), okOf("gone", false)) && slices.ContainsFunc(hs.reconciles("kept"), okOf("kept", false))
+	})
+	hs.stopHost()
+	hs.deleteCM("gone")
+	eventually(t, "gone to be deleted", func() bool { _, ok := hs.getCM("gone"); return !ok })
+
+	before := len(hs.reconciles("gone"))
+	remember(hs)
+	if err := hs.start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the primary deleted while away reconciled as absent, and the plugin synced", func() bool {
+		return slices.ContainsFunc(hs.reconciles("gone")[before:], okOf("gone", true)) && hs.status(reconcilerPlugin).Synced
+	})
+
+	hs.stopHost()
+	before = len(hs.reconciles("gone"))
+	keptBefore := len(hs.reconciles("kept"))
+	remember(hs)
+	if err := hs.start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the next start's replay of kept", func() bool {
+		return len(hs.reconciles("kept")) > keptBefore && hs.status(reconcilerPlugin).Synced
+	})
+	if again := hs.reconciles("gone")[before:]; len(again) > 0 {
+		t.Errorf("the absent key answered OK was handed again after the next restart: %+v", again)
 	}
 }
