@@ -243,7 +243,9 @@ func GrantVerbs(verb, subresource string) []string {
 	return nil
 }
 
-// Needs lists what the host does as the controller plugin's identity.
+// Needs lists what the host does as the controller plugin's identity
+// when the plugin has a writes grant; without one the host writes
+// nothing for it (its requeue times are not persisted).
 func (c *Controller) Needs() []ControllerNeed {
 	var out []ControllerNeed
 	granted := func(res, verb, why, key string, index int) {

@@ -17,7 +17,8 @@
 //     namespaces when every resource names namespaces and the written
 //     resource is namespaced (built-in table, or a configured resource
 //     with namespaces), else it is cluster-wide;
-//   - for a controller-mode plugin, what the host does as its identity
+//   - for a controller-mode plugin with a writes grant (without one the
+//     host writes nothing for it), what the host does as its identity
 //     beside the writes its grant allows (config.Controller.Needs, which
 //     config validation also uses to make the grant cover the children's
 //     apply and delete and the finalizer's patch): patch on the primary

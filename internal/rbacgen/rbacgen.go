@@ -277,10 +277,12 @@ func (b *builder) actions(cfg *config.Config, p plugin, plural map[string]schema
 			}
 		}
 	}
-	if c := p.controller; c != nil {
+	if c := p.controller; c != nil && g.Writes != nil && len(g.Writes.Resources) > 0 {
 		// What the host does as the plugin's identity beside the
 		// writes the grant allows (config validation has made the
-		// grant cover the rest), where the primaries are.
+		// grant cover the rest), where the primaries are. Without a
+		// writes grant the host writes nothing for the plugin, not
+		// even its requeue time.
 		for _, n := range c.Needs() {
 			if n.Grant != "" {
 				continue

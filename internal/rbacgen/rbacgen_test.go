@@ -299,11 +299,28 @@ plugins:
       controller: {for: widgets}
       grants:
         impersonate: {serviceAccount: team/ctl}
+        writes: {resources: [{resource: v1/configmaps, verbs: [create], namespaces: [a]}]}
 `,
 		want: []string{
 			`a "example.com" widgets get,list,watch`,
 			`team "" serviceaccounts [ctl] impersonate`,
+			`as team/ctl a "" configmaps create`,
 			`as team/ctl a "example.com" widgets patch`,
+		},
+	}, {
+		name: "a controller without a writes grant: the host writes nothing as it, so its identity gets nothing",
+		config: `resources:
+  - {name: widgets, group: example.com, version: v1, resource: widgets, namespaces: [a]}
+plugins:
+  modules:
+    - file: ctl.wasm
+      controller: {for: widgets}
+      grants:
+        impersonate: {serviceAccount: team/ctl}
+`,
+		want: []string{
+			`a "example.com" widgets get,list,watch`,
+			`team "" serviceaccounts [ctl] impersonate`,
 		},
 	}, {
 		name: "a controller's identity: its grants, the finalizer's reads, the owner's finalizers for blockOwnerDeletion; the daemon only watches",
