@@ -345,7 +345,7 @@ func (r *reconciler) reconcileKey(inst *engine.Instance, q reconcile.Request) *e
 		return inst
 	}
 	if until, parked := g.conv.parkedFor(st.k, st.rv, time.Now()); parked {
-		r.queue.AddAfter(q, time.Until(until))
+		r.queue.AddRetryAfter(q, time.Until(until))
 		return inst
 	}
 	g.conv.handing(st.k, st.rv)
@@ -471,7 +471,7 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 			r.metrics.ObservePanic(r.name)
 		}
 		if parked, until, _ := g.conv.objectFailed(k, what, st.rv, err.Error()); parked {
-			r.queue.AddAfter(q, time.Until(until))
+			r.queue.AddRetryAfter(q, time.Until(until))
 		}
 		// The restart enqueues every key (replayAll), this one too; a
 		// parked one then waits out its backoff (parkedFor).
@@ -513,7 +513,7 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 			g.log.Warn("plugin failed to reconcile a key; retrying it with backoff", "key", what, "message", res.Message)
 		}
 		if parked {
-			r.queue.AddAfter(q, time.Until(until))
+			r.queue.AddRetryAfter(q, time.Until(until))
 			return inst
 		}
 		answer = "ERROR"
@@ -521,7 +521,7 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 	if delay, gaveUp := g.conv.retry(k, what, answer, res.Message); gaveUp {
 		r.queue.Forget(q)
 	} else {
-		r.queue.AddAfter(q, delay)
+		r.queue.AddRetryAfter(q, delay)
 	}
 	return inst
 }
@@ -691,8 +691,13 @@ func childFailures(fs []controllerwrites.ChildFailure) string {
 type ControllerStatus struct {
 	For   string
 	Depth int
-	// NextRequeue are the soonest requeue timers, at most 32.
+	// NextRequeue are the soonest requeue-after timers the plugin asked
+	// for (re-armed from the primary's annotation included), at most 32.
 	NextRequeue []RequeueDue
+	// Retrying are the soonest keys waiting out a backoff (a retry, a
+	// failed host write, a parked key), at most 32, with when each is
+	// handed again.
+	Retrying []RequeueDue
 	// Parked counts the keys parked (PluginStatus.Parked lists them).
 	Parked int
 	// Finalizer is the managed finalizer ("" for none); FinalizerStuck
@@ -702,13 +707,13 @@ type ControllerStatus struct {
 	FinalizerStuck int
 }
 
-// RequeueDue is a key's requeue timer.
+// RequeueDue is a key's requeue-after timer, or the end of its backoff.
 type RequeueDue struct {
 	Namespace, Name string
 	At              time.Time
 }
 
-// maxNextRequeue bounds ControllerStatus.NextRequeue.
+// maxNextRequeue bounds ControllerStatus.NextRequeue and Retrying.
 const maxNextRequeue = 32
 
 func (r *reconciler) status(state PluginState, parked int) *ControllerStatus {
@@ -716,10 +721,17 @@ func (r *reconciler) status(state PluginState, parked int) *ControllerStatus {
 	if state == StateQuarantined {
 		st.FinalizerStuck = stuckOn(r.g.slot.h.pipeline, r.ctl)
 	}
-	for _, d := range r.queue.Due(maxNextRequeue) {
-		st.NextRequeue = append(st.NextRequeue, RequeueDue{Namespace: d.Namespace, Name: d.Name, At: d.At})
-	}
+	st.NextRequeue = requeueDues(r.queue.Due(maxNextRequeue))
+	st.Retrying = requeueDues(r.queue.Retrying(maxNextRequeue))
 	return st
+}
+
+func requeueDues(ds []reconcile.Due) []RequeueDue {
+	var out []RequeueDue
+	for _, d := range ds {
+		out = append(out, RequeueDue{Namespace: d.Namespace, Name: d.Name, At: d.At})
+	}
+	return out
 }
 
 // stuckOn counts the cached objects of c's primary resource that are

@@ -315,6 +315,15 @@ func TestControllerRetryBackoffAndParking(t *testing.T) {
 	if c := hs.status(reconcilerPlugin).Counters; c.Retries < 3 {
 		t.Errorf("retries %d, want at least 3", c.Retries)
 	}
+	// Backoffs are not requeue-after timers: the status shows them apart.
+	eventually(t, "the retried and the parked keys listed as retrying", func() bool {
+		c := hs.status(reconcilerPlugin).Controller
+		return c != nil && slices.ContainsFunc(c.Retrying, func(d RequeueDue) bool { return d.Name == "errr-a" }) &&
+			slices.ContainsFunc(c.Retrying, func(d RequeueDue) bool { return d.Name == "rtry-a" })
+	})
+	if c := hs.status(reconcilerPlugin).Controller; len(c.NextRequeue) != 0 {
+		t.Errorf("nextRequeue %v, want none: no plugin asked for a requeue-after", c.NextRequeue)
+	}
 	// A change hands it again at once.
 	hs.updateCM(errr, "k", "v")
 	eventually(t, "the changed errr-a reconciled again", func() bool { return len(hs.reconciles("errr-a")) > 3 })
