@@ -42,7 +42,7 @@ func TestDebugPluginsJSON(t *testing.T) {
 				`"retryExhausted":1`, `"filtered":{"my-pods":{"filtered":1,"unchanged":0,"resync":0,"error":0,"evalErrors":0}}`,
 				`"parked":[{"resource":"cms","namespace":"ns","name":"a","failures":2,"lastError":"x","until":"`,
 				`"shard":{"member":"m1","active":true,"members":["m1"],"key":"namespace","owned":{"my-pods":1},"validUntil":"`,
-				`"controller":{"for":"cronjobs","depth":2,"nextRequeue":[{"namespace":"ns","name":"c","at":"2026-01-02T03:04:05Z"}],`+
+				`"controller":{"for":"cronjobs","depth":2,"nextRequeue":[{"namespace":"ns","name":"c","at":"2026-01-02T03:04:05Z"}],` +
 					`"retrying":[{"namespace":"ns","name":"d","at":"2026-01-02T03:04:05Z"}],"parked":1,"finalizer":"example.com/f","finalizerStuck":3}`},
 			nil},
 		{"nothing loaded, not sharded", nil, nil, []string{`{"plugins":[]}`}, []string{`"shard"`}},
