@@ -155,15 +155,8 @@ func (r *reconciler) mapperFor(ev *event.Event, primary bool) *reconcile.Mapper 
 	if ref == nil {
 		return nil // the primary resource is not served yet: no primary to enqueue
 	}
-	nsd, known := scope(r.g.slot.h.pipeline, ref.Name)
-	if primary && ev.Object != nil {
-		nsd, known = ev.Object.GetNamespace() != "", true
-	}
-	if !known {
-		return nil // no primary cached: none for a related object to name yet
-	}
 	var opts []reconcile.MapperOption
-	if !nsd {
+	if !ref.Namespaced {
 		opts = append(opts, reconcile.PrimaryClusterScoped())
 	}
 	m, err := reconcile.NewMapper(r.ctl, ref, opts...)
@@ -589,11 +582,8 @@ func (r *reconciler) writes(primary *event.ResourceRef) *controllerwrites.Writer
 		return r.writer
 	}
 	p := g.slot.h.pipeline
-	known := true
 	describe := func(ref *event.ResourceRef) controllerwrites.Resource {
-		nsd, ok := scope(p, ref.Name)
-		known = known && ok
-		return controllerwrites.Resource{Name: ref.Name, GVR: ref.GroupVersionResource(), Kind: ref.Kind, Namespaced: nsd}
+		return controllerwrites.Resource{Name: ref.Name, GVR: ref.GroupVersionResource(), Kind: ref.Kind, Namespaced: ref.Namespaced}
 	}
 	o := controllerwrites.Options{Plugin: g.slot.name, Writes: g.kw, Client: g.kw.Dynamic(), Finalizer: r.ctl.Finalizer,
 		Primary: describe(primary), Owned: ownedLister{p: p, plugin: g.slot.name}}
@@ -604,23 +594,8 @@ func (r *reconciler) writes(primary *event.ResourceRef) *controllerwrites.Writer
 		}
 		o.Owns = append(o.Owns, describe(ref))
 	}
-	w := controllerwrites.New(o)
-	if known {
-		// Kept only once every scope is known, not guessed.
-		r.writer = w
-	}
-	return w
-}
-
-// scope tells whether the configured resource name is namespaced, from
-// its cached objects' keys; known is false while none is cached, and the
-// guess is then namespaced, as most resources are. The pipeline knows
-// the scope from discovery but does not say it.
-func scope(p *informer.Pipeline, name string) (namespaced, known bool) {
-	if keys, err := p.CacheKeys(nil, name, "", ""); err == nil && len(keys) > 0 {
-		return strings.Contains(keys[0], "/"), true
-	}
-	return true, false
+	r.writer = controllerwrites.New(o)
+	return r.writer
 }
 
 // ownedLister serves the controller writes the children the host applied
