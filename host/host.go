@@ -758,6 +758,7 @@ type FilterCounts struct {
 	Filtered   uint64 // the expression was false
 	Unchanged  uint64 // an update changed none of the changed fields
 	Resync     uint64 // an update that changed nothing
+	Generation uint64 // an update that left metadata.generation as it was (generationChanged)
 	Error      uint64 // evaluation failed and onFilterError is closed
 	EvalErrors uint64 // evaluations that failed, delivered or not
 }
@@ -783,7 +784,7 @@ func (h *Host) Status() []PluginStatus {
 				st.Filtered = map[string]FilterCounts{}
 			}
 			st.Filtered[res] = FilterCounts{Filtered: c.filtered.Load(), Unchanged: c.unchanged.Load(),
-				Resync: c.resync.Load(), Error: c.errors.Load(), EvalErrors: c.evalErrors.Load()}
+				Resync: c.resync.Load(), Generation: c.generation.Load(), Error: c.errors.Load(), EvalErrors: c.evalErrors.Load()}
 		}
 		st.LoadedAt = s.loadedAt
 		if ns := s.lastEvent.Load(); ns != 0 {

@@ -39,7 +39,7 @@ func TestDebugPluginsJSON(t *testing.T) {
 	}{
 		{"every field", []host.PluginStatus{full}, shard,
 			[]string{`"queue":{"depth":0,`, `"counters":{"delivered":1,"ok":1,`, `"abiFailures":0`, `"loadedAt":"`, `"lastEventAt":"`,
-				`"retryExhausted":1`, `"filtered":{"my-pods":{"filtered":1,"unchanged":0,"resync":0,"error":0,"evalErrors":0}}`,
+				`"retryExhausted":1`, `"filtered":{"my-pods":{"filtered":1,"unchanged":0,"resync":0,"generation":0,"error":0,"evalErrors":0}}`,
 				`"parked":[{"resource":"cms","namespace":"ns","name":"a","failures":2,"lastError":"x","until":"`,
 				`"shard":{"member":"m1","active":true,"members":["m1"],"key":"namespace","owned":{"my-pods":1},"validUntil":"`,
 				`"controller":{"for":"cronjobs","depth":2,"nextRequeue":[{"namespace":"ns","name":"c","at":"2026-01-02T03:04:05Z"}],` +
