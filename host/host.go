@@ -133,6 +133,9 @@ type Host struct {
 	// within its deadline, and does not close the engine under one that is
 	// still inside a call.
 	retiring map[*generation]chan struct{}
+	// orphans are the managed finalizers controllers left behind with
+	// onRemove: keep while their plugins stayed (finalizers.go).
+	orphans *orphanedFinalizers
 	// standby is set until Activate; while it is, held keeps each file's
 	// compiled module, by file name, instead of a generation. Both
 	// guarded by mu.
@@ -188,7 +191,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
 		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{}, paths: map[string]string{},
 		pluginMetrics: pluginmetrics.New(pluginmetrics.Options{}), reconcileMetrics: reconcile.NewMetrics(),
-		writes: opts.Writes,
+		writes: opts.Writes, orphans: newOrphanedFinalizers(),
 	}
 	if h.outbound, err = newOutbound(opts, log); err != nil {
 		_ = eng.Close(context.Background())
@@ -633,7 +636,15 @@ func (h *Host) ApplyConfig(ctx context.Context, cfg *config.Config) error {
 			path = filepath.Join(h.dir, name)
 		}
 		h.log.Info("plugin settings or watched resources changed; reloading", "plugin", name)
-		errs = append(errs, h.load(ctx, name, path, true))
+		handoff := handoffFor(h, name, was, settings)
+		err := h.load(ctx, name, path, true)
+		errs = append(errs, err)
+		if err == nil {
+			h.orphans.adopted(name, settings)
+			if handoff != nil {
+				handoff.settle(ctx)
+			}
+		}
 	}
 	h.warnUnmatched()
 	return errors.Join(errs...)

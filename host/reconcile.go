@@ -734,9 +734,11 @@ var descFinalizerStuck = prometheus.NewDesc("informer_host_controller_finalizer_
 // plugin for (removed files) from the caches.
 func collectStuckFinalizers(h *Host, st []PluginStatus, ch chan<- prometheus.Metric) {
 	have := make(map[string]bool, len(st))
+	emitted := map[orphanKey]bool{}
 	for _, s := range st {
 		have[s.File] = true
 		if c := s.Controller; c != nil && c.Finalizer != "" {
+			emitted[orphanKey{s.File, c.Finalizer}] = true
 			ch <- prometheus.MustNewConstMetric(descFinalizerStuck, prometheus.GaugeValue, float64(c.FinalizerStuck), s.File, c.Finalizer)
 		}
 	}
@@ -746,17 +748,22 @@ func collectStuckFinalizers(h *Host, st []PluginStatus, ch chan<- prometheus.Met
 			continue
 		}
 		if c := cfg.SettingsFor(m.File).Controller; c != nil && c.Finalizer != "" {
+			emitted[orphanKey{m.File, c.Finalizer}] = true
 			ch <- prometheus.MustNewConstMetric(descFinalizerStuck, prometheus.GaugeValue, float64(stuckOn(h.pipeline, c)), m.File, c.Finalizer)
 		}
 	}
+	// The finalizers controllers left behind while their plugins stayed
+	// (finalizers.go).
+	h.orphans.collect(h, emitted, ch)
 }
 
 // finalizerRelease returns what releases the managed finalizer of the
-// plugin of file name when it is removed with onRemove: release (nil
-// otherwise): its finalizer taken off every object of its primary
-// resource, as the plugin's identity. Taken before the plugin is
-// unloaded, while its generation and writes client are there.
-func finalizerRelease(h *Host, name string) func(ctx context.Context) {
+// plugin of file name when its controller goes (why: how, for the log)
+// with onRemove: release (nil otherwise): its finalizer taken off every
+// object of its primary resource, as the plugin's identity. Taken before
+// the plugin is unloaded or reloaded, while its generation and writes
+// client are there.
+func finalizerRelease(h *Host, name, why string) func(ctx context.Context) {
 	h.mu.Lock()
 	slot := h.slots[name]
 	h.mu.Unlock()
@@ -783,10 +790,10 @@ func finalizerRelease(h *Host, name string) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		n, err := controllerwrites.Release(ctx, dyn, ref.GroupVersionResource(), c.Finalizer, false, namespaces...)
 		if err != nil {
-			log.Error("plugin removed with onRemove: release, but its finalizer could not be released from every object; "+
+			log.Error(why+" with onRemove: release, but its finalizer could not be released from every object; "+
 				"run `informer-host finalizers release` for the rest", "finalizer", c.Finalizer, "released", n, "err", err)
 			return
 		}
-		log.Info("plugin removed with onRemove: release; its finalizer was released", "finalizer", c.Finalizer, "objects", n)
+		log.Info(why+" with onRemove: release; its finalizer was released", "finalizer", c.Finalizer, "objects", n)
 	}
 }
