@@ -160,15 +160,8 @@ func (r *reconciler) mapperFor(ev *event.Event, primary bool) *reconcile.Mapper 
 	if ref == nil {
 		return nil // the primary resource is not served yet: no primary to enqueue
 	}
-	nsd, known := scope(r.g.slot.h.pipeline, ref.Name)
-	if primary && ev.Object != nil {
-		nsd, known = ev.Object.GetNamespace() != "", true
-	}
-	if !known {
-		return nil // no primary cached: none for a related object to name yet
-	}
 	var opts []reconcile.MapperOption
-	if !nsd {
+	if !ref.Namespaced {
 		opts = append(opts, reconcile.PrimaryClusterScoped())
 	}
 	m, err := reconcile.NewMapper(r.ctl, ref, opts...)
@@ -379,7 +372,7 @@ func (r *reconciler) reconcileKey(inst *engine.Instance, q reconcile.Request) *e
 		return inst
 	}
 	if until, parked := g.conv.parkedFor(st.k, st.rv, time.Now()); parked {
-		r.queue.AddAfter(q, time.Until(until))
+		r.queue.AddRetryAfter(q, time.Until(until))
 		return inst
 	}
 	g.conv.handing(st.k, st.rv)
@@ -505,7 +498,7 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 			r.metrics.ObservePanic(r.name)
 		}
 		if parked, until, _ := g.conv.objectFailed(k, what, st.rv, err.Error()); parked {
-			r.queue.AddAfter(q, time.Until(until))
+			r.queue.AddRetryAfter(q, time.Until(until))
 		}
 		// The restart enqueues every key (replayAll), this one too; a
 		// parked one then waits out its backoff (parkedFor).
@@ -547,7 +540,7 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 			g.log.Warn("plugin failed to reconcile a key; retrying it with backoff", "key", what, "message", res.Message)
 		}
 		if parked {
-			r.queue.AddAfter(q, time.Until(until))
+			r.queue.AddRetryAfter(q, time.Until(until))
 			return inst
 		}
 		answer = "ERROR"
@@ -555,7 +548,7 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 	if delay, gaveUp := g.conv.retry(k, what, answer, res.Message); gaveUp {
 		r.queue.Forget(q)
 	} else {
-		r.queue.AddAfter(q, delay)
+		r.queue.AddRetryAfter(q, delay)
 	}
 	return inst
 }
@@ -626,11 +619,8 @@ func (r *reconciler) writes(primary *event.ResourceRef) *controllerwrites.Writer
 		return r.writer
 	}
 	p := g.slot.h.pipeline
-	known := true
 	describe := func(ref *event.ResourceRef) controllerwrites.Resource {
-		nsd, ok := scope(p, ref.Name)
-		known = known && ok
-		return controllerwrites.Resource{Name: ref.Name, GVR: ref.GroupVersionResource(), Kind: ref.Kind, Namespaced: nsd}
+		return controllerwrites.Resource{Name: ref.Name, GVR: ref.GroupVersionResource(), Kind: ref.Kind, Namespaced: ref.Namespaced}
 	}
 	o := controllerwrites.Options{Plugin: g.slot.name, Writes: g.kw, Client: g.kw.Dynamic(), Finalizer: r.ctl.Finalizer,
 		Primary: describe(primary), Owned: ownedLister{p: p, plugin: g.slot.name}}
@@ -641,23 +631,8 @@ func (r *reconciler) writes(primary *event.ResourceRef) *controllerwrites.Writer
 		}
 		o.Owns = append(o.Owns, describe(ref))
 	}
-	w := controllerwrites.New(o)
-	if known {
-		// Kept only once every scope is known, not guessed.
-		r.writer = w
-	}
-	return w
-}
-
-// scope tells whether the configured resource name is namespaced, from
-// its cached objects' keys; known is false while none is cached, and the
-// guess is then namespaced, as most resources are. The pipeline knows
-// the scope from discovery but does not say it.
-func scope(p *informer.Pipeline, name string) (namespaced, known bool) {
-	if keys, err := p.CacheKeys(nil, name, "", ""); err == nil && len(keys) > 0 {
-		return strings.Contains(keys[0], "/"), true
-	}
-	return true, false
+	r.writer = controllerwrites.New(o)
+	return r.writer
 }
 
 // ownedLister serves the controller writes the children the host applied
@@ -728,8 +703,13 @@ func childFailures(fs []controllerwrites.ChildFailure) string {
 type ControllerStatus struct {
 	For   string
 	Depth int
-	// NextRequeue are the soonest requeue timers, at most 32.
+	// NextRequeue are the soonest requeue-after timers the plugin asked
+	// for (re-armed from the primary's annotation included), at most 32.
 	NextRequeue []RequeueDue
+	// Retrying are the soonest keys waiting out a backoff (a retry, a
+	// failed host write, a parked key), at most 32, with when each is
+	// handed again.
+	Retrying []RequeueDue
 	// Parked counts the keys parked (PluginStatus.Parked lists them).
 	Parked int
 	// Finalizer is the managed finalizer ("" for none); FinalizerStuck
@@ -739,13 +719,13 @@ type ControllerStatus struct {
 	FinalizerStuck int
 }
 
-// RequeueDue is a key's requeue timer.
+// RequeueDue is a key's requeue-after timer, or the end of its backoff.
 type RequeueDue struct {
 	Namespace, Name string
 	At              time.Time
 }
 
-// maxNextRequeue bounds ControllerStatus.NextRequeue.
+// maxNextRequeue bounds ControllerStatus.NextRequeue and Retrying.
 const maxNextRequeue = 32
 
 func (r *reconciler) status(state PluginState, parked int) *ControllerStatus {
@@ -753,10 +733,17 @@ func (r *reconciler) status(state PluginState, parked int) *ControllerStatus {
 	if state == StateQuarantined {
 		st.FinalizerStuck = stuckOn(r.g.slot.h.pipeline, r.ctl)
 	}
-	for _, d := range r.queue.Due(maxNextRequeue) {
-		st.NextRequeue = append(st.NextRequeue, RequeueDue{Namespace: d.Namespace, Name: d.Name, At: d.At})
-	}
+	st.NextRequeue = requeueDues(r.queue.Due(maxNextRequeue))
+	st.Retrying = requeueDues(r.queue.Retrying(maxNextRequeue))
 	return st
+}
+
+func requeueDues(ds []reconcile.Due) []RequeueDue {
+	var out []RequeueDue
+	for _, d := range ds {
+		out = append(out, RequeueDue{Namespace: d.Namespace, Name: d.Name, At: d.At})
+	}
+	return out
 }
 
 // stuckOn counts the cached objects of c's primary resource that are
@@ -784,9 +771,11 @@ var descFinalizerStuck = prometheus.NewDesc("informer_host_controller_finalizer_
 // plugin for (removed files) from the caches.
 func collectStuckFinalizers(h *Host, st []PluginStatus, ch chan<- prometheus.Metric) {
 	have := make(map[string]bool, len(st))
+	emitted := map[orphanKey]bool{}
 	for _, s := range st {
 		have[s.File] = true
 		if c := s.Controller; c != nil && c.Finalizer != "" {
+			emitted[orphanKey{s.File, c.Finalizer}] = true
 			ch <- prometheus.MustNewConstMetric(descFinalizerStuck, prometheus.GaugeValue, float64(c.FinalizerStuck), s.File, c.Finalizer)
 		}
 	}
@@ -796,17 +785,22 @@ func collectStuckFinalizers(h *Host, st []PluginStatus, ch chan<- prometheus.Met
 			continue
 		}
 		if c := cfg.SettingsFor(m.File).Controller; c != nil && c.Finalizer != "" {
+			emitted[orphanKey{m.File, c.Finalizer}] = true
 			ch <- prometheus.MustNewConstMetric(descFinalizerStuck, prometheus.GaugeValue, float64(stuckOn(h.pipeline, c)), m.File, c.Finalizer)
 		}
 	}
+	// The finalizers controllers left behind while their plugins stayed
+	// (finalizers.go).
+	h.orphans.collect(h, emitted, ch)
 }
 
 // finalizerRelease returns what releases the managed finalizer of the
-// plugin of file name when it is removed with onRemove: release (nil
-// otherwise): its finalizer taken off every object of its primary
-// resource, as the plugin's identity. Taken before the plugin is
-// unloaded, while its generation and writes client are there.
-func finalizerRelease(h *Host, name string) func(ctx context.Context) {
+// plugin of file name when its controller goes (why: how, for the log)
+// with onRemove: release (nil otherwise): its finalizer taken off every
+// object of its primary resource, as the plugin's identity. Taken before
+// the plugin is unloaded or reloaded, while its generation and writes
+// client are there.
+func finalizerRelease(h *Host, name, why string) func(ctx context.Context) {
 	h.mu.Lock()
 	slot := h.slots[name]
 	h.mu.Unlock()
@@ -833,10 +827,10 @@ func finalizerRelease(h *Host, name string) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		n, err := controllerwrites.Release(ctx, dyn, ref.GroupVersionResource(), c.Finalizer, false, namespaces...)
 		if err != nil {
-			log.Error("plugin removed with onRemove: release, but its finalizer could not be released from every object; "+
+			log.Error(why+" with onRemove: release, but its finalizer could not be released from every object; "+
 				"run `informer-host finalizers release` for the rest", "finalizer", c.Finalizer, "released", n, "err", err)
 			return
 		}
-		log.Info("plugin removed with onRemove: release; its finalizer was released", "finalizer", c.Finalizer, "objects", n)
+		log.Info(why+" with onRemove: release; its finalizer was released", "finalizer", c.Finalizer, "objects", n)
 	}
 }
