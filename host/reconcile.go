@@ -154,8 +154,15 @@ func (r *reconciler) mapperFor(ev *event.Event, primary bool) *reconcile.Mapper 
 	if ref == nil {
 		return nil // the primary resource is not served yet: no primary to enqueue
 	}
+	nsd, known := scope(r.g.slot.h.pipeline, ref.Name)
+	if primary && ev.Object != nil {
+		nsd, known = ev.Object.GetNamespace() != "", true
+	}
+	if !known {
+		return nil // no primary cached: none for a related object to name yet
+	}
 	var opts []reconcile.MapperOption
-	if !namespaced(r.g.slot.h.pipeline, ref.Name) {
+	if !nsd {
 		opts = append(opts, reconcile.PrimaryClusterScoped())
 	}
 	m, err := reconcile.NewMapper(r.ctl, ref, opts...)
@@ -467,8 +474,8 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 		if parked, until, _ := g.conv.objectFailed(k, what, st.rv, err.Error()); parked {
 			r.queue.AddAfter(q, time.Until(until))
 		}
-		// The restart enqueues every key (replayAll), this one too
-		// unless it is parked.
+		// The restart enqueues every key (replayAll), this one too; a
+		// parked one then waits out its backoff (parkedFor).
 		return g.failed(inst, what, err)
 	}
 	s.c.delivered.Add(1)
@@ -490,7 +497,10 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 			g.log.Debug("plugin dropped a key", "key", what, "message", res.Message)
 		}
 		return inst
-	case engine.CodeError:
+	case engine.CodeRetry:
+		r.metrics.ObserveReconcile(r.name, reconcile.ResultRequeue, took)
+		answer = "RETRY"
+	default: // ERROR, and any code the engine did not know
 		s.c.errors.Add(1)
 		r.metrics.ObserveReconcile(r.name, reconcile.ResultError, took)
 		if g.settings.Delivery.OnError == config.OnErrorSkip {
@@ -508,9 +518,6 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 			return inst
 		}
 		answer = "ERROR"
-	default: // RETRY
-		r.metrics.ObserveReconcile(r.name, reconcile.ResultRequeue, took)
-		answer = "RETRY"
 	}
 	if delay, gaveUp := g.conv.retry(k, what, answer, res.Message); gaveUp {
 		r.queue.Forget(q)
@@ -583,33 +590,38 @@ func (r *reconciler) writes(primary *event.ResourceRef) *controllerwrites.Writer
 		return r.writer
 	}
 	p := g.slot.h.pipeline
+	known := true
+	describe := func(ref *event.ResourceRef) controllerwrites.Resource {
+		nsd, ok := scope(p, ref.Name)
+		known = known && ok
+		return controllerwrites.Resource{Name: ref.Name, GVR: ref.GroupVersionResource(), Kind: ref.Kind, Namespaced: nsd}
+	}
 	o := controllerwrites.Options{Plugin: g.slot.name, Writes: g.kw, Client: g.kw.Dynamic(), Finalizer: r.ctl.Finalizer,
-		Primary: resourceOf(p, primary), Owned: ownedLister{p: p, plugin: g.slot.name}}
+		Primary: describe(primary), Owned: ownedLister{p: p, plugin: g.slot.name}}
 	for _, name := range r.ctl.Owns {
 		ref, ok := p.Ref(name)
 		if !ok {
 			return nil
 		}
-		o.Owns = append(o.Owns, resourceOf(p, ref))
+		o.Owns = append(o.Owns, describe(ref))
 	}
-	r.writer = controllerwrites.New(o)
-	return r.writer
+	w := controllerwrites.New(o)
+	if known {
+		// Kept only once every scope is known, not guessed.
+		r.writer = w
+	}
+	return w
 }
 
-// resourceOf describes ref for the controller writes.
-func resourceOf(p *informer.Pipeline, ref *event.ResourceRef) controllerwrites.Resource {
-	return controllerwrites.Resource{Name: ref.Name, GVR: ref.GroupVersionResource(), Kind: ref.Kind, Namespaced: namespaced(p, ref.Name)}
-}
-
-// namespaced tells whether the configured resource name is namespaced,
-// from its cached objects' keys; one with none cached is taken as
-// namespaced, as most resources are. The pipeline knows the scope from
-// discovery but does not say it.
-func namespaced(p *informer.Pipeline, name string) bool {
+// scope tells whether the configured resource name is namespaced, from
+// its cached objects' keys; known is false while none is cached, and the
+// guess is then namespaced, as most resources are. The pipeline knows
+// the scope from discovery but does not say it.
+func scope(p *informer.Pipeline, name string) (namespaced, known bool) {
 	if keys, err := p.CacheKeys(nil, name, "", ""); err == nil && len(keys) > 0 {
-		return strings.Contains(keys[0], "/")
+		return strings.Contains(keys[0], "/"), true
 	}
-	return true
+	return true, false
 }
 
 // ownedLister serves the controller writes the children the host applied

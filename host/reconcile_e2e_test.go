@@ -242,7 +242,7 @@ func TestControllerRequeueAfterSurvivesReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs.write(reconcilerPlugin, append(b, 0, 4, 3, 'n', 'e', 'w'))
+	hs.write(reconcilerPlugin, append(b, 0, 5, 3, 'n', 'e', 'w', 1))
 	if err := hs.h.Load(context.Background(), filepath.Join(hs.dir, reconcilerPlugin)); err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,10 @@ func TestControllerShardedHandover(t *testing.T) {
 		}
 		return true
 	}
-	eventually(t, "this member's keys reconciled", func() bool { return reconciled(mine, false) })
+	eventually(t, "this member's keys reconciled, every key in the cache", func() bool {
+		keys, err := hs.p.CacheKeys(nil, "cms", "", "")
+		return err == nil && len(keys) == 20 && reconciled(mine, false)
+	})
 	for _, n := range theirs {
 		if rs := hs.reconciles(n); len(rs) > 0 {
 			t.Errorf("%s, the other member's, reconciled here: %v", n, rs)
