@@ -103,11 +103,14 @@ type ownVersions struct {
 	deleted bool
 	// child: the host applied or pruned the object as a child in the
 	// call (children_apply), which returns no resourceVersions to know
-	// the results by; before is the object as the cache held it when
-	// the call asked (nil: absent), the state the plugin read, which
-	// the cache lines before the call's line hold instead of the
-	// store's.
-	child  bool
+	// the results by: any state of it is the call's.
+	child bool
+	// before is the object as the cache held it when the call first
+	// wrote it (nil: absent), the state the plugin read: the cache lines
+	// before the call's line hold it when they hold no later state (one
+	// that someone else's change that landed before the write, a Pod
+	// made by its controller, say, is in the store but masked by the
+	// write's result).
 	before *unstructured.Unstructured
 }
 
@@ -206,6 +209,7 @@ type ownWrites struct {
 func (w ownWrites) Check(req *engine.WriteRequest) (int32, string) { return w.next.Check(req) }
 
 func (w ownWrites) Do(ctx context.Context, req *engine.WriteRequest) (map[string]any, int32, string) {
+	before, found := w.r.cached(w.plugin, string(req.Resource), string(req.Namespace), string(req.Name))
 	obj, code, msg := w.next.Do(ctx, req)
 	if code != 0 {
 		return obj, code, msg
@@ -224,6 +228,9 @@ func (w ownWrites) Do(ctx context.Context, req *engine.WriteRequest) (map[string
 	v := own[k]
 	if v == nil {
 		v = &ownVersions{rvs: map[string]bool{}}
+		if found && k.key == storeKey(before) {
+			v.before = before
+		}
 		own[k] = v
 	}
 	if req.Op == abi.WriteDelete {
@@ -232,6 +239,30 @@ func (w ownWrites) Do(ctx context.Context, req *engine.WriteRequest) (map[string
 		v.rvs[rv] = true
 	}
 	return obj, code, msg
+}
+
+// cached returns the object a write of plugin's names as a cache it may
+// read holds it before the write (found false: none holds it, or the
+// write names no object yet, a create by generateName).
+func (r *Recorder) cached(plugin, resource, namespace, name string) (*unstructured.Unstructured, bool) {
+	if name == "" {
+		return nil, false
+	}
+	target := ownTarget(r.p, resource)
+	r.mu.Lock()
+	var caches []string
+	if s := r.streams[plugin]; s != nil {
+		caches = slices.Clone(s.head.Cache)
+	}
+	r.mu.Unlock()
+	for _, res := range caches {
+		if ownTarget(r.p, res) == target {
+			if obj, ok := r.p.CacheGet(res, namespace, name); ok {
+				return obj, true
+			}
+		}
+	}
+	return nil, false
 }
 
 // wrote returns what the plugin's writes since its last event did to the
@@ -380,8 +411,8 @@ func (r *Recorder) noteChildren(plugin string, primary *event.ResourceRef, names
 		k := ownWrite{ownTarget(r.p, res), key}
 		if v := s.own[k]; v == nil {
 			s.own[k] = &ownVersions{rvs: map[string]bool{}, child: true, before: obj}
-		} else if !v.child {
-			v.child, v.before = true, obj
+		} else {
+			v.child = true // before: what the call's first write found
 		}
 	}
 	mine := labels.SelectorFromSet(labels.Set{controllerwrites.LabelPlugin: controllerwrites.PluginLabel(plugin)})
@@ -429,7 +460,7 @@ func (r *Recorder) syncCache(s *recStream) {
 			s.head.Resources[res] = replay.Resource{}
 		}
 		wrote := r.wrote(s, res)
-		seen := map[string]bool{}
+		seen, current := map[string]bool{}, map[string]bool{}
 		put := func(k string, u *unstructured.Unstructured) {
 			seen[k] = true
 			if rv := u.GetResourceVersion(); known[k] != rv || rv == "" {
@@ -440,15 +471,16 @@ func (r *Recorder) syncCache(s *recStream) {
 		r.p.CacheList(res, "", labels.Everything(), func(u *unstructured.Unstructured) {
 			k := storeKey(u)
 			if w := wrote[k]; w != nil && (w.child || w.holds(u.GetResourceVersion(), true)) {
-				// The call's own write: after its event line. A child
-				// stands here as the call found it (below).
+				// The call's own write: after its event line. What the
+				// call found stands here instead (below).
 				seen[k] = !w.child
 				return
 			}
+			current[k] = true
 			put(k, u)
 		})
 		for _, k := range slices.Sorted(maps.Keys(wrote)) {
-			if w := wrote[k]; w.child && w.before != nil {
+			if w := wrote[k]; w.before != nil && !current[k] {
 				put(k, w.before)
 			}
 		}

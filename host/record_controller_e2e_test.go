@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/yaml"
@@ -88,6 +91,31 @@ plugins:
         - {resource: jobs, verbs: [apply, delete]}
         - {resource: cronjobs, verbs: [apply], subresources: [status]}
 `},
+		{name: "service-per-pod-rs", calls: "children_apply", before: servicePerPodBefore, run: servicePerPodWorkload, config: `
+apiVersion: informer-host/v1
+resources:
+- {name: statefulsets, group: apps, version: v1, resource: statefulsets, namespaces: [NS]}
+- {name: services, version: v1, resource: services, namespaces: [NS]}
+- {name: pods, version: v1, resource: pods, namespaces: [NS]}
+plugins:
+  directory: DIR
+  modules:
+  - file: service-per-pod-rs.wasm
+    controller:
+      for: statefulsets
+      owns: [services]
+      watches:
+      - resource: pods
+        map: 'has(object.metadata.ownerReferences) ? object.metadata.ownerReferences.filter(r, r.kind == "StatefulSet" && has(r.controller) && r.controller).map(r, r.name) : []'
+      finalizer: service-per-pod.informer-host.io/cleanup
+    grants:
+      cache: [{resource: pods, indexes: [owner]}]
+      writes:
+        resources:
+        - {resource: services, verbs: [apply, delete]}
+        - {resource: pods, verbs: [apply]}
+        - {resource: statefulsets, verbs: [patch]}
+`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plugin := tc.name + ".wasm"
@@ -141,7 +169,17 @@ plugins:
 			if t.Failed() {
 				for _, s := range rep.Steps {
 					t.Logf("%d %s %s: %s %q %q", s.Seq, s.Call, s.Event, s.Result, s.Recorded, s.Differs)
+					for _, c := range s.Calls {
+						if c.Stubbed || c.Extra != "" {
+							t.Logf("    %s %s -> %d %s", c.Function, c.Request, c.Code, c.Extra)
+						}
+					}
 				}
+				for _, l := range rec.Lines {
+					u := unstructured.Unstructured{Object: l.Object}
+					t.Logf("line %s %s %s/%s@%s labels=%v", l.Type, l.Resource, u.GetNamespace(), u.GetName()+l.Name, u.GetResourceVersion(), u.GetLabels())
+				}
+				t.Logf("stubs:\n%s", stubFile.Bytes())
 				return
 			}
 			if os.Getenv("INFORMER_HOST_WRITE_RECORDINGS") == "1" {
@@ -305,5 +343,73 @@ func cronJobWorkload(t *testing.T, lr *liveRun, _ string) {
 			}
 		}
 		return true
+	})
+}
+
+// servicePerPodBefore makes service-per-pod's initial list: a
+// StatefulSet of two Pods, opted in, with kube-controller-manager making
+// the Pods. They are there before the plugin first reads them: a Pod
+// made while a call runs could land in the cache after the call read it
+// and before its line is written, and the replay would read it where the
+// live call did not (REPLAY.md, Recording).
+func servicePerPodBefore(t *testing.T, ns string) {
+	controlPlane(t).Controllers(t)
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "nginx", Annotations: map[string]string{"service-per-pod-label": "pod-name", "service-per-pod-ports": "80:8080"}},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            new(int32(2)),
+			PodManagementPolicy: appsv1.ParallelPodManagement, // no kubelet: an OrderedReady set would wait for nginx-0 forever
+			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nginx"}},
+			ServiceName:         "nginx",
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "nginx"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx"}}},
+			},
+		},
+	}
+	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the StatefulSet's Pods", func() bool {
+		l, err := env.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+		return err == nil && len(l.Items) == 2
+	})
+}
+
+// servicePerPodWorkload is service-per-pod's test.sh in short: a
+// Service per Pod and the Pods labelled, a scale down pruning one, and
+// the delete (the plugin's finalizer) taking the rest.
+func servicePerPodWorkload(t *testing.T, lr *liveRun, _ string) {
+	ctx := context.Background()
+	c, ns := env.Client, lr.ns
+	services := func(want ...string) func() bool {
+		return func() bool {
+			l, err := c.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+			if err != nil || len(l.Items) != len(want) {
+				return false
+			}
+			for _, s := range l.Items {
+				if !slices.Contains(want, s.Name) || s.Spec.Selector["pod-name"] != s.Name {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	eventually(t, "a Service per Pod", services("nginx-0", "nginx-1"))
+	eventually(t, "the Pods labelled", func() bool {
+		l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "pod-name"})
+		return err == nil && len(l.Items) == 2
+	})
+	if _, err := c.AppsV1().StatefulSets(ns).Patch(ctx, "nginx", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "scale down prunes nginx-1", services("nginx-0"))
+	if err := c.AppsV1().StatefulSets(ns).Delete(ctx, "nginx", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the delete removes the Services, then the StatefulSet goes", func() bool {
+		_, err := c.AppsV1().StatefulSets(ns).Get(ctx, "nginx", metav1.GetOptions{})
+		return services()() && apierrors.IsNotFound(err)
 	})
 }

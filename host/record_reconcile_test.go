@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/internal/controllerwrites"
@@ -95,5 +96,34 @@ func TestRecordingReconcile(t *testing.T) {
 	}
 	if len(stubs.Stubs) != 1 || stubs.Stubs[0]["function"] != "children_apply" {
 		t.Errorf("stubs: want the first call's children_apply only:\n%s", b.Bytes())
+	}
+}
+
+// An object someone else changed just before the plugin wrote it in a
+// call (a Pod its controller made, say) is, in the cache lines before the
+// call's line, as the plugin found it, not left out because the store
+// already holds the write's result: the replay reads what the plugin
+// read, and writes it again as it did live.
+func TestRecordingCacheHoldsWhatAWriteFound(t *testing.T) {
+	f := &fakeCaches{objs: map[string]*unstructured.Unstructured{"demo/src": configMap("src", "1")}}
+	r := &Recorder{p: f}
+	r.stream("labeler.wasm").head.Cache = []string{"cms"}
+	var o engine.InstanceOptions
+	o.Writes = informerWrites{f}
+	r.capabilities("labeler.wasm", &o)
+	ref, _ := f.Ref("cms")
+	r.handled("labeler.wasm", &event.Event{Type: event.EventAdd, Resource: ref, Object: configMap("src", "1")}, 0, engine.Result{Code: engine.CodeOK}, nil)
+	// late arrives after that line's cache lines; the next call reads
+	// it and writes it.
+	f.objs["demo/late"] = configMap("late", "5")
+	if _, code, msg := o.Writes.Do(context.Background(), &engine.WriteRequest{Op: abi.WriteApply, Resource: []byte("cms"), Namespace: []byte("demo"),
+		Name: []byte("late"), Body: []byte(`{}`)}); code != 0 {
+		t.Fatalf("write: %d %s", code, msg)
+	}
+	r.handled("labeler.wasm", &event.Event{Type: event.EventAdd, Resource: ref, Object: configMap("late", "5")}, 0, engine.Result{Code: engine.CodeOK}, nil)
+	r.handled("labeler.wasm", &event.Event{Type: event.EventUpdate, Resource: ref, Object: configMap("late", "10"), OldObject: configMap("late", "5")}, 0, engine.Result{Code: engine.CodeOK}, nil)
+	want := []string{"cache src@1", "add src@1", "cache late@5", "add late@5", "cache late@10", "update late@10"}
+	if got := recordedLines(t, r, "labeler.wasm"); !slices.Equal(got, want) {
+		t.Errorf("lines\n%q\nwant\n%q", got, want)
 	}
 }
