@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -91,31 +90,7 @@ plugins:
         - {resource: jobs, verbs: [apply, delete]}
         - {resource: cronjobs, verbs: [apply], subresources: [status]}
 `},
-		{name: "service-per-pod-rs", calls: "children_apply", before: servicePerPodBefore, run: servicePerPodWorkload, config: `
-apiVersion: informer-host/v1
-resources:
-- {name: statefulsets, group: apps, version: v1, resource: statefulsets, namespaces: [NS]}
-- {name: services, version: v1, resource: services, namespaces: [NS]}
-- {name: pods, version: v1, resource: pods, namespaces: [NS]}
-plugins:
-  directory: DIR
-  modules:
-  - file: service-per-pod-rs.wasm
-    controller:
-      for: statefulsets
-      owns: [services]
-      watches:
-      - resource: pods
-        map: 'has(object.metadata.ownerReferences) ? object.metadata.ownerReferences.filter(r, r.kind == "StatefulSet" && has(r.controller) && r.controller).map(r, r.name) : []'
-      finalizer: service-per-pod.informer-host.io/cleanup
-    grants:
-      cache: [{resource: pods, indexes: [owner]}]
-      writes:
-        resources:
-        - {resource: services, verbs: [apply, delete]}
-        - {resource: pods, verbs: [apply]}
-        - {resource: statefulsets, verbs: [patch]}
-`},
+		{name: "service-per-pod-rs", calls: "children_apply", before: servicePerPodBefore, run: servicePerPodWorkload, config: servicePerPodConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plugin := tc.name + ".wasm"
@@ -354,20 +329,7 @@ func cronJobWorkload(t *testing.T, lr *liveRun, _ string) {
 // live call did not (REPLAY.md, Recording).
 func servicePerPodBefore(t *testing.T, ns string) {
 	controlPlane(t).Controllers(t)
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "nginx", Annotations: map[string]string{"service-per-pod-label": "pod-name", "service-per-pod-ports": "80:8080"}},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:            new(int32(2)),
-			PodManagementPolicy: appsv1.ParallelPodManagement, // no kubelet: an OrderedReady set would wait for nginx-0 forever
-			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nginx"}},
-			ServiceName:         "nginx",
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "nginx"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx"}}},
-			},
-		},
-	}
-	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), nginxStatefulSet(2), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the StatefulSet's Pods", func() bool {
