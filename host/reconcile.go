@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -306,10 +307,11 @@ func (r *reconciler) run(inst *engine.Instance) *engine.Instance {
 }
 
 // checkSynced reports the generation synced once every binding's
-// informer is: its initial list's keys are queued by then.
+// informer is and the keys its initial list queued have been handed: the
+// queue was empty once since.
 func (r *reconciler) checkSynced() {
 	g := r.g
-	if g.synced.Load() {
+	if g.synced.Load() || r.queue.Len() > 0 {
 		return
 	}
 	for _, l := range g.bindings {
@@ -696,6 +698,11 @@ type ControllerStatus struct {
 	NextRequeue []RequeueDue
 	// Parked counts the keys parked (PluginStatus.Parked lists them).
 	Parked int
+	// Finalizer is the managed finalizer ("" for none); FinalizerStuck
+	// counts the cached objects being deleted that wait on it while the
+	// plugin is not running (quarantined: README, "Managed finalizers").
+	Finalizer      string
+	FinalizerStuck int
 }
 
 // RequeueDue is a key's requeue timer.
@@ -707,10 +714,95 @@ type RequeueDue struct {
 // maxNextRequeue bounds ControllerStatus.NextRequeue.
 const maxNextRequeue = 32
 
-func (r *reconciler) status(parked int) *ControllerStatus {
-	st := &ControllerStatus{For: r.ctl.For, Depth: r.queue.Len(), Parked: parked}
+func (r *reconciler) status(state PluginState, parked int) *ControllerStatus {
+	st := &ControllerStatus{For: r.ctl.For, Depth: r.queue.Len(), Parked: parked, Finalizer: r.ctl.Finalizer}
+	if state == StateQuarantined {
+		st.FinalizerStuck = stuckOn(r.g.slot.h.pipeline, r.ctl)
+	}
 	for _, d := range r.queue.Due(maxNextRequeue) {
 		st.NextRequeue = append(st.NextRequeue, RequeueDue{Namespace: d.Namespace, Name: d.Name, At: d.At})
 	}
 	return st
+}
+
+// stuckOn counts the cached objects of c's primary resource that are
+// being deleted and wait on c's finalizer.
+func stuckOn(p *informer.Pipeline, c *config.Controller) int {
+	if c == nil || c.Finalizer == "" {
+		return 0
+	}
+	n := 0
+	p.CacheList(c.For, "", nil, func(u *unstructured.Unstructured) {
+		if u.GetDeletionTimestamp() != nil && slices.Contains(u.GetFinalizers(), c.Finalizer) {
+			n++
+		}
+	})
+	return n
+}
+
+var descFinalizerStuck = prometheus.NewDesc("informer_host_controller_finalizer_stuck",
+	"Cached objects being deleted that wait on a controller plugin's managed finalizer while the plugin is not running "+
+		"(quarantined, or removed with onRemove: keep and still named in the config).", []string{"plugin", "finalizer"}, nil)
+
+// collectStuckFinalizers reports informer_host_controller_finalizer_stuck
+// for every controller plugin with a finalizer: those with a slot from
+// their status (0 while running), and modules entries the host has no
+// plugin for (removed files) from the caches.
+func collectStuckFinalizers(h *Host, st []PluginStatus, ch chan<- prometheus.Metric) {
+	have := make(map[string]bool, len(st))
+	for _, s := range st {
+		have[s.File] = true
+		if c := s.Controller; c != nil && c.Finalizer != "" {
+			ch <- prometheus.MustNewConstMetric(descFinalizerStuck, prometheus.GaugeValue, float64(c.FinalizerStuck), s.File, c.Finalizer)
+		}
+	}
+	cfg := h.config()
+	for _, m := range cfg.Plugins.Modules {
+		if have[m.File] {
+			continue
+		}
+		if c := cfg.SettingsFor(m.File).Controller; c != nil && c.Finalizer != "" {
+			ch <- prometheus.MustNewConstMetric(descFinalizerStuck, prometheus.GaugeValue, float64(stuckOn(h.pipeline, c)), m.File, c.Finalizer)
+		}
+	}
+}
+
+// finalizerRelease returns what releases the managed finalizer of the
+// plugin of file name when it is removed with onRemove: release (nil
+// otherwise): its finalizer taken off every object of its primary
+// resource, as the plugin's identity. Taken before the plugin is
+// unloaded, while its generation and writes client are there.
+func finalizerRelease(h *Host, name string) func(ctx context.Context) {
+	h.mu.Lock()
+	slot := h.slots[name]
+	h.mu.Unlock()
+	if slot == nil {
+		return nil
+	}
+	slot.mu.Lock()
+	g := slot.current
+	slot.mu.Unlock()
+	if g == nil || g.ctl == nil || g.kw == nil || g.ctl.ctl.Finalizer == "" || g.ctl.ctl.OnRemove != config.OnRemoveRelease {
+		return nil
+	}
+	c, dyn, log := g.ctl.ctl, g.kw.Dynamic(), g.log
+	ref, ok := h.pipeline.Ref(c.For)
+	if !ok {
+		return nil
+	}
+	var namespaces []string
+	for _, r := range h.config().Resources {
+		if r.Name == c.For {
+			namespaces = r.Namespaces
+		}
+	}
+	return func(ctx context.Context) {
+		n, err := controllerwrites.Release(ctx, dyn, ref.GroupVersionResource(), c.Finalizer, false, namespaces...)
+		if err != nil {
+			log.Error("plugin removed with onRemove: release, but its finalizer could not be released from every object; "+
+				"run `informer-host finalizers release` for the rest", "finalizer", c.Finalizer, "released", n, "err", err)
+			return
+		}
+		log.Info("plugin removed with onRemove: release; its finalizer was released", "finalizer", c.Finalizer, "objects", n)
+	}
 }
