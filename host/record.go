@@ -597,6 +597,7 @@ func (r *Recorder) Write(plugin string, w io.Writer) error {
 	for _, l := range s.lines {
 		if !r.KeepSecretData {
 			l = redactSecrets(s.head.Resources[l.Resource], l)
+			l.Children = replay.RedactChildren(l.Children)
 		}
 		if err := rw.Line(l); err != nil {
 			return err
@@ -607,7 +608,7 @@ func (r *Recorder) Write(plugin string, w io.Writer) error {
 
 // lastApplied is the annotation kubectl apply keeps the applied object
 // in, Secret values included.
-const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+const lastApplied = replay.LastApplied
 
 // redactSecrets returns l with its objects' Secret values blanked
 // (redactSecret), when they are Secrets: by the resource l names (core
@@ -622,37 +623,5 @@ func redactSecrets(res replay.Resource, l replay.Line) replay.Line {
 	return l
 }
 
-// redactSecret returns a copy of the Secret obj whose data and stringData
-// values are "" (the keys stay: a plugin may look for them), and whose
-// last-applied-configuration annotation is redacted the same way. obj is
-// the informer's, shared with its cache: it is not changed.
-func redactSecret(obj map[string]any) map[string]any {
-	out := maps.Clone(obj)
-	for _, field := range []string{"data", "stringData"} {
-		if m, ok := out[field].(map[string]any); ok {
-			blank := make(map[string]any, len(m))
-			for k := range m {
-				blank[k] = ""
-			}
-			out[field] = blank
-		}
-	}
-	md, _ := out["metadata"].(map[string]any)
-	ann, _ := md["annotations"].(map[string]any)
-	if applied, ok := ann[lastApplied].(string); ok {
-		// The annotation is JSON of the applied Secret; one that does not
-		// parse is dropped whole rather than kept with its values.
-		var inner map[string]any
-		redacted := ""
-		if json.Unmarshal([]byte(applied), &inner) == nil {
-			b, _ := json.Marshal(redactSecret(inner))
-			redacted = string(b)
-		}
-		ann = maps.Clone(ann)
-		ann[lastApplied] = redacted
-		md = maps.Clone(md)
-		md["annotations"] = ann
-		out["metadata"] = md
-	}
-	return out
-}
+// redactSecret is replay.RedactSecret.
+func redactSecret(obj map[string]any) map[string]any { return replay.RedactSecret(obj) }

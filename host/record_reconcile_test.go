@@ -127,3 +127,25 @@ func TestRecordingCacheHoldsWhatAWriteFound(t *testing.T) {
 		t.Errorf("lines\n%q\nwant\n%q", got, want)
 	}
 }
+
+// A reconcile line's Secret children are written with their values
+// blanked, as every Secret in a recording is, unless KeepSecretData.
+func TestRecordingReconcileRedactsSecretChildren(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		r := &Recorder{p: &fakeCaches{}, KeepSecretData: keep}
+		primary := &event.ResourceRef{Name: "prims", Version: "v1", Resource: "configmaps", Kind: "ConfigMap"}
+		ctl, done := r.reconciling("ctl.wasm", primary, "demo", "p", configMap("p", "3"), 0, scriptedChildren{apply: func() {}})
+		_, _, _ = ctl.ApplyChildren(context.Background(), []byte(`[{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"stringData":{"password":"hunter2"}}]`))
+		done(engine.Result{Code: engine.CodeOK}, nil, false)
+		var b bytes.Buffer
+		if err := r.Write("ctl.wasm", &b); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(b.String(), "hunter2"); got != keep {
+			t.Errorf("KeepSecretData %v: the Secret child's value written: %v\n%s", keep, got, b.String())
+		}
+		if !strings.Contains(b.String(), `"stringData":{"password":`) {
+			t.Errorf("KeepSecretData %v: the Secret child's keys are gone:\n%s", keep, b.String())
+		}
+	}
+}

@@ -3,6 +3,7 @@ package replay
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -162,5 +163,28 @@ func TestReadReconcileRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want %q", tc.line, err, tc.want)
 		}
+	}
+}
+
+// A recording blanks the values of a reconcile's Secret children, as it
+// blanks every Secret it holds; the replayed children are compared with
+// theirs blanked alike, so only a change of anything else differs.
+func TestChildrenDifferSecrets(t *testing.T) {
+	secret := func(v string) string {
+		return `[{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","labels":{"l":"` + v + `"}},"data":{"k":"` + v + `"}}]`
+	}
+	recorded := RedactChildren(json.RawMessage(secret("dmFsdWU=")))
+	if want := `[{"apiVersion":"v1","data":{"k":""},"kind":"Secret","metadata":{"labels":{"l":"dmFsdWU="},"name":"s"}}]`; string(recorded) != want {
+		t.Fatalf("redacted %s, want %s", recorded, want)
+	}
+	if d := childrenDiffer(recorded, []byte(secret("dmFsdWU="))); d != "" {
+		t.Errorf("the same Secret child differs: %s", d)
+	}
+	if d := childrenDiffer(recorded, []byte(`[{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","labels":{"l":"other"}},"data":{"k":"dmFsdWU="}}]`)); !strings.Contains(d, "Secret s: recorded") {
+		t.Errorf("a Secret child with another label: %q", d)
+	}
+	// Kept whole (--keep-secret-data): compared whole.
+	if d := childrenDiffer([]byte(secret("a")), []byte(secret("b"))); d == "" {
+		t.Errorf("a Secret kept whole compared equal to another value")
 	}
 }
