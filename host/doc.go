@@ -41,6 +41,9 @@
 //	       │              through controllerwrites.Writer
 //	       ├ delivery.Queue  the buffer between the listeners and the
 //	       │                 worker (host/internal/delivery)
+//	       ├ missedDeletes   the keys the plugin has, remembered across
+//	       │                 restarts in internal/seenkeys, and the
+//	       │                 deletes it missed (missed.go)
 //	       └ engine.Instance the running module; the worker's alone, and
 //	                         replaced on a failure (restart)
 //
@@ -86,6 +89,13 @@
 //     goroutine and starts one goroutine per file it looks at, all joined
 //     before Watch returns; LoadDir loads up to one file per CPU at once,
 //     joined before it returns.
+//   - a departed members' read: a sharded generation's worker starts one
+//     when its Assignment changes (missedDeletes.followGroup, missed.go);
+//     it reads the sets of the members that left, hands them over on a
+//     buffered channel, wakes the worker and ends, within a minute.
+//   - the seen keys' flusher (internal/seenkeys): started with the
+//     store (by Host.New, or the daemon that hands one in Options), and
+//     ended by Host.Stop after it wrote what changed.
 //   - timers: the memory release (memrelease.go) and the watch's
 //     debounce run on time.AfterFunc.
 //
@@ -104,8 +114,9 @@
 // never taken under it. shardState.callsMu, convergence.mu,
 // reconciler.mapMu and reconciler.initialMu (and reconcile.Queue's own), the
 // memReleaser's (taken under the queue's lock, by its onReleased), the
-// recording's and the directory watch's locks, and viewKeys.mu and each
-// keyTable.mu (the plugins' views' shared keys, view.go), are leaves:
+// recording's and the directory watch's locks, viewKeys.mu and each
+// keyTable.mu (the plugins' views' shared keys, view.go), and the seen
+// keys' (internal/seenkeys: its Store's lock, then a Set's), are leaves:
 // nothing else is taken under them. PluginSlot.mu is never held
 // while taking regsMu or calling into the pipeline; Status copies what it
 // needs from the slot and reads the generation after unlocking. Each

@@ -20,6 +20,7 @@ import (
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/seenkeys"
 	"github.com/informer-host/informer-host/internal/shard"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
@@ -99,6 +100,9 @@ type recorder struct {
 	by      map[string][]observed
 	gates   map[string]chan struct{}
 	blocked map[string]chan struct{} // receives each time a gated worker is held
+	// uids holds, by plugin, the uid of each observed call's object, in
+	// the order of by ("" for an ih_synced call).
+	uids map[string][]string
 	// probe, when set (before the host starts), runs on the worker after
 	// each observed call, before the call's outcome is acted on; the
 	// worker holds no lock then.
@@ -130,8 +134,16 @@ func (r *recorder) observe(plugin string, ev *event.Event, res engine.Result, er
 	if r.probe != nil {
 		r.probe(plugin, d)
 	}
+	var uid string
+	if ev.Object != nil {
+		uid = string(ev.Object.GetUID())
+	}
 	r.mu.Lock()
 	r.by[plugin] = append(r.by[plugin], d)
+	if r.uids == nil {
+		r.uids = map[string][]string{}
+	}
+	r.uids[plugin] = append(r.uids[plugin], uid)
 	g, b := r.gates[plugin], r.blocked[plugin]
 	r.mu.Unlock()
 	if g != nil {
@@ -144,6 +156,14 @@ func (r *recorder) of(plugin string) []observed {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.by[plugin])
+}
+
+// uidsOf returns the uid of the object of each of plugin's observed
+// calls, in the order of of.
+func (r *recorder) uidsOf(plugin string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.uids[plugin])
 }
 
 // strings renders a plugin's deliveries.
@@ -189,6 +209,9 @@ type harness struct {
 	// assignment, when a setup function sets it, shards the host from
 	// the start: the test plays the member (Host.SetAssignment).
 	assignment *shard.Assignment
+	// seenKeys, when a setup function sets it, is the host's store of
+	// the keys it handed (Options.SeenKeys).
+	seenKeys *seenkeys.Store
 	// onDeliver, when a setup function sets it, is the host's sharding
 	// test hook (shardState.onDeliver), set before any plugin loads.
 	onDeliver func(plugin string, ev *event.Event, a *shard.Assignment, at time.Time)
@@ -213,6 +236,15 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 	for _, f := range setup {
 		f(hs)
 	}
+	return hs, hs.start()
+}
+
+// start starts the harness's pipeline and host, and loads the plugin
+// directory: newHarness calls it, and a test stopping both calls it again
+// for a daemon restart.
+func (hs *harness) start() error {
+	t, cfg := hs.t, hs.cfg
+	var err error
 	log := slog.New(slog.NewTextHandler(hs.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	restConfig := env.Config
 	if hs.rest != nil {
@@ -234,7 +266,7 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 		t.Fatal(err)
 	}
 	hs.h, err = New(context.Background(), Options{Pipeline: hs.p, Config: cfg, Logger: log, observe: hs.rec.observe, RESTConfig: restConfig,
-		StartTimeout: time.Second, Standby: hs.standby, Writes: writes, logRate: hs.logRate})
+		StartTimeout: time.Second, Standby: hs.standby, Writes: writes, logRate: hs.logRate, SeenKeys: hs.seenKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +293,7 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 		}
 		return true
 	})
-	return hs, loadErr
+	return loadErr
 }
 
 func (hs *harness) write(name string, b []byte) {
