@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/informer-host/informer-host/abi"
+	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -186,5 +190,45 @@ func TestChildrenDifferSecrets(t *testing.T) {
 	// Kept whole (--keep-secret-data): compared whole.
 	if d := childrenDiffer([]byte(secret("a")), []byte(secret("b"))); d == "" {
 		t.Errorf("a Secret kept whole compared equal to another value")
+	}
+}
+
+// A delete the host inferred after the fact (a missed delete) is recorded
+// with its flag, and replayed with it and final state unknown, as the
+// live plugin was given them; the flag belongs to delete lines only.
+func TestMissedDeleteLine(t *testing.T) {
+	ref := &event.ResourceRef{Name: "cms", Version: "v1", Resource: "configmaps", Kind: "ConfigMap"}
+	stub := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"namespace": "demo", "name": "gone", "uid": "u1"}}}
+	l := EventLine(&event.Event{Type: event.EventDelete, Resource: ref, Object: stub}, abi.FlagMissedDelete|abi.FlagFinalStateUnknown, "ok")
+	if !l.MissedDelete || !l.FinalStateUnknown {
+		t.Fatalf("line %+v: want missedDelete and finalStateUnknown", l)
+	}
+	var b strings.Builder
+	w := NewWriter(&b)
+	if err := w.Head(Head{Resources: map[string]Resource{"cms": ResourceOf(ref)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Line(l); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := Read("events.jsonl", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &rec.Lines[0]
+	if want := abi.FlagMissedDelete | abi.FlagFinalStateUnknown; got.PluginFlags()&want != want || !rec.Event(got).FinalStateUnknown {
+		t.Errorf("replayed flags %#x, event %+v: want missed delete and final state unknown", got.PluginFlags(), rec.Event(got))
+	}
+	if l := EventLine(&event.Event{Type: event.EventDelete, Resource: ref, Object: stub}, abi.FlagSelfWrite, "ok"); l.MissedDelete || l.FinalStateUnknown {
+		t.Errorf("a live delete recorded as missed: %+v", l)
+	}
+	head := `{"informerHostEvents":1,"resources":{"cms":{"version":"v1","resource":"configmaps"}}}` + "\n"
+	if _, err := Read("events.jsonl", strings.NewReader(head+`{"type":"add","resource":"cms","object":{},"missedDelete":true}`)); err == nil ||
+		!strings.Contains(err.Error(), "missedDelete belongs to delete lines, not add") {
+		t.Errorf("missedDelete on an add: %v", err)
 	}
 }

@@ -68,6 +68,10 @@ type Line struct {
 	FinalStateUnknown bool `json:"finalStateUnknown,omitempty"`
 	SelfWrite         bool `json:"selfWrite,omitempty"`
 	HandedOver        bool `json:"handedOver,omitempty"`
+	// MissedDelete is a delete's header flag missed delete
+	// (abi.FlagMissedDelete): the host inferred it after the fact, and
+	// the object is a stub; final state unknown goes with it.
+	MissedDelete bool `json:"missedDelete,omitempty"`
 	// Namespace and Name identify a cache-delete's object, or a
 	// reconcile's key.
 	Namespace string `json:"namespace,omitempty"`
@@ -215,6 +219,9 @@ func (rec *Recording) check(l *Line) error {
 	default:
 		return fmt.Errorf("unknown line type %q (want add, update, delete, synced, cache, cache-delete or reconcile)", l.Type)
 	}
+	if l.MissedDelete && l.Type != "delete" {
+		return fmt.Errorf("missedDelete belongs to delete lines, not %s", l.Type)
+	}
 	if l.Type != LineReconcile && (l.Deleting || len(l.Children) > 0 || len(l.Status) > 0 || l.RequeueAfterMillis != 0) {
 		return fmt.Errorf("deleting, children, status and requeueAfterMillis belong to reconcile lines, not %s", l.Type)
 	}
@@ -277,12 +284,17 @@ func (rec *Recording) Event(l *Line) *event.Event {
 }
 
 // PluginFlags returns the header flags of an event line that are the
-// plugin's alone (abi.FlagSelfWrite), which the event does not carry.
+// plugin's alone (abi.FlagSelfWrite, abi.FlagMissedDelete with
+// abi.FlagFinalStateUnknown), which the event does not carry.
 func (l *Line) PluginFlags() uint8 {
+	var f uint8
 	if l.SelfWrite {
-		return abi.FlagSelfWrite
+		f |= abi.FlagSelfWrite
 	}
-	return 0
+	if l.MissedDelete {
+		f |= abi.FlagMissedDelete | abi.FlagFinalStateUnknown
+	}
+	return f
 }
 
 // Ref returns the resource a line names.
@@ -313,12 +325,14 @@ func (w *Writer) Line(l Line) error {
 }
 
 // EventLine is the line of ev given to a plugin with the header flags
-// that are its alone (pluginFlags: abi.FlagSelfWrite), with the
+// that are its alone (pluginFlags: abi.FlagSelfWrite, and
+// abi.FlagMissedDelete with abi.FlagFinalStateUnknown), with the
 // recorded result.
 func EventLine(ev *event.Event, pluginFlags uint8, result string) Line {
+	missed := ev.Type == event.EventDelete && pluginFlags&abi.FlagMissedDelete != 0
 	l := Line{Type: ev.Type.String(), Resource: ev.Resource.Name, InitialList: ev.IsInInitialList,
-		FinalStateUnknown: ev.FinalStateUnknown, SelfWrite: pluginFlags&abi.FlagSelfWrite != 0, HandedOver: ev.HandedOver,
-		Result: result}
+		FinalStateUnknown: ev.FinalStateUnknown || missed, SelfWrite: pluginFlags&abi.FlagSelfWrite != 0, HandedOver: ev.HandedOver,
+		MissedDelete: missed, Result: result}
 	if ev.Object != nil {
 		l.Object = ev.Object.Object
 	}
