@@ -37,6 +37,10 @@ type ResourceRef struct {
 	Version  string
 	Resource string // plural, lower case: "pods"
 	Kind     string // "Pod"
+	// Namespaced is the resource's scope as discovery (the pipeline's
+	// RESTMapper) reports it. A ResourceRef made elsewhere (a replay's
+	// recording) leaves it false: there it is not known.
+	Namespaced bool
 }
 
 // GroupVersionResource returns the API coordinates of r.

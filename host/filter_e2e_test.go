@@ -5,8 +5,10 @@ import (
 	"slices"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Host-side filters cut deliveries as configured: `changed` passes an
@@ -104,5 +106,86 @@ plugins:
 	}
 	if st := hs.status("web.wasm").Filtered["cms"]; st.Filtered < 2 {
 		t.Errorf("web.wasm filter counters %+v; want the non-matching events counted", st)
+	}
+}
+
+// generationChanged passes an update only when it changed
+// metadata.generation: a Deployment's label change and the status the
+// controller manager writes are dropped and counted, a change of its
+// spec arrives; adds and deletes are not affected.
+func TestGenerationChangedBinding(t *testing.T) {
+	healthy := fixture(t, "healthy")
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: deps, group: apps, version: v1, resource: deployments, namespaces: [NS]}
+plugins:
+  directory: DIR
+  modules:
+    - file: gen.wasm
+      bindings: [{resource: deps, generationChanged: true}]
+    - file: all.wasm
+      bindings: [{resource: deps}]
+`, map[string][]byte{"gen.wasm": healthy, "all.wasm": healthy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	deps := env.Client.AppsV1().Deployments(hs.ns)
+	create := func(name string) {
+		t.Helper()
+		labels := map[string]string{"app": name}
+		if _, err := deps.Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch := func(body string) {
+		t.Helper()
+		// A merge patch: the controller manager writes the status
+		// meanwhile, and a patch does not conflict with that.
+		if _, err := deps.Patch(ctx, "d", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("d")
+	patch(`{"metadata":{"labels":{"tier":"web"}}}`) // the generation stays
+	patch(`{"spec":{"replicas":3}}`)                // a new generation
+	if err := deps.Delete(ctx, "d", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	create("marker")
+	for _, p := range []string{"gen.wasm", "all.wasm"} {
+		eventually(t, p+" to see the marker", func() bool {
+			return slices.Contains(hs.rec.strings(p), "add "+hs.ns+"/marker ok")
+		})
+	}
+	ns := hs.ns
+	var gen []string
+	for _, s := range hs.rec.strings("gen.wasm") {
+		if s != "add "+ns+"/marker ok" && s != "update "+ns+"/marker ok" {
+			gen = append(gen, s)
+		}
+	}
+	if want := []string{"add " + ns + "/d ok", "update " + ns + "/d ok", "delete " + ns + "/d ok"}; !slices.Equal(gen, want) {
+		t.Errorf("gen.wasm saw %q, want %q: only the update that changed the spec", gen, want)
+	}
+	var all int
+	for _, s := range hs.rec.strings("all.wasm") {
+		if s == "update "+ns+"/d ok" {
+			all++
+		}
+	}
+	if all < 2 {
+		t.Errorf("all.wasm saw %d updates of d, want at least the label's and the spec's", all)
+	}
+	if st := hs.status("gen.wasm").Filtered["deps"]; st.Generation == 0 || st.Filtered+st.Unchanged != 0 {
+		t.Errorf("gen.wasm filter counters %+v; want the label's update counted as generation", st)
+	}
+	if v := hs.pluginMetric("informer_host_plugin_filtered_total", map[string]string{"plugin": "gen.wasm", "binding": "deps", "reason": "generation"}); v <= 0 {
+		t.Error("informer_host_plugin_filtered_total{reason=generation} is 0")
 	}
 }

@@ -142,6 +142,9 @@ type Host struct {
 	// within its deadline, and does not close the engine under one that is
 	// still inside a call.
 	retiring map[*generation]chan struct{}
+	// orphans are the managed finalizers controllers left behind with
+	// onRemove: keep while their plugins stayed (finalizers.go).
+	orphans *orphanedFinalizers
 	// standby is set until Activate; while it is, held keeps each file's
 	// compiled module, by file name, instead of a generation. Both
 	// guarded by mu.
@@ -197,7 +200,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
 		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{}, paths: map[string]string{},
 		pluginMetrics: pluginmetrics.New(pluginmetrics.Options{}), reconcileMetrics: reconcile.NewMetrics(),
-		writes: opts.Writes,
+		writes: opts.Writes, orphans: newOrphanedFinalizers(),
 	}
 	if h.outbound, err = newOutbound(opts, log); err != nil {
 		_ = eng.Close(context.Background())
@@ -644,7 +647,15 @@ func (h *Host) ApplyConfig(ctx context.Context, cfg *config.Config) error {
 			path = filepath.Join(h.dir, name)
 		}
 		h.log.Info("plugin settings or watched resources changed; reloading", "plugin", name)
-		errs = append(errs, h.load(ctx, name, path, true))
+		handoff := handoffFor(h, name, was, settings)
+		err := h.load(ctx, name, path, true)
+		errs = append(errs, err)
+		if err == nil {
+			h.orphans.adopted(name, settings)
+			if handoff != nil {
+				handoff.settle(ctx)
+			}
+		}
 	}
 	h.warnUnmatched()
 	return errors.Join(errs...)
@@ -769,6 +780,7 @@ type FilterCounts struct {
 	Filtered   uint64 // the expression was false
 	Unchanged  uint64 // an update changed none of the changed fields
 	Resync     uint64 // an update that changed nothing
+	Generation uint64 // an update that left metadata.generation as it was (generationChanged)
 	Error      uint64 // evaluation failed and onFilterError is closed
 	EvalErrors uint64 // evaluations that failed, delivered or not
 }
@@ -794,7 +806,7 @@ func (h *Host) Status() []PluginStatus {
 				st.Filtered = map[string]FilterCounts{}
 			}
 			st.Filtered[res] = FilterCounts{Filtered: c.filtered.Load(), Unchanged: c.unchanged.Load(),
-				Resync: c.resync.Load(), Error: c.errors.Load(), EvalErrors: c.evalErrors.Load()}
+				Resync: c.resync.Load(), Generation: c.generation.Load(), Error: c.errors.Load(), EvalErrors: c.evalErrors.Load()}
 		}
 		st.LoadedAt = s.loadedAt
 		if ns := s.lastEvent.Load(); ns != 0 {

@@ -80,7 +80,7 @@ var (
 	descReloads = prometheus.NewDesc("informer_host_plugin_reloads_total",
 		"New versions of the plugin's file, by outcome: swapped or refused.", []string{"plugin", "outcome"}, nil)
 	descFiltered = prometheus.NewDesc("informer_host_plugin_filtered_total",
-		"Events a binding's filter kept from the plugin, by reason: filtered, unchanged, resync, error.",
+		"Events a binding's filter kept from the plugin, by reason: filtered, unchanged, resync, generation, error.",
 		[]string{"plugin", "binding", "reason"}, nil)
 	descFilterErrors = prometheus.NewDesc("informer_host_plugin_filter_errors_total",
 		"Filter evaluations that failed, whether the event was then delivered (onFilterError open) or not.",
@@ -159,6 +159,7 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 			counter(descFiltered, f.Filtered, p, b, "filtered")
 			counter(descFiltered, f.Unchanged, p, b, "unchanged")
 			counter(descFiltered, f.Resync, p, b, "resync")
+			counter(descFiltered, f.Generation, p, b, "generation")
 			counter(descFiltered, f.Error, p, b, "error")
 			counter(descFilterErrors, f.EvalErrors, p, b)
 		}

@@ -74,6 +74,11 @@ type reconciler struct {
 	// writer is the plugin's controller writes, built by the worker once
 	// the resources it writes are resolved; the worker's own.
 	writer *controllerwrites.Writer
+	// missedLooked is set once the worker has queued the primaries
+	// deleted while the plugin was away (missedAbsent), and cleared by a
+	// restart's replay: once per instance, so that such a key waiting out
+	// a backoff is not queued again past it. The worker's own.
+	missedLooked bool
 }
 
 // wakeRequest is never a key (an object name is never empty): added to
@@ -155,15 +160,8 @@ func (r *reconciler) mapperFor(ev *event.Event, primary bool) *reconcile.Mapper 
 	if ref == nil {
 		return nil // the primary resource is not served yet: no primary to enqueue
 	}
-	nsd, known := scope(r.g.slot.h.pipeline, ref.Name)
-	if primary && ev.Object != nil {
-		nsd, known = ev.Object.GetNamespace() != "", true
-	}
-	if !known {
-		return nil // no primary cached: none for a related object to name yet
-	}
 	var opts []reconcile.MapperOption
-	if !nsd {
+	if !ref.Namespaced {
 		opts = append(opts, reconcile.PrimaryClusterScoped())
 	}
 	m, err := reconcile.NewMapper(r.ctl, ref, opts...)
@@ -211,6 +209,7 @@ func (r *reconciler) rearm(q reconcile.Request, obj *unstructured.Unstructured) 
 // a replay of the cache, with its requeue timer re-armed: a fresh
 // instance (a restart) has seen nothing.
 func (r *reconciler) enqueueAll() {
+	r.missedLooked = false
 	reg := r.forL.registration()
 	if reg == nil {
 		return
@@ -319,7 +318,35 @@ func (r *reconciler) checkSynced() {
 			return
 		}
 	}
+	if r.missedAbsent() {
+		return // the keys it queued are handed before the plugin counts as synced
+	}
 	g.synced.Store(true)
+}
+
+// missedAbsent queues, as absent, the primaries the plugin reconciled
+// before (in an earlier instance, version or daemon) that the synced
+// store lacks or has with another uid: deleted while the plugin was away,
+// so no event will ever name them (RATIONALE.md, "Deletes seen after the
+// fact"). Only once the store is synced, or a primary not listed yet
+// would be taken for deleted. It reports whether it queued any.
+func (r *reconciler) missedAbsent() bool {
+	reg := r.forL.registration()
+	if reg == nil || r.missedLooked {
+		return false
+	}
+	r.missedLooked = true
+	queued := false
+	for _, k := range r.g.missed.absent(r.forL.binding, reg.Get) {
+		if !r.g.shard.owns(k) {
+			continue
+		}
+		q := reconcile.Request{Namespace: k.Namespace, Name: k.Name}
+		r.markInitial(q)
+		r.queue.Add(q)
+		queued = true
+	}
+	return queued
 }
 
 // keyState is what the worker found for a key in the primary's store.
@@ -345,7 +372,7 @@ func (r *reconciler) reconcileKey(inst *engine.Instance, q reconcile.Request) *e
 		return inst
 	}
 	if until, parked := g.conv.parkedFor(st.k, st.rv, time.Now()); parked {
-		r.queue.AddAfter(q, time.Until(until))
+		r.queue.AddRetryAfter(q, time.Until(until))
 		return inst
 	}
 	g.conv.handing(st.k, st.rv)
@@ -474,7 +501,7 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 			r.metrics.ObservePanic(r.name)
 		}
 		if parked, until, _ := g.conv.objectFailed(k, what, st.rv, err.Error()); parked {
-			r.queue.AddAfter(q, time.Until(until))
+			r.queue.AddRetryAfter(q, time.Until(until))
 		}
 		// The restart enqueues every key (replayAll), this one too; a
 		// parked one then waits out its backoff (parkedFor).
@@ -516,7 +543,7 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 			g.log.Warn("plugin failed to reconcile a key; retrying it with backoff", "key", what, "message", res.Message)
 		}
 		if parked {
-			r.queue.AddAfter(q, time.Until(until))
+			r.queue.AddRetryAfter(q, time.Until(until))
 			return inst
 		}
 		answer = "ERROR"
@@ -524,7 +551,7 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 	if delay, gaveUp := g.conv.retry(k, what, answer, res.Message); gaveUp {
 		r.queue.Forget(q)
 	} else {
-		r.queue.AddAfter(q, delay)
+		r.queue.AddRetryAfter(q, delay)
 	}
 	return inst
 }
@@ -543,6 +570,9 @@ func (r *reconciler) settleOK(st keyState, w *controllerwrites.Writer, call *con
 		result = reconcile.ResultRequeueAfter
 	}
 	r.metrics.ObserveReconcile(r.name, result, took)
+	// What the plugin has reconciled is what a later start compares the
+	// store with: an absent key answered OK is forgotten.
+	g.missed.reconciled(st.k, st.obj)
 	if w == nil {
 		return
 	}
@@ -592,11 +622,8 @@ func (r *reconciler) writes(primary *event.ResourceRef) *controllerwrites.Writer
 		return r.writer
 	}
 	p := g.slot.h.pipeline
-	known := true
 	describe := func(ref *event.ResourceRef) controllerwrites.Resource {
-		nsd, ok := scope(p, ref.Name)
-		known = known && ok
-		return controllerwrites.Resource{Name: ref.Name, GVR: ref.GroupVersionResource(), Kind: ref.Kind, Namespaced: nsd}
+		return controllerwrites.Resource{Name: ref.Name, GVR: ref.GroupVersionResource(), Kind: ref.Kind, Namespaced: ref.Namespaced}
 	}
 	o := controllerwrites.Options{Plugin: g.slot.name, Writes: g.kw, Client: g.kw.Dynamic(), Finalizer: r.ctl.Finalizer,
 		Primary: describe(primary), Owned: ownedLister{p: p, plugin: g.slot.name}}
@@ -607,23 +634,8 @@ func (r *reconciler) writes(primary *event.ResourceRef) *controllerwrites.Writer
 		}
 		o.Owns = append(o.Owns, describe(ref))
 	}
-	w := controllerwrites.New(o)
-	if known {
-		// Kept only once every scope is known, not guessed.
-		r.writer = w
-	}
-	return w
-}
-
-// scope tells whether the configured resource name is namespaced, from
-// its cached objects' keys; known is false while none is cached, and the
-// guess is then namespaced, as most resources are. The pipeline knows
-// the scope from discovery but does not say it.
-func scope(p *informer.Pipeline, name string) (namespaced, known bool) {
-	if keys, err := p.CacheKeys(nil, name, "", ""); err == nil && len(keys) > 0 {
-		return strings.Contains(keys[0], "/"), true
-	}
-	return true, false
+	r.writer = controllerwrites.New(o)
+	return r.writer
 }
 
 // ownedLister serves the controller writes the children the host applied
@@ -694,8 +706,13 @@ func childFailures(fs []controllerwrites.ChildFailure) string {
 type ControllerStatus struct {
 	For   string
 	Depth int
-	// NextRequeue are the soonest requeue timers, at most 32.
+	// NextRequeue are the soonest requeue-after timers the plugin asked
+	// for (re-armed from the primary's annotation included), at most 32.
 	NextRequeue []RequeueDue
+	// Retrying are the soonest keys waiting out a backoff (a retry, a
+	// failed host write, a parked key), at most 32, with when each is
+	// handed again.
+	Retrying []RequeueDue
 	// Parked counts the keys parked (PluginStatus.Parked lists them).
 	Parked int
 	// Finalizer is the managed finalizer ("" for none); FinalizerStuck
@@ -705,13 +722,13 @@ type ControllerStatus struct {
 	FinalizerStuck int
 }
 
-// RequeueDue is a key's requeue timer.
+// RequeueDue is a key's requeue-after timer, or the end of its backoff.
 type RequeueDue struct {
 	Namespace, Name string
 	At              time.Time
 }
 
-// maxNextRequeue bounds ControllerStatus.NextRequeue.
+// maxNextRequeue bounds ControllerStatus.NextRequeue and Retrying.
 const maxNextRequeue = 32
 
 func (r *reconciler) status(state PluginState, parked int) *ControllerStatus {
@@ -719,10 +736,17 @@ func (r *reconciler) status(state PluginState, parked int) *ControllerStatus {
 	if state == StateQuarantined {
 		st.FinalizerStuck = stuckOn(r.g.slot.h.pipeline, r.ctl)
 	}
-	for _, d := range r.queue.Due(maxNextRequeue) {
-		st.NextRequeue = append(st.NextRequeue, RequeueDue{Namespace: d.Namespace, Name: d.Name, At: d.At})
-	}
+	st.NextRequeue = requeueDues(r.queue.Due(maxNextRequeue))
+	st.Retrying = requeueDues(r.queue.Retrying(maxNextRequeue))
 	return st
+}
+
+func requeueDues(ds []reconcile.Due) []RequeueDue {
+	var out []RequeueDue
+	for _, d := range ds {
+		out = append(out, RequeueDue{Namespace: d.Namespace, Name: d.Name, At: d.At})
+	}
+	return out
 }
 
 // stuckOn counts the cached objects of c's primary resource that are
@@ -750,9 +774,11 @@ var descFinalizerStuck = prometheus.NewDesc("informer_host_controller_finalizer_
 // plugin for (removed files) from the caches.
 func collectStuckFinalizers(h *Host, st []PluginStatus, ch chan<- prometheus.Metric) {
 	have := make(map[string]bool, len(st))
+	emitted := map[orphanKey]bool{}
 	for _, s := range st {
 		have[s.File] = true
 		if c := s.Controller; c != nil && c.Finalizer != "" {
+			emitted[orphanKey{s.File, c.Finalizer}] = true
 			ch <- prometheus.MustNewConstMetric(descFinalizerStuck, prometheus.GaugeValue, float64(c.FinalizerStuck), s.File, c.Finalizer)
 		}
 	}
@@ -762,17 +788,22 @@ func collectStuckFinalizers(h *Host, st []PluginStatus, ch chan<- prometheus.Met
 			continue
 		}
 		if c := cfg.SettingsFor(m.File).Controller; c != nil && c.Finalizer != "" {
+			emitted[orphanKey{m.File, c.Finalizer}] = true
 			ch <- prometheus.MustNewConstMetric(descFinalizerStuck, prometheus.GaugeValue, float64(stuckOn(h.pipeline, c)), m.File, c.Finalizer)
 		}
 	}
+	// The finalizers controllers left behind while their plugins stayed
+	// (finalizers.go).
+	h.orphans.collect(h, emitted, ch)
 }
 
 // finalizerRelease returns what releases the managed finalizer of the
-// plugin of file name when it is removed with onRemove: release (nil
-// otherwise): its finalizer taken off every object of its primary
-// resource, as the plugin's identity. Taken before the plugin is
-// unloaded, while its generation and writes client are there.
-func finalizerRelease(h *Host, name string) func(ctx context.Context) {
+// plugin of file name when its controller goes (why: how, for the log)
+// with onRemove: release (nil otherwise): its finalizer taken off every
+// object of its primary resource, as the plugin's identity. Taken before
+// the plugin is unloaded or reloaded, while its generation and writes
+// client are there.
+func finalizerRelease(h *Host, name, why string) func(ctx context.Context) {
 	h.mu.Lock()
 	slot := h.slots[name]
 	h.mu.Unlock()
@@ -799,10 +830,10 @@ func finalizerRelease(h *Host, name string) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		n, err := controllerwrites.Release(ctx, dyn, ref.GroupVersionResource(), c.Finalizer, false, namespaces...)
 		if err != nil {
-			log.Error("plugin removed with onRemove: release, but its finalizer could not be released from every object; "+
+			log.Error(why+" with onRemove: release, but its finalizer could not be released from every object; "+
 				"run `informer-host finalizers release` for the rest", "finalizer", c.Finalizer, "released", n, "err", err)
 			return
 		}
-		log.Info("plugin removed with onRemove: release; its finalizer was released", "finalizer", c.Finalizer, "objects", n)
+		log.Info(why+" with onRemove: release; its finalizer was released", "finalizer", c.Finalizer, "objects", n)
 	}
 }

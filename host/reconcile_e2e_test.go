@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +20,10 @@ import (
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/controllerwrites"
+	"github.com/informer-host/informer-host/internal/pluginsource"
+	"github.com/informer-host/informer-host/internal/seenkeys"
 	"github.com/informer-host/informer-host/internal/shard"
 )
 
@@ -35,7 +39,21 @@ const testFinalizer = "test.informer-host.io/cleanup"
 // mapping of its controller block) and limits.
 func controllerHarness(t *testing.T, controller, limits string, setup ...func(*harness)) *harness {
 	t.Helper()
-	hs, err := newHarness(t, `
+	hs, err := newHarness(t, controllerConfig(controller, limits), map[string][]byte{reconcilerPlugin: testPlugin(t, "reconciler")}, setup...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs
+}
+
+// controllerConfig is controllerHarness's config; an empty controller
+// binds the plugin to the primaries in event mode instead.
+func controllerConfig(controller, limits string) string {
+	mode := "controller: " + controller
+	if controller == "" {
+		mode = "bindings: [{resource: cms}]"
+	}
+	return `
 apiVersion: informer-host/v1
 resources:
   - {name: cms, version: v1, resource: configmaps, namespaces: [NS], labelSelector: role=primary}
@@ -43,19 +61,28 @@ resources:
 plugins:
   directory: DIR
   default:
-    controller: `+controller+`
+    ` + mode + `
     grants:
       writes:
         resources:
           - {resource: cms, verbs: [patch, apply]}
           - {resource: secrets, verbs: [apply, delete]}
-    limits: `+limits+`
+    limits: ` + limits + `
     delivery: {retryBackoff: 20ms, maxRetryBackoff: 200ms}
-`, map[string][]byte{reconcilerPlugin: testPlugin(t, "reconciler")}, setup...)
+`
+}
+
+// reconfigure applies controllerConfig(controller, limits) to the host.
+func (hs *harness) reconfigure(controller, limits string) {
+	hs.t.Helper()
+	text := strings.NewReplacer("NS", hs.ns, "DIR", hs.dir).Replace(controllerConfig(controller, limits))
+	next, err := config.Parse(hs.cfg.File, []byte(text))
 	if err != nil {
-		t.Fatal(err)
+		hs.t.Fatal(err)
 	}
-	return hs
+	if err := hs.h.ApplyConfig(context.Background(), next); err != nil {
+		hs.t.Fatal(err)
+	}
 }
 
 // reconciles returns the observed reconcile calls of the primary name.
@@ -315,6 +342,15 @@ func TestControllerRetryBackoffAndParking(t *testing.T) {
 	if c := hs.status(reconcilerPlugin).Counters; c.Retries < 3 {
 		t.Errorf("retries %d, want at least 3", c.Retries)
 	}
+	// Backoffs are not requeue-after timers: the status shows them apart.
+	eventually(t, "the retried and the parked keys listed as retrying", func() bool {
+		c := hs.status(reconcilerPlugin).Controller
+		return c != nil && slices.ContainsFunc(c.Retrying, func(d RequeueDue) bool { return d.Name == "errr-a" }) &&
+			slices.ContainsFunc(c.Retrying, func(d RequeueDue) bool { return d.Name == "rtry-a" })
+	})
+	if c := hs.status(reconcilerPlugin).Controller; len(c.NextRequeue) != 0 {
+		t.Errorf("nextRequeue %v, want none: no plugin asked for a requeue-after", c.NextRequeue)
+	}
 	// A change hands it again at once.
 	hs.updateCM(errr, "k", "v")
 	eventually(t, "the changed errr-a reconciled again", func() bool { return len(hs.reconciles("errr-a")) > 3 })
@@ -381,13 +417,16 @@ func TestControllerShardedHandover(t *testing.T) {
 
 // releaseAll frees the test namespace's ConfigMaps of the test finalizer
 // (so the namespace can go once the test is over).
-func (hs *harness) releaseAll() {
+func (hs *harness) releaseAll() { hs.release(testFinalizer) }
+
+// release frees the test namespace's ConfigMaps of finalizer.
+func (hs *harness) release(finalizer string) {
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	dyn, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
 		hs.t.Fatal(err)
 	}
-	if _, err := controllerwrites.Release(context.Background(), dyn, gvr, testFinalizer, false, hs.ns); err != nil {
+	if _, err := controllerwrites.Release(context.Background(), dyn, gvr, finalizer, false, hs.ns); err != nil {
 		hs.t.Errorf("releasing the test finalizer: %v", err)
 	}
 }
@@ -439,5 +478,164 @@ func TestControllerOnRemove(t *testing.T) {
 				t.Errorf("onRemove: %s: finalizers after the removal %v", tc.onRemove, cm.Finalizers)
 			}
 		})
+	}
+}
+
+// A primary deleted while its controller was away (the daemon down, no
+// finalizer to hold it) never produces an event: the restarted host's
+// informer lists a cache without it. The host remembers the keys the
+// plugin reconciled, so once the store is synced such a key is
+// reconciled as absent, once: answered OK, it is forgotten, and a later
+// restart does not hand it again.
+func TestControllerReconcilesPrimariesDeletedWhileAway(t *testing.T) {
+	// The daemon's ConfigMaps backend, as a leader-elected daemon keeps
+	// the keys: the next start reads what the last one wrote at its stop.
+	remember := func(hs *harness) {
+		hs.seenKeys = seenkeys.New(seenkeys.Options{Backend: seenkeys.ConfigMaps(env.Client.CoreV1(), hs.ns, "member")})
+	}
+	hs := controllerHarness(t, "{for: cms}", "{}", remember)
+	hs.createPrimary("gone")
+	hs.createPrimary("kept")
+	okOf := func(name string, absent bool) func(d observed) bool {
+		return func(d observed) bool { return d.Code == engine.CodeOK && d.Failure == 0 && (d.RV == "") == absent }
+	}
+	eventually(t, "both primaries reconciled", func() bool {
+		return slices.ContainsFunc(hs.reconciles("gone"), okOf("gone", false)) && slices.ContainsFunc(hs.reconciles("kept"), okOf("kept", false))
+	})
+	hs.stopHost()
+	hs.deleteCM("gone")
+	eventually(t, "gone to be deleted", func() bool { _, ok := hs.getCM("gone"); return !ok })
+
+	before := len(hs.reconciles("gone"))
+	remember(hs)
+	if err := hs.start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the primary deleted while away reconciled as absent, and the plugin synced", func() bool {
+		return slices.ContainsFunc(hs.reconciles("gone")[before:], okOf("gone", true)) && hs.status(reconcilerPlugin).Synced
+	})
+
+	hs.stopHost()
+	before = len(hs.reconciles("gone"))
+	keptBefore := len(hs.reconciles("kept"))
+	remember(hs)
+	if err := hs.start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the next start's replay of kept", func() bool {
+		return len(hs.reconciles("kept")) > keptBefore && hs.status(reconcilerPlugin).Synced
+	})
+	if again := hs.reconciles("gone")[before:]; len(again) > 0 {
+		t.Errorf("the absent key answered OK was handed again after the next restart: %+v", again)
+	}
+}
+
+// A reload that takes the controller's finalizer away while the plugin
+// stays (the controller block removed, or the finalizer renamed) is the
+// controller going: onRemove: release frees the objects of the old
+// finalizer; keep leaves it, warns, and counts the objects being deleted
+// that wait on it.
+func TestControllerFinalizerDroppedByReload(t *testing.T) {
+	const renamed = "test.informer-host.io/renamed"
+	for _, tc := range []struct {
+		name, onRemove, next string
+		released             bool
+	}{
+		{"event mode, release", "release", "", true},
+		{"renamed, release", "release", "{for: cms, finalizer: " + renamed + "}", true},
+		{"event mode, keep", "keep", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hs := controllerHarness(t, "{for: cms, finalizer: "+testFinalizer+", onRemove: "+tc.onRemove+"}", "{}")
+			t.Cleanup(hs.releaseAll)
+			t.Cleanup(func() { hs.release(renamed) })
+			hs.createPrimary("fin-a")
+			eventually(t, "fin-a holds the finalizer", func() bool {
+				cm, ok := hs.getCM("fin-a")
+				return ok && slices.Contains(cm.Finalizers, testFinalizer)
+			})
+			hs.reconfigure(tc.next, "{}")
+			cm, _ := hs.getCM("fin-a")
+			if has := slices.Contains(cm.Finalizers, testFinalizer); has == tc.released {
+				t.Fatalf("onRemove: %s: finalizers after the reload %v", tc.onRemove, cm.Finalizers)
+			}
+			if tc.next != "" {
+				eventually(t, "the renamed finalizer added", func() bool {
+					cm, ok := hs.getCM("fin-a")
+					return ok && slices.Contains(cm.Finalizers, renamed)
+				})
+			}
+			if tc.released {
+				return
+			}
+			if n := len(hs.logs.lines("plugin's controller no longer manages its finalizer")); n != 1 {
+				t.Errorf("%d warnings of the finalizer left behind, want 1", n)
+			}
+			hs.deleteCM("fin-a")
+			labels := map[string]string{"plugin": reconcilerPlugin, "finalizer": testFinalizer}
+			eventually(t, "fin-a counted as stuck on the kept finalizer", func() bool {
+				return hs.pluginMetric("informer_host_controller_finalizer_stuck", labels) == 1
+			})
+			// Managed again: no longer an orphan, counted once, as the
+			// controller's own.
+			hs.reconfigure("{for: cms, finalizer: "+testFinalizer+"}", "{}")
+			eventually(t, "fin-a's cleanup done by the controller back", func() bool {
+				_, ok := hs.getCM("fin-a")
+				return !ok
+			})
+			if v := hs.pluginMetric("informer_host_controller_finalizer_stuck", labels); v != 0 {
+				t.Errorf("informer_host_controller_finalizer_stuck = %v once the finalizer is managed again, want 0", v)
+			}
+		})
+	}
+}
+
+// A sourced controller dropped from the config with onRemove: release
+// has its finalizer released, as the daemon's reload does it: the host
+// takes the new config (the plugin under the defaults, in event mode),
+// then the source manager unloads the plugin.
+func TestControllerSourcedDroppedReleases(t *testing.T) {
+	src := filepath.Join(t.TempDir(), reconcilerPlugin)
+	replace(t, filepath.Dir(src), reconcilerPlugin, testPlugin(t, "reconciler"))
+	withSource := strings.Replace(controllerConfig("", "{}"), "  default:\n", "  modules:\n"+
+		"    - file: "+reconcilerPlugin+"\n"+
+		"      source: file://"+src+"\n"+
+		"      controller: {for: cms, finalizer: "+testFinalizer+", onRemove: release}\n"+
+		"      grants: {writes: {resources: [{resource: cms, verbs: [patch, apply]}]}}\n"+
+		"  default:\n", 1)
+	hs, err := newHarness(t, withSource, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hs.releaseAll)
+	store, err := pluginsource.NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := pluginsource.New(pluginsource.Options{Host: hs.h, Store: store, Fetcher: &pluginsource.Fetchers{MaxBytes: hs.cfg.ModuleSizeLimit()},
+		Logger: slog.New(slog.NewTextHandler(hs.logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); m.Stop() })
+	m.Apply(ctx, hs.cfg)
+	hs.createPrimary("fin-a")
+	eventually(t, "fin-a holds the finalizer", func() bool {
+		cm, ok := hs.getCM("fin-a")
+		return ok && slices.Contains(cm.Finalizers, testFinalizer)
+	})
+
+	next, err := config.Parse(hs.cfg.File, []byte(strings.NewReplacer("NS", hs.ns, "DIR", hs.dir).Replace(controllerConfig("", "{}"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hs.h.ApplyConfig(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	m.Apply(ctx, next)
+	eventually(t, "the dropped plugin unloaded", func() bool { return len(hs.h.Status()) == 0 })
+	if cm, _ := hs.getCM("fin-a"); slices.Contains(cm.Finalizers, testFinalizer) {
+		t.Errorf("finalizers after the sourced controller was dropped %v, want %s released", cm.Finalizers, testFinalizer)
 	}
 }

@@ -236,7 +236,7 @@ type bindingListener struct {
 // bindingCounts are the events a binding's filter kept from the plugin,
 // by reason. Shared by the generations of a slot, so they survive reloads.
 type bindingCounts struct {
-	filtered, unchanged, resync, errors, evalErrors atomic.Uint64
+	filtered, unchanged, resync, generation, errors, evalErrors atomic.Uint64
 }
 
 // OnAdd queues an add. An add of an initial list is queued as its key
@@ -306,6 +306,8 @@ func (l *bindingListener) decide(ev *event.Event) (*event.Event, bool) {
 			l.counts.unchanged.Add(1)
 		case filter.ReasonResync:
 			l.counts.resync.Add(1)
+		case filter.ReasonGeneration:
+			l.counts.generation.Add(1)
 		case filter.ReasonError:
 			l.counts.errors.Add(1)
 		default:

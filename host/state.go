@@ -55,7 +55,7 @@ func (h *Host) stateFor(name string, s config.PluginSettings, log *slog.Logger) 
 // (and keeps the state). A controller with onRemove: release has its
 // finalizer released from its objects.
 func (h *Host) removed(ctx context.Context, name string) {
-	release := finalizerRelease(h, name)
+	release := finalizerRelease(h, name, "plugin removed")
 	h.unload(ctx, name)
 	if release != nil {
 		release(ctx)

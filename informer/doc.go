@@ -39,6 +39,9 @@
 // Why it is pending is a NotServedError naming the nearest resources
 // discovery does serve, since a typo looks just like a CRD not installed.
 //
+// A resolved resource's event.ResourceRef carries its scope (Namespaced)
+// as discovery reports it, so no listener guesses it from object keys.
+//
 // Rule of direction: informer is part of the embeddable daemon library
 // (RATIONALE.md, "Project structure"). It imports event, the config schema
 // (internal/config) and nearest, and never host, the engine or state: it

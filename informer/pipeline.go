@@ -476,8 +476,11 @@ func (p *Pipeline) resolve(ctx context.Context, spec config.Resource) (*event.Re
 		Version:  mapping.Resource.Version,
 		Resource: mapping.Resource.Resource,
 		Kind:     mapping.GroupVersionKind.Kind,
+		// Known here, from discovery: what a listener would otherwise
+		// guess from the objects' keys.
+		Namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace,
 	}
-	return ref, mapping.Scope.Name() == meta.RESTScopeNameNamespace, nil
+	return ref, ref.Namespaced, nil
 }
 
 // retryPending looks pending resources up again until the pipeline stops.

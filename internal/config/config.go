@@ -330,11 +330,15 @@ type Binding struct {
 	// changed but metadata.resourceVersion and metadata.managedFields
 	// (ABI.md §17.1). Default false: such updates arrive, flagged.
 	DropSelfNoop bool `yaml:"dropSelfNoop" json:"dropSelfNoop,omitempty"`
+	// GenerationChanged drops an update that leaves metadata.generation
+	// as it was (a change of status or metadata only), except the one
+	// that sets metadata.deletionTimestamp. Default false.
+	GenerationChanged bool `yaml:"generationChanged" json:"generationChanged,omitempty"`
 }
 
 // FilterSpec returns the binding's host-side filter.
 func (b *Binding) FilterSpec() filter.Spec {
-	return filter.Spec{Expression: b.Filter, Changed: b.Changed, Resyncs: b.Resyncs, OnError: b.OnFilterError}
+	return filter.Spec{Expression: b.Filter, Changed: b.Changed, Resyncs: b.Resyncs, OnError: b.OnFilterError, GenerationChanged: b.GenerationChanged}
 }
 
 // Wants reports whether the binding asks for events of type event. An

@@ -819,6 +819,12 @@ func TestFilterProblems(t *testing.T) {
 			"config.yaml:11: plugins.modules[0].bindings[0].changed[0]: invalid field path \"metadata.labels['app']\": expected an index or a quoted key after '[' at byte 16; single quotes are not path syntax"},
 		{"bad onFilterError", withHead("plugins:", "  default:", "    bindings:", "    - resource: pods", "      onFilterError: maybe"),
 			`config.yaml:10: plugins.default.bindings[0].onFilterError: must be "open" or "closed", not "maybe"`},
+		{"generationChanged without updates", withHead("plugins:", "  default:", "    bindings:", "    - resource: pods", "      events: [add, delete]",
+			"      generationChanged: true"),
+			`config.yaml:11: plugins.default.bindings[0].generationChanged: drops update events, but this binding asks for none (events: add, delete)`},
+		{"generationChanged with resyncs", withHead("plugins:", "  default:", "    bindings:", "    - resource: pods", "      resyncs: true",
+			"      generationChanged: true"),
+			`config.yaml:11: plugins.default.bindings[0].generationChanged: drops every update that leaves metadata.generation as it was, resyncs included`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -839,6 +845,13 @@ func TestFilterProblems(t *testing.T) {
 	}
 	if b := c.SettingsFor("x.wasm").Bindings[0]; b.Filter == "" || len(b.Changed) != 1 || !b.Resyncs {
 		t.Errorf("filter fields lost: %+v", b)
+	}
+	c, err = Parse("config.yaml", []byte(withHead("plugins:", "  default:", "    bindings: [{resource: pods, generationChanged: true}]")))
+	if err != nil {
+		t.Fatalf("generationChanged refused: %v", err)
+	}
+	if b := c.SettingsFor("x.wasm").Bindings[0]; !b.FilterSpec().GenerationChanged {
+		t.Errorf("generationChanged lost: %+v", b)
 	}
 }
 

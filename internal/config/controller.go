@@ -194,9 +194,98 @@ func checkKeysExpression(expr string) string {
 	}
 }
 
+// ControllerNeed is one thing the host does with the Kubernetes API as a
+// controller plugin's identity (the daemon's, or the ServiceAccount of
+// grants.impersonate) for the controller block: what config validation
+// asks of grants.writes and what `informer-host rbac` gives the identity.
+// The plugin's own calls (status_apply, k8s_write) are not here: the
+// write grant gates them, and RBAC follows the grant.
+type ControllerNeed struct {
+	// Resource is a configured resource's name: controller.for or an
+	// owns entry.
+	Resource string
+	// Subresource is "" or "finalizers".
+	Subresource string
+	// Grant is the grants.writes verb that must allow it, for a write
+	// the plugin asks for (its children, its finalizer); "" for the
+	// host's own bookkeeping, which no grant verb names.
+	Grant string
+	// Verbs are the Kubernetes verbs the apiserver authorizes.
+	Verbs []string
+	// Why says what the host does, for an RBAC rule's comment.
+	Why string
+	// Key and Index name the controller key that asks for it, for
+	// validation's message (Index -1: Key is not a list).
+	Key   string
+	Index int
+}
+
+// GrantVerbs are the Kubernetes verbs a grants.writes verb needs on the
+// object (subresource "") or a subresource, nil for an unknown verb.
+// Server-side apply is a PATCH that creates the object when it is
+// missing, and the apiserver's patch handler then authorizes a create
+// too: apply needs both; never on a subresource, which an update does
+// not create (status of an object that does not exist is not found).
+func GrantVerbs(verb, subresource string) []string {
+	switch verb {
+	case VerbCreate:
+		return []string{"create"}
+	case VerbPatch:
+		return []string{"patch"}
+	case VerbApply:
+		if subresource != "" {
+			return []string{"patch"}
+		}
+		return []string{"patch", "create"}
+	case VerbDelete:
+		return []string{"delete"}
+	}
+	return nil
+}
+
+// Needs lists what the host does as the controller plugin's identity
+// when the plugin has a writes grant; without one the host writes
+// nothing for it (its requeue times are not persisted).
+func (c *Controller) Needs() []ControllerNeed {
+	var out []ControllerNeed
+	granted := func(res, verb, why, key string, index int) {
+		out = append(out, ControllerNeed{Resource: res, Grant: verb, Verbs: GrantVerbs(verb, ""), Why: why, Key: key, Index: index})
+	}
+	own := func(res, sub, why string, verbs ...string) {
+		out = append(out, ControllerNeed{Resource: res, Subresource: sub, Verbs: verbs, Why: why, Index: -1})
+	}
+	// Any answer may ask for a requeue, which the host persists on the
+	// primary so it survives a restart or a change of leader.
+	own(c.For, "", "persist the requeue time (an annotation on the primary)", "patch")
+	if c.Finalizer != "" {
+		granted(c.For, VerbPatch, "add and remove the finalizer "+c.Finalizer, "finalizer", -1)
+		own(c.For, "", "read the primary again after a conflicting finalizer patch", "get")
+		if c.OnRemove == OnRemoveRelease {
+			own(c.For, "", "release the finalizer from every primary when the plugin is removed (onRemove: release)", "list")
+		}
+	}
+	owns := false
+	for i, o := range c.Owns {
+		if o == c.For {
+			continue // refused on its own
+		}
+		owns = true
+		granted(o, VerbApply, "apply the children (server-side apply)", "owns", i)
+		granted(o, VerbDelete, "prune the children", "owns", i)
+	}
+	if owns {
+		// A child's controller ownerReference sets blockOwnerDeletion,
+		// which the OwnerReferencesPermissionEnforcement admission
+		// plugin lets through only for who may update the owner's
+		// finalizers.
+		own(c.For, "finalizers", "set blockOwnerDeletion in the children's ownerReference", "update")
+	}
+	return out
+}
+
 // validateControllerGrants checks that the effective writes grant of every
-// controller-mode plugin covers what the host does as its identity: patch
-// the primary for the finalizer, apply and delete its children.
+// controller-mode plugin covers the writes the host makes for it as its
+// identity that are the plugin's to grant (Controller.Needs).
 func validateControllerGrants(p *problems, c *Config) {
 	check := func(sp path, s PluginSettings, own bool) {
 		ctl := s.Controller
@@ -212,30 +301,36 @@ func validateControllerGrants(p *problems, c *Config) {
 			}
 			return nil
 		}
-		need := func(at path, name string, verbs ...string) {
-			r := res(name)
-			if r == nil {
-				return // reported as unknown
-			}
-			var missing []string
-			for _, v := range verbs {
-				if !writesCover(s.Grants.Writes, r, v) {
-					missing = append(missing, v)
-				}
-			}
-			if len(missing) > 0 {
-				p.add(at, "the host does this as the plugin's identity, but grants.writes does not allow %s on %q; add {resource: %s, verbs: [%s]} to grants.writes.resources",
-					strings.Join(missing, ", "), name, name, strings.Join(missing, ", "))
-			}
+		// One message per key and resource, naming every verb missing.
+		type at struct {
+			key      string
+			index    int
+			resource string
 		}
-		if ctl.Finalizer != "" {
-			need(cp.key("finalizer"), ctl.For, VerbPatch)
-		}
-		for i, o := range ctl.Owns {
-			if o == ctl.For {
-				continue // refused on its own
+		var order []at
+		missing := map[at][]string{}
+		for _, n := range ctl.Needs() {
+			r := res(n.Resource)
+			if n.Grant == "" || r == nil { // an unknown resource is reported as such
+				continue
 			}
-			need(cp.key("owns").index(i), o, VerbApply, VerbDelete)
+			if writesCover(s.Grants.Writes, r, n.Grant) {
+				continue
+			}
+			k := at{n.Key, n.Index, n.Resource}
+			if _, ok := missing[k]; !ok {
+				order = append(order, k)
+			}
+			missing[k] = append(missing[k], n.Grant)
+		}
+		for _, k := range order {
+			where := cp.key(k.key)
+			if k.index >= 0 {
+				where = where.index(k.index)
+			}
+			verbs := strings.Join(missing[k], ", ")
+			p.add(where, "the host does this as the plugin's identity, but grants.writes does not allow %s on %q; add {resource: %s, verbs: [%s]} to grants.writes.resources",
+				verbs, k.resource, k.resource, verbs)
 		}
 	}
 	dp := path{"plugins", "default"}

@@ -242,6 +242,14 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 		if b.DropSelfNoop && len(b.Events) > 0 && !slices.Contains(b.Events, EventUpdate) {
 			p.add(bp.key("dropSelfNoop"), "drops update events, but this binding asks for none (events: %s); remove it or add update", strings.Join(b.Events, ", "))
 		}
+		if b.GenerationChanged {
+			switch {
+			case len(b.Events) > 0 && !slices.Contains(b.Events, EventUpdate):
+				p.add(bp.key("generationChanged"), "drops update events, but this binding asks for none (events: %s); remove it or add update", strings.Join(b.Events, ", "))
+			case b.Resyncs:
+				p.add(bp.key("generationChanged"), "drops every update that leaves metadata.generation as it was, resyncs included, so resyncs: true has no effect; remove one of them")
+			}
+		}
 	}
 
 	dp := sp.key("delivery")

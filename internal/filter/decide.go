@@ -24,6 +24,9 @@ const (
 	// ReasonResync: an update with the same resourceVersion on both sides
 	// (informer resync or relist), and the binding does not want them.
 	ReasonResync Reason = "resync"
+	// ReasonGeneration: an update left metadata.generation as it was
+	// (and did not start a deletion), with generationChanged.
+	ReasonGeneration Reason = "generation"
 	// ReasonError: evaluation failed and onError is closed.
 	ReasonError Reason = "error"
 	// ReasonStartedMatching: an update whose new object matches and whose
@@ -103,6 +106,13 @@ func (f *Filter) decideUpdate(ev *event.Event) Decision {
 	oldObj, newObj := ev.OldObject, ev.Object
 	if !f.spec.Resyncs && isResync(oldObj, newObj) {
 		return Decision{Reason: ReasonResync}
+	}
+	if f.spec.GenerationChanged && sameGeneration(oldObj, newObj) {
+		// Before the expression, and whatever it says: the option drops
+		// such an update, a start or stop of matching included (an object
+		// whose labels start matching arrives with its next change of
+		// generation); and the comparison costs next to nothing.
+		return Decision{Reason: ReasonGeneration}
 	}
 	if f.prog == nil || oldObj == nil || !f.prog.statePredicate {
 		// No transitions: the update is delivered if it passes every
@@ -320,4 +330,11 @@ func objectValue(u *unstructured.Unstructured) any {
 		return types.NullValue
 	}
 	return u.Object
+}
+
+// sameGeneration reports whether an update left metadata.generation as it
+// was and did not set metadata.deletionTimestamp.
+func sameGeneration(oldObj, newObj *unstructured.Unstructured) bool {
+	return oldObj != nil && newObj != nil && oldObj.GetGeneration() == newObj.GetGeneration() &&
+		(oldObj.GetDeletionTimestamp() != nil || newObj.GetDeletionTimestamp() == nil)
 }

@@ -7,6 +7,7 @@
 //	filter: 'object.metadata.labels["tier"] == "web"'   # CEL, must be bool
 //	changed: [status.phase, spec.replicas]              # updates must change one of these
 //	resyncs: false                                      # drop no-op updates (the default)
+//	generationChanged: true                             # updates must change metadata.generation
 //	onError: open                                       # deliver when evaluation fails (the default)
 //
 // # Usage
@@ -62,8 +63,14 @@
 //     relist; it is dropped ("resync") unless resyncs is true, in which
 //     case the other rules still apply to it (and `changed`, if set, will
 //     usually drop it: nothing changed).
-//  2. filter: see the table below.
-//  3. changed: an update that the filter lets through as an update is
+//  2. generationChanged: with it, an update that leaves
+//     metadata.generation as it was is dropped ("generation"), unless it
+//     sets metadata.deletionTimestamp (a deletion starts without a new
+//     generation). The filter is not asked, so such an update makes no
+//     object start or stop matching: the plugin learns of that with the
+//     object's next change of generation, or its delete.
+//  3. filter: see the table below.
+//  4. changed: an update that the filter lets through as an update is
 //     dropped ("unchanged") unless at least one listed field differs
 //     between old and new object (deep equality; absent and present
 //     differ, absent on both sides does not). Adds, deletes and the

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/informer-host/informer-host/event"
@@ -37,6 +38,19 @@ func obj(t testing.TB, rv string, edits ...string) *unstructured.Unstructured {
 		}
 	}
 	return u
+}
+
+// gen sets o's metadata.generation.
+func gen(o *unstructured.Unstructured, g int64) *unstructured.Unstructured {
+	o.SetGeneration(g)
+	return o
+}
+
+// deleting sets o's metadata.deletionTimestamp.
+func deleting(o *unstructured.Unstructured) *unstructured.Unstructured {
+	now := metav1.Now()
+	o.SetDeletionTimestamp(&now)
+	return o
 }
 
 func add(o *unstructured.Unstructured) *event.Event {
@@ -307,6 +321,41 @@ func TestDecide(t *testing.T) {
 		{"event predicate with changed", Spec{Expression: `type == "update"`, Changed: []string{"status.phase"}},
 			Options{}, func(t testing.TB) *event.Event { return upd(obj(t, "1"), obj(t, "2")) },
 			want{reason: ReasonUnchanged}},
+
+		// generationChanged: only updates that change the generation, or
+		// start the deletion, whatever the filter says.
+		{"generation unchanged", Spec{GenerationChanged: true},
+			Options{}, func(t testing.TB) *event.Event {
+				return upd(gen(obj(t, "1"), 3), gen(obj(t, "2", "status.phase=Failed"), 3))
+			},
+			want{reason: ReasonGeneration}},
+		{"generation changed", Spec{GenerationChanged: true},
+			Options{}, func(t testing.TB) *event.Event { return upd(gen(obj(t, "1"), 3), gen(obj(t, "2"), 4)) },
+			want{deliver: true}},
+		{"generation unchanged, deletion starts", Spec{GenerationChanged: true},
+			Options{}, func(t testing.TB) *event.Event { return upd(gen(obj(t, "1"), 3), deleting(gen(obj(t, "2"), 3))) },
+			want{deliver: true}},
+		{"generation unchanged, already deleting", Spec{GenerationChanged: true},
+			Options{}, func(t testing.TB) *event.Event {
+				return upd(deleting(gen(obj(t, "1"), 3)), deleting(gen(obj(t, "2", "status.phase=Failed"), 3)))
+			},
+			want{reason: ReasonGeneration}},
+		{"generation unchanged, starts matching", Spec{Expression: failed, GenerationChanged: true},
+			Options{}, func(t testing.TB) *event.Event {
+				return upd(gen(obj(t, "1"), 3), gen(obj(t, "2", "status.phase=Failed"), 3))
+			},
+			want{reason: ReasonGeneration}},
+		{"generation changed, starts matching", Spec{Expression: failed, GenerationChanged: true},
+			Options{}, func(t testing.TB) *event.Event {
+				return upd(gen(obj(t, "1"), 3), gen(obj(t, "2", "status.phase=Failed"), 4))
+			},
+			want{deliver: true, typ: event.EventAdd, object: "new", reason: ReasonStartedMatching}},
+		{"generation on adds and deletes", Spec{GenerationChanged: true},
+			Options{}, func(t testing.TB) *event.Event { return add(gen(obj(t, "1"), 3)) },
+			want{deliver: true}},
+		{"resync with generationChanged", Spec{GenerationChanged: true},
+			Options{}, func(t testing.TB) *event.Event { return upd(gen(obj(t, "1"), 3), gen(obj(t, "1"), 3)) },
+			want{reason: ReasonResync}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

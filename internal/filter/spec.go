@@ -33,6 +33,12 @@ type Spec struct {
 	// OnError is the binding's `onError`: OnErrorOpen (also for "") or
 	// OnErrorClosed.
 	OnError string
+	// GenerationChanged is the binding's `generationChanged`: an update
+	// is delivered only if it changed metadata.generation (the apiserver
+	// bumps it on a change of spec, not of status or metadata) or set
+	// metadata.deletionTimestamp, which starts a deletion without
+	// changing the generation of most resources.
+	GenerationChanged bool
 }
 
 // Defaults for Options fields left zero.

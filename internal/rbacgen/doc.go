@@ -10,12 +10,26 @@
 //     leases, in the Lease's namespace, when leader election is enabled;
 //   - the write verbs each plugin is granted (grants.writes: create →
 //     create, patch → patch, apply → patch and create, since an apply that
-//     creates its object is authorized as a create too, delete → delete)
+//     creates its object is authorized as a create too, but patch alone
+//     on a subresource, which an apply never creates, delete → delete)
 //     on the granted resources and subresources, in Roles where the grant
 //     names namespaces; a grant naming none is narrowed to the watched
 //     namespaces when every resource names namespaces and the written
 //     resource is namespaced (built-in table, or a configured resource
 //     with namespaces), else it is cluster-wide;
+//   - for a controller-mode plugin with a writes grant (without one the
+//     host writes nothing for it), what the host does as its identity
+//     beside the writes its grant allows (config.Controller.Needs, which
+//     config validation also uses to make the grant cover the children's
+//     apply and delete and the finalizer's patch): patch on the primary
+//     resource (the requeue time), get on it when a finalizer is managed
+//     (a fresh read after a conflict), list with onRemove: release, and
+//     update on <for>/finalizers when it owns resources (the children's
+//     ownerReference sets blockOwnerDeletion, which the
+//     OwnerReferencesPermissionEnforcement admission plugin allows only
+//     to who may update the owner's finalizers); in the primary
+//     resource's namespaces, else cluster-wide. status_apply is a write
+//     the grant gates: a grant with subresources [status] gives it;
 //   - create and patch on Events (core and events.k8s.io) when a plugin is
 //     granted events;
 //   - impersonate on exactly the ServiceAccounts plugins are granted as

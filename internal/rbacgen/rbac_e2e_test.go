@@ -27,7 +27,12 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
+// The package's control plane enforces OwnerReferencesPermissionEnforcement,
+// as production clusters do, so that a controller's generated RBAC is
+// shown to let its children block their owner's deletion.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunWith(m, &env, testenv.Options{AdmissionPlugins: []string{"OwnerReferencesPermissionEnforcement"}}))
+}
 
 // apply creates the generated objects as the administrator and removes
 // the cluster-wide ones when the test ends (namespaces take the rest).

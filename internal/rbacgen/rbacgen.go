@@ -267,14 +267,10 @@ func (b *builder) actions(cfg *config.Config, p plugin, plural map[string]schema
 				errs = append(errs, fmt.Errorf("%s: grants.writes.resources[%d]: %w", p.name, i, err))
 				continue
 			}
-			verbs, err := writeVerbs(wg.Verbs)
+			verbs, err := writeVerbs(wg.Verbs, "")
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: grants.writes.resources[%d]: %w", p.name, i, err))
 				continue
-			}
-			resources := []string{gr.Resource}
-			for _, sub := range wg.Subresources {
-				resources = append(resources, gr.Resource+"/"+sub)
 			}
 			why := fmt.Sprintf("%s writes %s", p.name, wg.Resource)
 			ns := wg.Namespaces
@@ -285,7 +281,33 @@ func (b *builder) actions(cfg *config.Config, p plugin, plural map[string]schema
 					why += " (the watched namespaces: the grant names none)"
 				}
 			}
-			b.add(ns, gr.Group, resources, verbs, nil, why)
+			b.add(ns, gr.Group, []string{gr.Resource}, verbs, nil, why)
+			for _, sub := range wg.Subresources {
+				subVerbs, _ := writeVerbs(wg.Verbs, sub)
+				b.add(ns, gr.Group, []string{gr.Resource + "/" + sub}, subVerbs, nil, why)
+			}
+		}
+	}
+	if c := p.controller; c != nil && g.Writes != nil && len(g.Writes.Resources) > 0 {
+		// What the host does as the plugin's identity beside the
+		// writes the grant allows (config validation has made the
+		// grant cover the rest), where the primaries are. Without a
+		// writes grant the host writes nothing for the plugin, not
+		// even its requeue time.
+		for _, n := range c.Needs() {
+			if n.Grant != "" {
+				continue
+			}
+			gr, ok := plural[n.Resource]
+			if !ok {
+				continue // unknown or unresolved: reported with the resource
+			}
+			r, _ := cfg.Resource(n.Resource)
+			res := gr.Resource
+			if n.Subresource != "" {
+				res += "/" + n.Subresource
+			}
+			b.add(r.Namespaces, gr.Group, []string{res}, n.Verbs, nil, fmt.Sprintf("%s, a controller of %s: %s", p.name, c.For, n.Why))
 		}
 	}
 	if g.Events != nil {
@@ -304,16 +326,17 @@ func (b *builder) actions(cfg *config.Config, p plugin, plural map[string]schema
 }
 
 type plugin struct {
-	name   string
-	grants config.Grants
+	name       string
+	grants     config.Grants
+	controller *config.Controller
 }
 
 // plugins are the config's modules and plugins.default, which every
 // module the config does not name gets.
 func plugins(cfg *config.Config) []plugin {
-	out := []plugin{{name: "plugins.default", grants: cfg.Plugins.Default.Grants}}
+	out := []plugin{{name: "plugins.default", grants: cfg.Plugins.Default.Grants, controller: cfg.Plugins.Default.Controller}}
 	for _, m := range cfg.Plugins.Modules {
-		out = append(out, plugin{name: fmt.Sprintf("plugin %q", m.File), grants: m.Grants})
+		out = append(out, plugin{name: fmt.Sprintf("plugin %q", m.File), grants: m.Grants, controller: m.Controller})
 	}
 	return out
 }
@@ -368,24 +391,16 @@ func writeResource(cfg *config.Config, plural map[string]schema.GroupResource, s
 	return schema.GroupResource{}, fmt.Errorf("resource %q is neither a configured resource's name nor version/resource or group/version/resource", s)
 }
 
-// writeVerbs maps grant verbs to RBAC verbs. Server-side apply is a PATCH
-// that creates the object when it is missing, and the apiserver's patch
-// handler then authorizes a create too: apply needs both.
-func writeVerbs(verbs []string) ([]string, error) {
+// writeVerbs maps grant verbs to RBAC verbs on the object (subresource
+// "") or a subresource (config.GrantVerbs).
+func writeVerbs(verbs []string, subresource string) ([]string, error) {
 	var out []string
 	for _, v := range verbs {
-		switch v {
-		case config.VerbCreate:
-			out = append(out, "create")
-		case config.VerbPatch:
-			out = append(out, "patch")
-		case config.VerbApply:
-			out = append(out, "patch", "create")
-		case config.VerbDelete:
-			out = append(out, "delete")
-		default:
+		rv := config.GrantVerbs(v, subresource)
+		if rv == nil {
 			return nil, fmt.Errorf("verb %q is none of create, patch, apply, delete", v)
 		}
+		out = append(out, rv...)
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no verbs")

@@ -154,7 +154,7 @@ func TestGenerate(t *testing.T) {
 		config: "leaderElection: {enabled: false}\n",
 		want:   nil,
 	}, {
-		name: "writes: exactly the granted verbs, apply as patch and create, subresources, namespaces, both resource spellings",
+		name: "writes: exactly the granted verbs, apply as patch and create (on a subresource, which an apply never creates, patch only), subresources, namespaces, both resource spellings",
 		config: `resources:
   - {name: pods, version: v1, resource: pods}
 plugins:
@@ -174,7 +174,7 @@ plugins:
 `,
 		want: []string{
 			`* "" pods create,get,list,patch,watch`,
-			`* "" pods/status create,patch`,
+			`* "" pods/status patch`,
 			`* "apps" deployments delete`,
 			`x "" configmaps create,delete`,
 			`y "" configmaps create`,
@@ -293,6 +293,92 @@ plugins:
 			`as team/sa-a * "" secrets patch`,
 			`as team/sa-a * "events.k8s.io" events create,patch`,
 			`as team/sa-a x "" configmaps create,patch`,
+		},
+	}, {
+		name: "a controller with neither finalizer nor owns: its identity patches the primary for the requeue time, where the primaries are",
+		config: `resources:
+  - {name: widgets, group: example.com, version: v1, resource: widgets, namespaces: [a]}
+plugins:
+  modules:
+    - file: ctl.wasm
+      controller: {for: widgets}
+      grants:
+        impersonate: {serviceAccount: team/ctl}
+        writes: {resources: [{resource: v1/configmaps, verbs: [create], namespaces: [a]}]}
+`,
+		want: []string{
+			`a "example.com" widgets get,list,watch`,
+			`team "" serviceaccounts [ctl] impersonate`,
+			`as team/ctl a "" configmaps create`,
+			`as team/ctl a "example.com" widgets patch`,
+		},
+	}, {
+		name: "a controller without a writes grant: the host writes nothing as it, so its identity gets nothing",
+		config: `resources:
+  - {name: widgets, group: example.com, version: v1, resource: widgets, namespaces: [a]}
+plugins:
+  modules:
+    - file: ctl.wasm
+      controller: {for: widgets}
+      grants:
+        impersonate: {serviceAccount: team/ctl}
+`,
+		want: []string{
+			`a "example.com" widgets get,list,watch`,
+			`team "" serviceaccounts [ctl] impersonate`,
+		},
+	}, {
+		name: "a controller's identity: its grants, the finalizer's reads, the owner's finalizers for blockOwnerDeletion; the daemon only watches",
+		config: `resources:
+  - {name: widgets, group: example.com, version: v1, resource: widgets, namespaces: [a, b]}
+  - {name: cms, version: v1, resource: configmaps, namespaces: [a, b]}
+  - {name: secrets, version: v1, resource: secrets, namespaces: [a, b]}
+plugins:
+  modules:
+    - file: ctl.wasm
+      controller: {for: widgets, owns: [cms, secrets], finalizer: example.com/cleanup, onRemove: release}
+      grants:
+        impersonate: {serviceAccount: team/ctl}
+        writes:
+          resources:
+            - {resource: widgets, verbs: [patch, apply], subresources: [status]}
+            - {resource: cms, verbs: [apply, delete]}
+            - {resource: secrets, verbs: [apply, delete], namespaces: [a]}
+`,
+		want: []string{
+			`a "" configmaps,secrets get,list,watch`,
+			`a "example.com" widgets get,list,watch`,
+			`b "" configmaps,secrets get,list,watch`,
+			`b "example.com" widgets get,list,watch`,
+			`team "" serviceaccounts [ctl] impersonate`,
+			`as team/ctl a "" configmaps,secrets create,delete,patch`,
+			`as team/ctl a "example.com" widgets create,get,list,patch`,
+			`as team/ctl a "example.com" widgets/finalizers update`,
+			`as team/ctl a "example.com" widgets/status patch`,
+			`as team/ctl b "" configmaps create,delete,patch`,
+			`as team/ctl b "example.com" widgets create,get,list,patch`,
+			`as team/ctl b "example.com" widgets/finalizers update`,
+			`as team/ctl b "example.com" widgets/status patch`,
+		},
+	}, {
+		name: "a cluster-scoped primary on the daemon's identity: its finalizers everywhere, no list without onRemove: release",
+		config: `resources:
+  - {name: nss, version: v1, resource: namespaces}
+  - {name: cms, version: v1, resource: configmaps}
+plugins:
+  modules:
+    - file: ctl.wasm
+      controller: {for: nss, owns: [cms], finalizer: example.com/cleanup}
+      grants:
+        writes:
+          resources:
+            - {resource: nss, verbs: [patch]}
+            - {resource: cms, verbs: [apply, delete]}
+`,
+		want: []string{
+			`* "" configmaps create,delete,get,list,patch,watch`,
+			`* "" namespaces get,list,patch,watch`,
+			`* "" namespaces/finalizers update`,
 		},
 	}, {
 		name:   "server auth: token and access reviews",

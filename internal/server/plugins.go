@@ -98,9 +98,12 @@ type pluginJSON struct {
 
 // controllerJSON is host.ControllerStatus as served.
 type controllerJSON struct {
-	For         string        `json:"for"`
-	Depth       int           `json:"depth"`
+	For   string `json:"for"`
+	Depth int    `json:"depth"`
+	// NextRequeue are the requeue-after timers the plugin asked for;
+	// Retrying the keys waiting out a backoff, apart.
 	NextRequeue []requeueJSON `json:"nextRequeue,omitempty"`
+	Retrying    []requeueJSON `json:"retrying,omitempty"`
 	Parked      int           `json:"parked"`
 	Finalizer   string        `json:"finalizer,omitempty"`
 	// FinalizerStuck counts the objects being deleted that wait on the
@@ -118,9 +121,14 @@ func controllerDocument(c *host.ControllerStatus) *controllerJSON {
 	if c == nil {
 		return nil
 	}
-	out := &controllerJSON{For: c.For, Depth: c.Depth, Parked: c.Parked, Finalizer: c.Finalizer, FinalizerStuck: c.FinalizerStuck}
-	for _, d := range c.NextRequeue {
-		out.NextRequeue = append(out.NextRequeue, requeueJSON{Namespace: d.Namespace, Name: d.Name, At: d.At})
+	return &controllerJSON{For: c.For, Depth: c.Depth, Parked: c.Parked, Finalizer: c.Finalizer, FinalizerStuck: c.FinalizerStuck,
+		NextRequeue: requeueDocument(c.NextRequeue), Retrying: requeueDocument(c.Retrying)}
+}
+
+func requeueDocument(ds []host.RequeueDue) []requeueJSON {
+	var out []requeueJSON
+	for _, d := range ds {
+		out = append(out, requeueJSON{Namespace: d.Namespace, Name: d.Name, At: d.At})
 	}
 	return out
 }

@@ -26,7 +26,8 @@ func TestDebugPluginsJSON(t *testing.T) {
 		GaveUp:   []host.ObjectFailure{{Resource: "cms", Name: "b", Failures: 3, LastError: "RETRY: y", At: at}},
 		LoadedAt: at, LastEventAt: at.Add(time.Second),
 		Controller: &host.ControllerStatus{For: "cronjobs", Depth: 2, Parked: 1, Finalizer: "example.com/f", FinalizerStuck: 3,
-			NextRequeue: []host.RequeueDue{{Namespace: "ns", Name: "c", At: at}}}}
+			NextRequeue: []host.RequeueDue{{Namespace: "ns", Name: "c", At: at}},
+			Retrying:    []host.RequeueDue{{Namespace: "ns", Name: "d", At: at}}}}
 	shard := &host.ShardStatus{Member: "m1", Active: true, Members: []string{"m1"}, Key: "namespace",
 		Owned: map[string]int{"my-pods": 1}, ValidUntil: at, Problem: "p"}
 	tests := []struct {
@@ -38,10 +39,11 @@ func TestDebugPluginsJSON(t *testing.T) {
 	}{
 		{"every field", []host.PluginStatus{full}, shard,
 			[]string{`"queue":{"depth":0,`, `"counters":{"delivered":1,"ok":1,`, `"abiFailures":0`, `"loadedAt":"`, `"lastEventAt":"`,
-				`"retryExhausted":1`, `"filtered":{"my-pods":{"filtered":1,"unchanged":0,"resync":0,"error":0,"evalErrors":0}}`,
+				`"retryExhausted":1`, `"filtered":{"my-pods":{"filtered":1,"unchanged":0,"resync":0,"generation":0,"error":0,"evalErrors":0}}`,
 				`"parked":[{"resource":"cms","namespace":"ns","name":"a","failures":2,"lastError":"x","until":"`,
 				`"shard":{"member":"m1","active":true,"members":["m1"],"key":"namespace","owned":{"my-pods":1},"validUntil":"`,
-				`"controller":{"for":"cronjobs","depth":2,"nextRequeue":[{"namespace":"ns","name":"c","at":"2026-01-02T03:04:05Z"}],"parked":1,"finalizer":"example.com/f","finalizerStuck":3}`},
+				`"controller":{"for":"cronjobs","depth":2,"nextRequeue":[{"namespace":"ns","name":"c","at":"2026-01-02T03:04:05Z"}],` +
+					`"retrying":[{"namespace":"ns","name":"d","at":"2026-01-02T03:04:05Z"}],"parked":1,"finalizer":"example.com/f","finalizerStuck":3}`},
 			nil},
 		{"nothing loaded, not sharded", nil, nil, []string{`{"plugins":[]}`}, []string{`"shard"`}},
 		{"zero values left out", []host.PluginStatus{{File: "b.wasm", State: host.StateFailed}}, nil,

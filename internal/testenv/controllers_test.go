@@ -20,7 +20,7 @@ func TestControllers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane with controllers, which -short does not")
 	}
-	env, err := start(true)
+	env, err := start(true, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

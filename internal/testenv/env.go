@@ -79,9 +79,19 @@ type Env struct {
 // Start starts kube-apiserver and etcd on loopback ports, for a command
 // (`make cluster`, `make demo`, the benchmarks). Unlike Run's, this control
 // plane is not recorded as a test run's, so no later test run reaps it.
-func Start() (*Env, error) { return start(false) }
+func Start() (*Env, error) { return start(false, Options{}) }
 
-func start(owned bool) (*Env, error) {
+// Options change the control plane RunWith starts, for the one test
+// package that asks: every other package's stays as Run starts it.
+type Options struct {
+	// AdmissionPlugins are enabled beside the apiserver's default ones,
+	// for tests of what an admission plugin refuses (for example
+	// OwnerReferencesPermissionEnforcement, which clusters enable and the
+	// apiserver does not by default).
+	AdmissionPlugins []string
+}
+
+func start(owned bool, o Options) (*Env, error) {
 	dir, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -100,6 +110,9 @@ func start(owned bool) (*Env, error) {
 	// every Pod the tests create.
 	api := te.ControlPlane.GetAPIServer()
 	api.Configure().Set("disable-admission-plugins", "ServiceAccount")
+	if len(o.AdmissionPlugins) > 0 {
+		api.Configure().Set("enable-admission-plugins", strings.Join(o.AdmissionPlugins, ","))
+	}
 	cfg, err := te.Start()
 	if err != nil {
 		return nil, fmt.Errorf("testenv: start control plane from %s: %w", dir, err)
@@ -142,13 +155,16 @@ func (e *Env) Stop() error {
 //
 // Its control plane is recorded as this test binary's: if the binary dies
 // without stopping it, the next Start anywhere kills it.
-func Run(m *testing.M, env **Env) int {
+func Run(m *testing.M, env **Env) int { return RunWith(m, env, Options{}) }
+
+// RunWith is Run with a control plane changed by o.
+func RunWith(m *testing.M, env **Env, o Options) int {
 	// testing.Short reads the flags, which m.Run would parse only later.
 	flag.Parse()
 	if testing.Short() {
 		return m.Run()
 	}
-	e, err := start(true)
+	e, err := start(true, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1

@@ -25,7 +25,7 @@
 // and every controller loop reports through it, labelled by plugin:
 //
 //	controller_runtime_reconcile_total{controller,result}   result: success | error | requeue | requeue_after
-//	controller_runtime_reconcile_errors_total{controller}   ERROR and RETRY answers, traps and timeouts
+//	controller_runtime_reconcile_errors_total{controller}   result error: ERROR answers, traps and timeouts (RETRY is result requeue)
 //	controller_runtime_terminal_reconcile_errors_total{controller}  DROP answered with an error
 //	controller_runtime_reconcile_panics_total{controller}   traps (a plugin's panic)
 //	controller_runtime_reconcile_timeouts_total{controller} calls that ran past their deadline

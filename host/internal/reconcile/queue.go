@@ -20,15 +20,25 @@ import (
 // has at most one timer, and arming a second one keeps whichever is due
 // first. A later timer does not replace a sooner one, so a key whose
 // plugin asked for 1m and then for 1h is reconciled after 1m (and may ask
-// again then); a sooner one replaces a later one. Queue mirrors the armed
-// timers in a map of its own, which Due reads: an entry goes when its key
+// again then); a sooner one replaces a later one. Backoffs (AddRetryAfter,
+// AddRateLimited) share that one timer per key. Queue mirrors the armed
+// timers in a map of its own, each marked with what armed it, which Due
+// (requeue-after) and Retrying (backoff) read: an entry goes when its key
 // is handed out at or after its time.
 type Queue struct {
-	q     workqueue.TypedRateLimitingInterface[Request]
-	clock clock.PassiveClock
+	q       workqueue.TypedRateLimitingInterface[Request]
+	limiter workqueue.TypedRateLimiter[Request]
+	clock   clock.PassiveClock
 
 	mu     sync.Mutex
-	timers map[Request]time.Time
+	timers map[Request]timer
+}
+
+// timer is a key's armed delayed add: retry when a backoff armed it, not
+// a requeue-after the plugin asked for.
+type timer struct {
+	at    time.Time
+	retry bool
 }
 
 // QueueOption changes how NewQueue builds a Queue.
@@ -61,18 +71,27 @@ func NewQueue(name string, limiter workqueue.TypedRateLimiter[Request], m *Metri
 		cfg.MetricsProvider = m.provider(name)
 	}
 	return &Queue{
-		q:      workqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg),
-		clock:  o.clock,
-		timers: make(map[Request]time.Time),
+		q:       workqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg),
+		limiter: limiter,
+		clock:   o.clock,
+		timers:  make(map[Request]timer),
 	}
 }
 
 // Add queues r unless it is queued already.
 func (q *Queue) Add(r Request) { q.q.Add(r) }
 
-// AddAfter queues r once d has passed (at once when d <= 0). A sooner
-// timer already armed for r wins over this one.
-func (q *Queue) AddAfter(r Request, d time.Duration) {
+// AddAfter queues r once d has passed (at once when d <= 0): a
+// requeue-after timer, which Due lists. A sooner timer already armed for
+// r wins over this one.
+func (q *Queue) AddAfter(r Request, d time.Duration) { q.addAfter(r, d, false) }
+
+// AddRetryAfter is AddAfter for a key waiting out a backoff (a retry, a
+// parked key) rather than a requeue the plugin asked for: Retrying lists
+// it, Due does not.
+func (q *Queue) AddRetryAfter(r Request, d time.Duration) { q.addAfter(r, d, true) }
+
+func (q *Queue) addAfter(r Request, d time.Duration, retry bool) {
 	if q.q.ShuttingDown() {
 		return
 	}
@@ -81,17 +100,18 @@ func (q *Queue) AddAfter(r Request, d time.Duration) {
 		q.mu.Lock()
 		// An entry whose time has passed is a timer that fired (or is
 		// about to): client-go no longer knows it, so the new one stands.
-		if cur, ok := q.timers[r]; !ok || at.Before(cur) || !cur.After(q.clock.Now()) {
-			q.timers[r] = at
+		if cur, ok := q.timers[r]; !ok || at.Before(cur.at) || !cur.at.After(q.clock.Now()) {
+			q.timers[r] = timer{at: at, retry: retry}
 		}
 		q.mu.Unlock()
 	}
 	q.q.AddAfter(r, d)
 }
 
-// AddRateLimited queues r after its rate limiter's delay: per-key
-// exponential backoff with client-go's default limiter.
-func (q *Queue) AddRateLimited(r Request) { q.q.AddRateLimited(r) }
+// AddRateLimited queues r after its rate limiter's delay (per-key
+// exponential backoff with client-go's default limiter), a backoff
+// Retrying lists. It is client-go's AddRateLimited, with the delay seen.
+func (q *Queue) AddRateLimited(r Request) { q.AddRetryAfter(r, q.limiter.When(r)) }
 
 // Forget clears r's backoff: the next AddRateLimited starts from the
 // shortest delay again.
@@ -109,7 +129,7 @@ func (q *Queue) Get() (Request, bool) {
 		return Request{}, false
 	}
 	q.mu.Lock()
-	if at, ok := q.timers[r]; ok && !at.After(q.clock.Now()) {
+	if t, ok := q.timers[r]; ok && !t.at.After(q.clock.Now()) {
 		delete(q.timers, r)
 	}
 	q.mu.Unlock()
@@ -137,13 +157,21 @@ func (q *Queue) ShutDown() {
 func (q *Queue) ShuttingDown() bool { return q.q.ShuttingDown() }
 
 // Due returns the armed requeue-after timers, soonest first, at most n
-// of them (all when n <= 0). Backoff delays (AddRateLimited) are not
-// among them.
-func (q *Queue) Due(n int) []Due {
+// of them (all when n <= 0). Backoffs (AddRetryAfter, AddRateLimited) are
+// not among them: Retrying lists those.
+func (q *Queue) Due(n int) []Due { return q.armed(n, false) }
+
+// Retrying returns the keys waiting out a backoff, with the time each is
+// added back, soonest first, at most n of them (all when n <= 0).
+func (q *Queue) Retrying(n int) []Due { return q.armed(n, true) }
+
+func (q *Queue) armed(n int, retry bool) []Due {
 	q.mu.Lock()
 	out := make([]Due, 0, len(q.timers))
-	for r, at := range q.timers {
-		out = append(out, Due{Request: r, At: at})
+	for r, t := range q.timers {
+		if t.retry == retry {
+			out = append(out, Due{Request: r, At: t.at})
+		}
 	}
 	q.mu.Unlock()
 	slices.SortFunc(out, func(a, b Due) int {

@@ -202,12 +202,47 @@ func TestQueueRateLimitedBackoffAndForget(t *testing.T) {
 	if due := q.Due(0); len(due) != 0 {
 		t.Fatalf("Due = %v, want none: backoff delays are not requeue-after timers", due)
 	}
+	if got := q.Retrying(0); len(got) != 1 || got[0].Request != r || got[0].At != t0.Add(time.Second) {
+		t.Fatalf("Retrying = %v, want r at +1s", got)
+	}
 	settle(t, fc, q)
 	advance(t, fc, q, t0.Add(time.Second), 1)
 	q.Done(mustGet(t, q))
 	q.Forget(r)
 	if n := q.NumRequeues(r); n != 0 {
 		t.Fatalf("NumRequeues after Forget = %d, want 0", n)
+	}
+}
+
+// A key waiting out a backoff is listed by Retrying, not by Due; a key
+// has one timer, so a sooner backoff takes the place of a requeue-after
+// timer and the other way round.
+func TestQueueRetryingIsApartFromDue(t *testing.T) {
+	fc := clocktesting.NewFakeClock(t0)
+	q := newTestQueue(t, WithClock(fc))
+	a, b := Request{Namespace: "ns", Name: "a"}, Request{Namespace: "ns", Name: "b"}
+	q.AddAfter(a, time.Minute)
+	q.AddRetryAfter(b, time.Hour)
+	if due := q.Due(0); len(due) != 1 || due[0].Request != a {
+		t.Fatalf("Due = %v, want only a", due)
+	}
+	if got := q.Retrying(0); len(got) != 1 || got[0].Request != b || got[0].At != t0.Add(time.Hour) {
+		t.Fatalf("Retrying = %v, want only b at +1h", got)
+	}
+	q.AddRetryAfter(a, time.Second) // sooner: a now waits out a backoff
+	q.AddAfter(b, time.Second)      // sooner: b now waits on a requeue-after
+	if due := q.Due(0); len(due) != 1 || due[0].Request != b {
+		t.Fatalf("Due after the swap = %v, want only b", due)
+	}
+	if got := q.Retrying(0); len(got) != 1 || got[0].Request != a {
+		t.Fatalf("Retrying after the swap = %v, want only a", got)
+	}
+	settle(t, fc, q)
+	advance(t, fc, q, t0.Add(time.Second), 2)
+	q.Done(mustGet(t, q))
+	q.Done(mustGet(t, q))
+	if due, got := q.Due(0), q.Retrying(0); len(due)+len(got) != 0 {
+		t.Fatalf("after both were handed out: Due %v, Retrying %v, want none", due, got)
 	}
 }
 

@@ -17,8 +17,8 @@ func (r Request) String() string {
 	return r.Namespace + "/" + r.Name
 }
 
-// Due is a requeue-after timer armed on a queue: the key is added back at
-// At.
+// Due is a delayed add armed on a queue (a requeue-after timer, or a
+// backoff): the key is added back at At.
 type Due struct {
 	Request
 	At time.Time
