@@ -250,7 +250,7 @@ func (hs *harness) start() error {
 	if hs.rest != nil {
 		restConfig = hs.rest
 	}
-	hs.p, err = informer.New(informer.Options{RESTConfig: restConfig, Logger: log, PendingRetryPeriod: 200 * time.Millisecond})
+	hs.p, err = informer.New(informer.Options{RESTConfig: restConfig, Logger: log, PendingRetryPeriod: 200 * time.Millisecond, Indexers: Indexers()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -639,18 +639,35 @@ func (r *reconciler) writes(primary *event.ResourceRef) *controllerwrites.Writer
 }
 
 // ownedLister serves the controller writes the children the host applied
-// for the plugin, from the owned resources' informer caches, selected by
-// the host's bookkeeping label.
+// for the plugin, from the owned resources' informer caches: by the
+// controller owner index (Indexers), so a reconcile costs its own
+// primary's children, not every child of the plugin; by the host's
+// bookkeeping label where the informers lack the index (a pipeline built
+// without Indexers), which the writes filter by owner themselves.
 type ownedLister struct {
 	p      *informer.Pipeline
 	plugin string
 }
 
-func (l ownedLister) ListOwned(resource, _ string) []*unstructured.Unstructured {
-	sel := labels.SelectorFromSet(labels.Set{controllerwrites.LabelPlugin: controllerwrites.PluginLabel(l.plugin)})
+func (l ownedLister) ListOwned(resource, owner string) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
-	l.p.CacheList(resource, "", sel, func(u *unstructured.Unstructured) { out = append(out, u) })
+	add := func(u *unstructured.Unstructured) { out = append(out, u) }
+	err := l.p.CacheByIndex(resource, config.IndexControllerOwner, owner, add)
+	if err == nil {
+		return out
+	}
+	out = out[:0]
+	sel := labels.SelectorFromSet(labels.Set{controllerwrites.LabelPlugin: controllerwrites.PluginLabel(l.plugin)})
+	l.p.CacheList(resource, "", sel, add)
 	return out
+}
+
+// Indexers are the index functions the host's controllers read the owned
+// resources' caches by: a pipeline the host runs controllers on is built
+// with them (informer.Options.Indexers), which config.Resource.Indexes
+// then asks for on every resource a controller owns.
+func Indexers() cache.Indexers {
+	return cache.Indexers{config.IndexControllerOwner: controllerwrites.OwnerIndexFunc}
 }
 
 // controllerCall serves one reconcile call's controller functions.

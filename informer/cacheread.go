@@ -3,6 +3,7 @@ package informer
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,6 +37,11 @@ func (w *sharedWatch) indexers() cache.Indexers {
 		changesIndex: func(any) ([]string, error) { w.changes.Add(1); return nil, nil }}
 	if w.key.ownerIndex {
 		ix[OwnerIndex] = ownerUIDs
+	}
+	if w.key.extraIndexes != "" {
+		for _, n := range strings.Split(w.key.extraIndexes, ",") {
+			ix[n] = w.opts.indexers[n]
+		}
 	}
 	return ix
 }
@@ -167,6 +173,36 @@ func (p *Pipeline) CacheList(resource, namespace string, sel labels.Selector, f 
 			f(u)
 		}
 	}
+}
+
+// CacheByIndex calls f for every cached object of the configured
+// resource that index maps to value: the index's own lookup, so the cost
+// is that of the objects found, not of the resource's whole cache.
+// ErrNoIndex when the resource's informers were not built with index (an
+// Options.Indexers name its config.Resource.Indexes asks for, or
+// OwnerIndex); nothing when the resource is not active. f must not keep
+// or modify the object.
+func (p *Pipeline) CacheByIndex(resource, index, value string, f func(*unstructured.Unstructured)) error {
+	ws, ok := p.indexersOf(resource)
+	if !ok {
+		return nil
+	}
+	for _, w := range ws {
+		ix := w.informer.GetIndexer()
+		if _, ok := ix.GetIndexers()[index]; !ok {
+			return fmt.Errorf("resource %q, index %q: %w", resource, index, ErrNoIndex)
+		}
+		objs, err := ix.ByIndex(index, value)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				f(u)
+			}
+		}
+	}
+	return nil
 }
 
 // CacheKeys appends to dst the store keys of the cached objects of the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -48,6 +49,11 @@ type Options struct {
 	// no answer from the apiserver; it bounds how long after the apiserver
 	// is reachable again delivery resumes. Default 2s.
 	WatchRetryMax time.Duration
+	// Indexers are index functions, by name, beyond the pipeline's own
+	// (namespace, OwnerIndex): a resource's informers are built with
+	// those its config.Resource.Indexes names, and CacheByIndex reads
+	// them. A name with no function here is not an index.
+	Indexers cache.Indexers
 }
 
 // Phase is where a configured resource stands.
@@ -148,7 +154,8 @@ func New(opts Options) (*Pipeline, error) {
 	if p.grace = opts.WatchFailureGrace; p.grace <= 0 {
 		p.grace = 30 * time.Second
 	}
-	p.watchOpts = watchOptions{log: p.log, retryMin: 200 * time.Millisecond, retryMax: opts.WatchRetryMax, logEvery: 10 * time.Second}
+	p.watchOpts = watchOptions{log: p.log, retryMin: 200 * time.Millisecond, retryMax: opts.WatchRetryMax, logEvery: 10 * time.Second,
+		indexers: maps.Clone(opts.Indexers)}
 	if p.watchOpts.retryMax <= 0 {
 		p.watchOpts.retryMax = 2 * time.Second
 	}
@@ -402,6 +409,7 @@ func (p *Pipeline) activate(ctx context.Context, name string) {
 			stripManagedFields: spec.StripsManagedFields(),
 			resync:             spec.ResyncPeriod.Duration,
 			ownerIndex:         slices.Contains(spec.Indexes, config.IndexOwner),
+			extraIndexes:       p.watchOpts.extraIndexes(spec.Indexes),
 		}
 		w := p.watches[key]
 		if w == nil {

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +35,9 @@ type watchKey struct {
 	// because client-go cannot add an indexer once an informer runs
 	// (AddIndexers fails after start): a watch needing it is built with it.
 	ownerIndex bool
+	// extraIndexes are the names, sorted and comma-joined, of the
+	// Options.Indexers the informer is built with, for the same reason.
+	extraIndexes string
 }
 
 // watchOptions are the pipeline-wide settings every sharedWatch uses.
@@ -43,6 +48,21 @@ type watchOptions struct {
 	retryMin, retryMax time.Duration
 	// logEvery rate-limits the log of a watch that keeps failing.
 	logEvery time.Duration
+	// indexers are Options.Indexers.
+	indexers cache.Indexers
+}
+
+// extraIndexes is watchKey.extraIndexes for a resource that asks for
+// names: those of them the pipeline has a function for.
+func (o watchOptions) extraIndexes(names []string) string {
+	var have []string
+	for _, n := range names {
+		if _, ok := o.indexers[n]; ok && !slices.Contains(have, n) {
+			have = append(have, n)
+		}
+	}
+	slices.Sort(have)
+	return strings.Join(have, ",")
 }
 
 // sharedWatch is one running dynamic shared informer and the number of

@@ -22,6 +22,13 @@ const (
 	IndexOwner = "owner"
 )
 
+// IndexControllerOwner indexes a controller's children by the primary
+// the host applied them for (their owner annotation, without its uid).
+// No grant asks for it: every resource a controller owns gets it, so a
+// reconcile finds its primary's children by index instead of listing
+// all of them. The host hands the pipeline its function.
+const IndexControllerOwner = "controller.informer-host.io/owner"
+
 // knownIndexes are the index names a cache grant accepts.
 var knownIndexes = []string{IndexOwner}
 
@@ -189,7 +196,8 @@ func validateGrants(p *problems, sp path, g *Grants, names map[string]int, compl
 }
 
 // resourceIndexes returns, per resource name, the indexes some cache
-// grant (in plugins.default or a module) asks for, sorted.
+// grant (in plugins.default or a module) asks for, and
+// IndexControllerOwner for the resources a controller owns, sorted.
 func resourceIndexes(c *Config) map[string][]string {
 	out := map[string][]string{}
 	add := func(g Grants) {
@@ -201,9 +209,21 @@ func resourceIndexes(c *Config) map[string][]string {
 			}
 		}
 	}
+	owns := func(ctl *Controller) {
+		if ctl == nil {
+			return
+		}
+		for _, r := range ctl.Owns {
+			if !slices.Contains(out[r], IndexControllerOwner) {
+				out[r] = append(out[r], IndexControllerOwner)
+			}
+		}
+	}
 	add(c.Plugins.Default.Grants)
+	owns(c.Plugins.Default.Controller)
 	for _, m := range c.Plugins.Modules {
 		add(m.Grants)
+		owns(m.Controller)
 	}
 	for _, l := range out {
 		sort.Strings(l)

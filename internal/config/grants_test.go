@@ -100,3 +100,39 @@ func TestGrantMerge(t *testing.T) {
 		t.Error("SettingsFor result aliases the config")
 	}
 }
+
+// A controller's owned resources carry IndexControllerOwner without any
+// grant, so its reconciles find a primary's children by index; the
+// primary and resources no controller owns do not pay for it.
+func TestControllerOwnsIndex(t *testing.T) {
+	in := doc(
+		"apiVersion: informer-host/v1",
+		"resources:",
+		"- {name: pods, version: v1, resource: pods}",
+		"- {name: cms, version: v1, resource: configmaps}",
+		"- {name: secrets, version: v1, resource: secrets}",
+		"plugins:",
+		"  modules:",
+		"  - file: ctl.wasm",
+		"    grants:",
+		"      cache: [{resource: pods, indexes: [owner]}]",
+		"      writes:",
+		"        resources:",
+		"        - {resource: pods, verbs: [apply, delete]}",
+		"        - {resource: secrets, verbs: [apply, delete]}",
+		"    controller: {for: cms, owns: [pods, secrets]}",
+	)
+	c, err := Parse("config.yaml", []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"pods":    {IndexControllerOwner, IndexOwner},
+		"secrets": {IndexControllerOwner},
+	}
+	for _, r := range c.Resources {
+		if !reflect.DeepEqual(r.Indexes, want[r.Name]) {
+			t.Errorf("resource %s: indexes %v, want %v", r.Name, r.Indexes, want[r.Name])
+		}
+	}
+}

@@ -3,6 +3,7 @@ package controllerwrites
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -64,16 +65,42 @@ func (w *Writer) ApplyChildren(ctx context.Context, key Key, primary *unstructur
 			return nil, &Error{code, fmt.Sprintf("child %d (%s %s/%s): %s", i, c.kind, c.ns, c.name, msg)}
 		}
 	}
+	cached := w.cachedVersions(owner)
 	for i, r := range reqs {
-		if _, code, msg := w.o.Writes.Do(ctx, r); code != 0 {
+		id := childID{r.Resource, r.Namespace, r.Name}
+		sum := sha256.Sum256(r.Body)
+		if w.applied.current(id, sum, cached[id]) {
+			continue
+		}
+		out, code, msg := w.o.Writes.Do(ctx, r)
+		if code != 0 {
+			w.applied.forget(id)
 			if code == abi.ErrCanceled {
 				return failed, &Error{code, msg}
 			}
 			failed = append(failed, childFailure(desired[i].kind, r.Namespace, r.Name, code, msg))
+			continue
 		}
+		w.applied.record(id, sum, out)
 	}
 	more, err := w.prune(ctx, owner, keep)
 	return append(failed, more...), err
+}
+
+// cachedVersions returns the resourceVersions of the cached children
+// applied for owner's primary key, by child.
+func (w *Writer) cachedVersions(owner Owner) map[childID]string {
+	if w.o.Owned == nil {
+		return nil
+	}
+	out := map[childID]string{}
+	for i := range w.o.Owns {
+		res := &w.o.Owns[i]
+		for _, obj := range w.o.Owned.ListOwned(res.Name, owner.IndexKey()) {
+			out[childID{res.Name, obj.GetNamespace(), obj.GetName()}] = obj.GetResourceVersion()
+		}
+	}
+	return out
 }
 
 // PruneAll deletes every child applied for the key (whatever the uid of
@@ -114,6 +141,7 @@ func (w *Writer) prune(ctx context.Context, owner Owner, keep map[childID]bool) 
 			}
 			switch code {
 			case 0, abi.ErrAbsent, abi.ErrConflict:
+				w.applied.forget(childID{res.Name, obj.GetNamespace(), obj.GetName()})
 				// Gone, or replaced by another object of that name: not
 				// this one's to delete any more.
 			case abi.ErrCanceled:

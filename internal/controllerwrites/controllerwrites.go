@@ -71,9 +71,14 @@ type Options struct {
 	Now       func() time.Time // default time.Now
 }
 
-// Writer performs one controller plugin's writes. It keeps no state
-// between calls; its methods may run concurrently for different keys.
-type Writer struct{ o Options }
+// Writer performs one controller plugin's writes. Between calls it keeps
+// only what it last applied to each child (appliedSet), to skip applies
+// that would change nothing; its methods may run concurrently for
+// different keys.
+type Writer struct {
+	o       Options
+	applied appliedSet
+}
 
 // New returns a Writer.
 func New(o Options) *Writer { return &Writer{o: o} }

@@ -161,7 +161,7 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 	o.APIClient.Apply(restCfg)
 	log.Info("informer-host starting", "version", o.Version, "config", cfg.File, "apiserver", restCfg.Host, "credentials", source,
 		"apiQPS", restCfg.QPS, "apiBurst", restCfg.Burst)
-	p, err := informer.New(informer.Options{RESTConfig: restCfg, Logger: log, WatchFailureGrace: o.WatchFailureGrace})
+	p, err := informer.New(informer.Options{RESTConfig: restCfg, Logger: log, WatchFailureGrace: o.WatchFailureGrace, Indexers: host.Indexers()})
 	if err != nil {
 		return err
 	}
