@@ -392,17 +392,20 @@ func (r *reconciler) reconcileKey(inst *engine.Instance, q reconcile.Request) *e
 	start := time.Now()
 	idle := r.metrics.WorkerActive(r.name)
 	ctx := g.shard.callContext(&st.k)
-	res, err := inst.Reconcile(ctx, &engine.ReconcileRequest{Env: env, Flags: st.flags, Call: call})
+	ctl, recorded := recordReconcile(g.slot.h.recording, g.slot.name, st.ref, q.Namespace, q.Name, st.obj, st.flags, call)
+	res, err := inst.Reconcile(ctx, &engine.ReconcileRequest{Env: env, Flags: st.flags, Call: ctl})
 	g.shard.callEnded()
 	idle()
 	if err != nil && !errors.As(err, new(*engine.Failure)) && (g.stopping() || ctx.Err() != nil) {
 		// Stopped, or fenced: not the plugin's failure. A fenced key is
 		// decided again, under the Assignment then in force.
+		recorded(res, err, true)
 		if !g.stopping() {
 			r.queue.Add(q)
 		}
 		return inst
 	}
+	recorded(res, err, false)
 	end := time.Now()
 	g.slot.obs.handle.Observe(end.Sub(start).Seconds())
 	g.slot.lastEvent.Store(end.UnixNano())

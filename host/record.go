@@ -1,11 +1,13 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/host/replay"
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/controllerwrites"
 )
 
 // Recorder writes, for each plugin, the event stream it receives in a
@@ -65,6 +68,7 @@ type Recorder struct {
 // (*informer.Pipeline).
 type recordedCaches interface {
 	CacheList(resource, namespace string, sel labels.Selector, f func(*unstructured.Unstructured))
+	CacheGet(resource, namespace, name string) (*unstructured.Unstructured, bool)
 	Ref(name string) (*event.ResourceRef, bool)
 }
 
@@ -97,6 +101,17 @@ type ownVersions struct {
 	// finalizers, updated with a deletionTimestamp), and a delete
 	// returns no resourceVersion to know it by.
 	deleted bool
+	// child: the host applied or pruned the object as a child in the
+	// call (children_apply), which returns no resourceVersions to know
+	// the results by: any state of it is the call's.
+	child bool
+	// before is the object as the cache held it when the call first
+	// wrote it (nil: absent), the state the plugin read: the cache lines
+	// before the call's line hold it when they hold no later state (one
+	// that someone else's change that landed before the write, a Pod
+	// made by its controller, say, is in the store but masked by the
+	// write's result).
+	before *unstructured.Unstructured
 }
 
 // holds reports whether the store's state rv of a written object
@@ -152,6 +167,23 @@ type recordingHooks interface {
 	// not told of: ih_init (replayed: the replay makes it too), or a call
 	// the stop or a fence cut.
 	unrecorded(plugin string, replayed bool)
+	// reconciling is told of an ih_reconcile call of plugin about to be
+	// made, for the key namespace/name of ref with the primary obj (nil:
+	// absent) and the header flags; it returns the ControllerCall to give
+	// the plugin (call, recorded) and done, to be told of the call's end
+	// (cut: the stop or a fence cut it, and no line stands for it).
+	reconciling(plugin string, ref *event.ResourceRef, namespace, name string, obj *unstructured.Unstructured, flags uint8,
+		call engine.ControllerCall) (ctl engine.ControllerCall, done func(res engine.Result, err error, cut bool))
+}
+
+// recordReconcile is rec's reconciling, or call itself and a done that
+// does nothing when the host records nothing.
+func recordReconcile(rec recordingHooks, plugin string, ref *event.ResourceRef, namespace, name string, obj *unstructured.Unstructured,
+	flags uint8, call engine.ControllerCall) (engine.ControllerCall, func(res engine.Result, err error, cut bool)) {
+	if rec == nil {
+		return call, func(engine.Result, error, bool) {}
+	}
+	return rec.reconciling(plugin, ref, namespace, name, obj, flags, call)
 }
 
 // capabilities records, as the plugin's stubs, what its capabilities II
@@ -177,6 +209,7 @@ type ownWrites struct {
 func (w ownWrites) Check(req *engine.WriteRequest) (int32, string) { return w.next.Check(req) }
 
 func (w ownWrites) Do(ctx context.Context, req *engine.WriteRequest) (map[string]any, int32, string) {
+	before, found := w.r.cached(w.plugin, string(req.Resource), string(req.Namespace), string(req.Name))
 	obj, code, msg := w.next.Do(ctx, req)
 	if code != 0 {
 		return obj, code, msg
@@ -195,6 +228,9 @@ func (w ownWrites) Do(ctx context.Context, req *engine.WriteRequest) (map[string
 	v := own[k]
 	if v == nil {
 		v = &ownVersions{rvs: map[string]bool{}}
+		if found && k.key == storeKey(before) {
+			v.before = before
+		}
 		own[k] = v
 	}
 	if req.Op == abi.WriteDelete {
@@ -203,6 +239,30 @@ func (w ownWrites) Do(ctx context.Context, req *engine.WriteRequest) (map[string
 		v.rvs[rv] = true
 	}
 	return obj, code, msg
+}
+
+// cached returns the object a write of plugin's names as a cache it may
+// read holds it before the write (found false: none holds it, or the
+// write names no object yet, a create by generateName).
+func (r *Recorder) cached(plugin, resource, namespace, name string) (*unstructured.Unstructured, bool) {
+	if name == "" {
+		return nil, false
+	}
+	target := ownTarget(r.p, resource)
+	r.mu.Lock()
+	var caches []string
+	if s := r.streams[plugin]; s != nil {
+		caches = slices.Clone(s.head.Cache)
+	}
+	r.mu.Unlock()
+	for _, res := range caches {
+		if ownTarget(r.p, res) == target {
+			if obj, ok := r.p.CacheGet(res, namespace, name); ok {
+				return obj, true
+			}
+		}
+	}
+	return nil, false
 }
 
 // wrote returns what the plugin's writes since its last event did to the
@@ -257,14 +317,7 @@ func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, re
 		s.lines = append(s.lines, replay.Line{Type: replay.LineSynced, Resource: ev.Resource.Name})
 		return
 	}
-	result := res.Code.String()
-	if err != nil {
-		result = "error"
-		var f *engine.Failure
-		if errors.As(err, &f) {
-			result = f.Kind.String()
-		}
-	}
+	result := resultOf(res, err)
 	k := ev.Type.String() + " " + ev.Resource.Name + " " + ev.Key() + " " + ev.Object.GetResourceVersion()
 	if s.pending[k] {
 		s.answers.Settle(true, true)
@@ -278,6 +331,111 @@ func (r *Recorder) handled(plugin string, ev *event.Event, pluginFlags uint8, re
 		s.pending[k] = true
 	}
 	s.lines = append(s.lines, replay.EventLine(ev, pluginFlags, result))
+}
+
+// resultOf is a call's outcome as a line's result: the plugin's answer,
+// or the kind of the failure.
+func resultOf(res engine.Result, err error) string {
+	if err == nil {
+		return res.Code.String()
+	}
+	var f *engine.Failure
+	if errors.As(err, &f) {
+		return f.Kind.String()
+	}
+	return "error"
+}
+
+// reconciling records an ih_reconcile call: what its children_apply and
+// status_apply are answered goes into the plugin's stubs, the children
+// the host applies and prunes in it are its own writes (held out of the
+// cache lines until after its line), and done writes its line.
+func (r *Recorder) reconciling(plugin string, ref *event.ResourceRef, namespace, name string, obj *unstructured.Unstructured, flags uint8,
+	call engine.ControllerCall) (engine.ControllerCall, func(engine.Result, error, bool)) {
+	r.mu.Lock()
+	c := r.stream(plugin).answers
+	r.mu.Unlock()
+	cc := c.Controller(ref.Name, namespace, name, call)
+	ctl := ownChildren{CassetteController: cc, r: r, plugin: plugin, primary: ref, namespace: namespace, name: name}
+	return ctl, func(res engine.Result, err error, cut bool) {
+		if cut {
+			r.unrecorded(plugin, false)
+			return
+		}
+		children, status, requeue := cc.Given()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.Resource != "" && ref.Name != r.Resource {
+			if s := r.streams[plugin]; s != nil {
+				clear(s.own)
+				s.answers.Settle(false, false)
+			}
+			return
+		}
+		s := r.stream(plugin)
+		s.ref(ref)
+		r.syncCache(s)
+		clear(s.own)
+		s.answers.Settle(true, false)
+		s.lines = append(s.lines, replay.ReconcileLine(ref, namespace, name, obj, flags, children, status, requeue, resultOf(res, err)))
+	}
+}
+
+// ownChildren notes, before a children_apply goes to the host, every
+// cached object it may change: each child of the set, and each child the
+// host applied for the key before (it may be pruned). The apply returns
+// no resourceVersions, so any state of them until the call's line is
+// taken as the call's.
+type ownChildren struct {
+	*replay.CassetteController
+	r               *Recorder
+	plugin          string
+	primary         *event.ResourceRef
+	namespace, name string
+}
+
+func (o ownChildren) ApplyChildren(ctx context.Context, body []byte) (int32, int32, string) {
+	o.r.noteChildren(o.plugin, o.primary, o.namespace, o.name, body)
+	return o.CassetteController.ApplyChildren(ctx, body)
+}
+
+func (r *Recorder) noteChildren(plugin string, primary *event.ResourceRef, namespace, name string, body []byte) {
+	var children []map[string]any
+	_ = json.Unmarshal(body, &children)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stream(plugin)
+	// The first children_apply of a call finds the state the plugin
+	// read; a later one would find the earlier one's results.
+	note := func(res, key string, obj *unstructured.Unstructured) {
+		k := ownWrite{ownTarget(r.p, res), key}
+		if v := s.own[k]; v == nil {
+			s.own[k] = &ownVersions{rvs: map[string]bool{}, child: true, before: obj}
+		} else {
+			v.child = true // before: what the call's first write found
+		}
+	}
+	mine := labels.SelectorFromSet(labels.Set{controllerwrites.LabelPlugin: controllerwrites.PluginLabel(plugin)})
+	for _, res := range s.head.Cache {
+		ref, ok := r.p.Ref(res)
+		if !ok || ref == nil {
+			continue
+		}
+		for _, c := range children {
+			u := unstructured.Unstructured{Object: c}
+			if u.GroupVersionKind().Group == ref.Group && u.GetKind() == ref.Kind {
+				ns := cmp.Or(u.GetNamespace(), namespace)
+				obj, _ := r.p.CacheGet(res, ns, u.GetName())
+				note(res, cache.NewObjectName(ns, u.GetName()).String(), obj)
+			}
+		}
+		r.p.CacheList(res, "", mine, func(u *unstructured.Unstructured) {
+			o, ok := controllerwrites.ParseOwner(u.GetAnnotations()[controllerwrites.AnnotationOwner])
+			if ok && o.Resource.Resource == primary.Resource && o.Resource.Group == primary.Group && o.Namespace == namespace && o.Name == name {
+				note(res, storeKey(u), u)
+			}
+		})
+	}
 }
 
 // syncCache appends to s the changes of the caches it may read since the
@@ -302,22 +460,33 @@ func (r *Recorder) syncCache(s *recStream) {
 			s.head.Resources[res] = replay.Resource{}
 		}
 		wrote := r.wrote(s, res)
-		seen := map[string]bool{}
-		r.p.CacheList(res, "", labels.Everything(), func(u *unstructured.Unstructured) {
-			k := storeKey(u)
+		seen, current := map[string]bool{}, map[string]bool{}
+		put := func(k string, u *unstructured.Unstructured) {
 			seen[k] = true
-			rv := u.GetResourceVersion()
-			if w := wrote[k]; w != nil && w.holds(rv, true) {
-				return // the call's own write: after its event line
-			}
-			if known[k] != rv || rv == "" {
+			if rv := u.GetResourceVersion(); known[k] != rv || rv == "" {
 				known[k] = rv
 				s.lines = append(s.lines, replay.Line{Type: replay.LineCache, Resource: res, Object: u.Object})
 			}
+		}
+		r.p.CacheList(res, "", labels.Everything(), func(u *unstructured.Unstructured) {
+			k := storeKey(u)
+			if w := wrote[k]; w != nil && (w.child || w.holds(u.GetResourceVersion(), true)) {
+				// The call's own write: after its event line. What the
+				// call found stands here instead (below).
+				seen[k] = !w.child
+				return
+			}
+			current[k] = true
+			put(k, u)
 		})
+		for _, k := range slices.Sorted(maps.Keys(wrote)) {
+			if w := wrote[k]; w.before != nil && !current[k] {
+				put(k, w.before)
+			}
+		}
 		var gone []string
 		for k := range known {
-			if w := wrote[k]; !seen[k] && (w == nil || !w.holds("", false)) {
+			if w := wrote[k]; !seen[k] && (w == nil || w.child || !w.holds("", false)) {
 				gone = append(gone, k)
 			}
 		}
@@ -428,6 +597,7 @@ func (r *Recorder) Write(plugin string, w io.Writer) error {
 	for _, l := range s.lines {
 		if !r.KeepSecretData {
 			l = redactSecrets(s.head.Resources[l.Resource], l)
+			l.Children = replay.RedactChildren(l.Children)
 		}
 		if err := rw.Line(l); err != nil {
 			return err
@@ -438,7 +608,7 @@ func (r *Recorder) Write(plugin string, w io.Writer) error {
 
 // lastApplied is the annotation kubectl apply keeps the applied object
 // in, Secret values included.
-const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+const lastApplied = replay.LastApplied
 
 // redactSecrets returns l with its objects' Secret values blanked
 // (redactSecret), when they are Secrets: by the resource l names (core
@@ -453,37 +623,5 @@ func redactSecrets(res replay.Resource, l replay.Line) replay.Line {
 	return l
 }
 
-// redactSecret returns a copy of the Secret obj whose data and stringData
-// values are "" (the keys stay: a plugin may look for them), and whose
-// last-applied-configuration annotation is redacted the same way. obj is
-// the informer's, shared with its cache: it is not changed.
-func redactSecret(obj map[string]any) map[string]any {
-	out := maps.Clone(obj)
-	for _, field := range []string{"data", "stringData"} {
-		if m, ok := out[field].(map[string]any); ok {
-			blank := make(map[string]any, len(m))
-			for k := range m {
-				blank[k] = ""
-			}
-			out[field] = blank
-		}
-	}
-	md, _ := out["metadata"].(map[string]any)
-	ann, _ := md["annotations"].(map[string]any)
-	if applied, ok := ann[lastApplied].(string); ok {
-		// The annotation is JSON of the applied Secret; one that does not
-		// parse is dropped whole rather than kept with its values.
-		var inner map[string]any
-		redacted := ""
-		if json.Unmarshal([]byte(applied), &inner) == nil {
-			b, _ := json.Marshal(redactSecret(inner))
-			redacted = string(b)
-		}
-		ann = maps.Clone(ann)
-		ann[lastApplied] = redacted
-		md = maps.Clone(md)
-		md["annotations"] = ann
-		out["metadata"] = md
-	}
-	return out
-}
+// redactSecret is replay.RedactSecret.
+func redactSecret(obj map[string]any) map[string]any { return replay.RedactSecret(obj) }

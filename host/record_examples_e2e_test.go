@@ -324,18 +324,7 @@ plugins:
 			continue
 		}
 		cfgJSON, _ := lr.cfg.ConfigJSON(name + ".wasm")
-		var stubFile bytes.Buffer
-		if err := lr.rec.WriteStubs(name+".wasm", &stubFile); err != nil {
-			t.Fatal(err)
-		}
-		stubsPath := filepath.Join(t.TempDir(), "stubs.json")
-		if err := os.WriteFile(stubsPath, stubFile.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		stubs, err := replay.ReadStubs(stubsPath)
-		if err != nil {
-			t.Fatalf("%s: the recorded stubs: %v\n%s", name, err, stubFile.Bytes())
-		}
+		stubFile, stubs := recordedStubs(t, lr, name+".wasm")
 		rep, err := replay.Run(ctx, replay.Options{Plugin: name + ".wasm", Wasm: plugins[name+".wasm"], Events: rec, Config: cfgJSON, Stubs: stubs})
 		if err != nil {
 			t.Errorf("%s: replay: %v", name, err)
@@ -363,6 +352,25 @@ plugins:
 			}
 		}
 	}
+}
+
+// recordedStubs returns plugin's stub file as the recording writes it,
+// and read back as the replay reads it.
+func recordedStubs(t *testing.T, lr *liveRun, plugin string) (*bytes.Buffer, *replay.Stubs) {
+	t.Helper()
+	var stubFile bytes.Buffer
+	if err := lr.rec.WriteStubs(plugin, &stubFile); err != nil {
+		t.Fatal(err)
+	}
+	stubsPath := filepath.Join(t.TempDir(), "stubs.json")
+	if err := os.WriteFile(stubsPath, stubFile.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stubs, err := replay.ReadStubs(stubsPath)
+	if err != nil {
+		t.Fatalf("%s: the recorded stubs: %v\n%s", plugin, err, stubFile.Bytes())
+	}
+	return &stubFile, stubs
 }
 
 // writeRecording writes plugin name's recording (and its config, if any)

@@ -92,6 +92,11 @@ func (f *fakeCaches) CacheList(resource, _ string, _ labels.Selector, fn func(*u
 	}
 }
 
+func (f *fakeCaches) CacheGet(resource, namespace, name string) (*unstructured.Unstructured, bool) {
+	u, ok := f.objs[namespace+"/"+name]
+	return u, ok && resource == "cms"
+}
+
 // Ref resolves cms, and cms-too: a second configured resource of the
 // same group/version/resource (another selector, say).
 func (f *fakeCaches) Ref(name string) (*event.ResourceRef, bool) {

@@ -25,50 +25,14 @@ func TestServicePerPodE2E(t *testing.T) {
 	env := controlPlane(t)
 	env.Controllers(t)
 	const fin = "service-per-pod.informer-host.io/cleanup"
-	hs, err := newHarness(t, `
-apiVersion: informer-host/v1
-resources:
-  - {name: statefulsets, group: apps, version: v1, resource: statefulsets, namespaces: [NS]}
-  - {name: services, version: v1, resource: services, namespaces: [NS]}
-  - {name: pods, version: v1, resource: pods, namespaces: [NS]}
-plugins:
-  directory: DIR
-  modules:
-    - file: service-per-pod-rs.wasm
-      controller:
-        for: statefulsets
-        owns: [services]
-        watches:
-          - resource: pods
-            map: 'has(object.metadata.ownerReferences) ? object.metadata.ownerReferences.filter(r, r.kind == "StatefulSet" && has(r.controller) && r.controller).map(r, r.name) : []'
-        finalizer: `+fin+`
-      grants:
-        cache: [{resource: pods, indexes: [owner]}]
-        writes:
-          resources:
-            - {resource: services, verbs: [apply, delete]}
-            - {resource: pods, verbs: [apply]}
-            - {resource: statefulsets, verbs: [patch]}
-`, map[string][]byte{"service-per-pod-rs.wasm": example(t, "service-per-pod-rs")})
+	hs, err := newHarness(t, servicePerPodConfig, map[string][]byte{"service-per-pod-rs.wasm": example(t, "service-per-pod-rs")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	c := env.Client
 	ns := hs.ns
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "nginx", Annotations: map[string]string{"service-per-pod-label": "pod-name", "service-per-pod-ports": "80:8080"}},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:            ptr.To[int32](3),
-			PodManagementPolicy: appsv1.ParallelPodManagement, // no kubelet: an OrderedReady set would wait for nginx-0 forever
-			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nginx"}},
-			ServiceName:         "nginx",
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "nginx"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx"}}},
-			},
-		},
-	}
+	sts := nginxStatefulSet(3)
 	if _, err := c.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,4 +92,51 @@ plugins:
 		return err == nil && !slices.Contains(got.Finalizers, fin) && slices.Contains(got.Finalizers, "example.com/test")
 	})
 	patch(`{"metadata":{"finalizers":null}}`, types.MergePatchType)
+}
+
+// servicePerPodConfig is service-per-pod-rs's config.yaml for a test's
+// namespace (NS) and plugin directory (DIR).
+const servicePerPodConfig = `
+apiVersion: informer-host/v1
+resources:
+  - {name: statefulsets, group: apps, version: v1, resource: statefulsets, namespaces: [NS]}
+  - {name: services, version: v1, resource: services, namespaces: [NS]}
+  - {name: pods, version: v1, resource: pods, namespaces: [NS]}
+plugins:
+  directory: DIR
+  modules:
+    - file: service-per-pod-rs.wasm
+      controller:
+        for: statefulsets
+        owns: [services]
+        watches:
+          - resource: pods
+            map: 'has(object.metadata.ownerReferences) ? object.metadata.ownerReferences.filter(r, r.kind == "StatefulSet" && has(r.controller) && r.controller).map(r, r.name) : []'
+        finalizer: service-per-pod.informer-host.io/cleanup
+      grants:
+        cache: [{resource: pods, indexes: [owner]}]
+        writes:
+          resources:
+            - {resource: services, verbs: [apply, delete]}
+            - {resource: pods, verbs: [apply]}
+            - {resource: statefulsets, verbs: [patch]}
+`
+
+// nginxStatefulSet is test.sh's StatefulSet, opted in to a Service per
+// Pod, of replicas Pods made in parallel (there is no kubelet: an
+// OrderedReady set would wait for nginx-0 forever).
+func nginxStatefulSet(replicas int32) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "nginx", Annotations: map[string]string{"service-per-pod-label": "pod-name", "service-per-pod-ports": "80:8080"}},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(replicas),
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nginx"}},
+			ServiceName:         "nginx",
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "nginx"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx"}}},
+			},
+		},
+	}
 }

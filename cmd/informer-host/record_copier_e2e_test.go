@@ -26,12 +26,7 @@ func TestRecordReplayCopier(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "plugins"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	plugin := filepath.Join(dir, "plugins", "copier.wasm")
-	build := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", plugin, "./testdata/copier")
-	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the copier: %v\n%s", err, out)
-	}
+	plugin := buildGoPlugin(t, filepath.Join(dir, "plugins", "copier.wasm"), "./testdata/copier")
 	testConfig(t, dir, ns, `
 resources:
   - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
@@ -93,4 +88,16 @@ server:
 	if t.Failed() {
 		t.Logf("replay:\n%s%s\nevents:\n%s", text, rerr.String(), events)
 	}
+}
+
+// buildGoPlugin builds the Go plugin of package pkg into out and returns
+// out.
+func buildGoPlugin(t *testing.T, out, pkg string) string {
+	t.Helper()
+	build := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, pkg)
+	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	}
+	return out
 }

@@ -27,7 +27,7 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	stubsFile := fs.String("stubs", "", "answer writes, events and HTTP calls from a stub `file` (abi/REPLAY.md)")
 	asJSON := fs.Bool("json", false, "print one JSON report instead of text")
 	allow := fs.String("allow", "", "comma-separated outcomes that do not fail the replay: drop, error, retry-exhausted, failure (traps, exits, timeouts), calls (with --compare: writes, Events and HTTP calls that differ from the --stubs file)")
-	compare := fs.Bool("compare", false, "fail when a result differs from the one the recording holds, or the plugin's writes, Events and HTTP calls from the --stubs file's (a stub no call used, a call no stub was there for)")
+	compare := fs.Bool("compare", false, "fail when a result differs from the one the recording holds (a reconcile's children set, status and requeue-after too), or the plugin's writes, Events, HTTP and controller calls from the --stubs file's (a stub no call used, a call no stub was there for)")
 	retries := fs.Int("max-retries", 3, "deliveries again of an event answered retry once the recording has no cache line left to wait for")
 	timeout := fs.Duration("call-timeout", 10*time.Second, "deadline of each call into the plugin")
 	realClock := fs.Bool("real-clock", false, "give the plugin the system clocks and random source (not reproducible)")
@@ -144,6 +144,13 @@ func verdict(rep *replay.Report, allowed map[string]bool, compare bool) []string
 		if compare && s.Recorded != "" && s.Recorded != s.Result {
 			out = append(out, fmt.Sprintf("%s: result %s, recorded %s", what, s.Result, s.Recorded))
 		}
+		if compare {
+			// A reconcile's children set, status and requeue-after are its
+			// answer as much as its result is.
+			for _, d := range s.Differs {
+				out = append(out, fmt.Sprintf("%s: %s", what, d))
+			}
+		}
 		if compare && !allowed["calls"] {
 			for _, c := range s.Calls {
 				if c.Extra == replay.ExtraRepeated && s.Attempt > 1 {
@@ -215,6 +222,12 @@ func printReport(w io.Writer, rep *replay.Report, quiet bool) {
 				}
 				fmt.Fprintln(w)
 			}
+			if s.RequeueAfterMillis > 0 {
+				fmt.Fprintf(w, "    requeue-after %s\n", time.Duration(s.RequeueAfterMillis)*time.Millisecond)
+			}
+		}
+		for _, d := range s.Differs {
+			fmt.Fprintf(w, "    differs: %s\n", d)
 		}
 		if f := s.Failure; f != nil {
 			fmt.Fprintf(w, "    %s in %s: %s\n", f.Kind, f.Phase, f.Error)

@@ -112,3 +112,55 @@ func TestReplayCompareIgnoresRetryCounts(t *testing.T) {
 		})
 	}
 }
+
+// replay --compare holds a reconcile to what the recording's gave the
+// host: the recorded controller fixture passes; changed to give another
+// children set or another requeue-after, it fails, each named.
+func TestReplayCompareReconcile(t *testing.T) {
+	const dir = "../../host/replay/testdata"
+	src, err := os.ReadFile(filepath.Join(dir, "controller.wat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const copyChild = `{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"copy\",\"namespace\":\"dst\"}}]`
+	for _, tc := range []struct {
+		name     string
+		old, new string
+		code     int
+		out      []string
+	}{
+		{name: "as recorded", code: 0, out: []string{"requeue-after 1m0s", "PASS"}},
+		{name: "another requeue-after", old: "(i64.const 60000)", new: "(i64.const 120000)", code: 1,
+			out: []string{"FAIL: step 1 (ih_reconcile, events line 4, reconcile cms src/a): requeue-after: recorded 1m0s, replayed 2m0s"}},
+		{name: "another children set", old: copyChild, new: strings.TrimSuffix(copyChild, "]") + `,{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"extra\",\"namespace\":\"dst\"}}]`, code: 1,
+			out: []string{"FAIL: step 1 (ih_reconcile, events line 4, reconcile cms src/a): children: recorded {ConfigMap dst/copy}, replayed {ConfigMap dst/copy, ConfigMap dst/extra}",
+				"FAIL: step 1 (ih_reconcile, events line 4, reconcile cms src/a): result retry, recorded ok",
+				"FAIL: step 1 (ih_reconcile, events line 4, reconcile cms src/a): children_apply cms src/a {ConfigMap dst/copy, ConfigMap dst/extra}: no stub answers it",
+				"FAIL: stubs[0] (children_apply cms src/a {ConfigMap dst/copy}) was not used"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := string(src)
+			if tc.old != "" {
+				if !strings.Contains(text, tc.old) {
+					t.Fatalf("controller.wat has no %q", tc.old)
+				}
+				text = strings.ReplaceAll(text, tc.old, tc.new)
+			}
+			plugin := filepath.Join(t.TempDir(), "controller.wasm")
+			if err := os.WriteFile(plugin, testenv.WATText(t, text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			code := Main(context.Background(), []string{"replay", "--plugin", plugin, "--events", filepath.Join(dir, "controller.events.jsonl"),
+				"--stubs", filepath.Join(dir, "controller.stubs.json"), "--cache-dir", "", "--compare"}, &out, &errb)
+			for _, want := range tc.out {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("output lacks %q", want)
+				}
+			}
+			if code != tc.code || t.Failed() {
+				t.Errorf("exit %d, want %d\n%s%s", code, tc.code, out.String(), errb.String())
+			}
+		})
+	}
+}

@@ -131,11 +131,11 @@ func checkStub(st Stub) error {
 	case st.Function == "":
 		return errors.New("no function")
 	case !ok:
-		return fmt.Errorf("function %q cannot be stubbed: the stubbed functions are %s, %s and %s (abi/REPLAY.md)",
-			st.Function, abi.ImportK8sWrite, abi.ImportHTTPRequest, abi.ImportEventRecord)
+		return fmt.Errorf("function %q cannot be stubbed: the stubbed functions are %s, %s, %s, %s and %s (abi/REPLAY.md)",
+			st.Function, abi.ImportK8sWrite, abi.ImportHTTPRequest, abi.ImportEventRecord, abi.ImportChildrenApply, abi.ImportStatusApply)
 	case st.Function == abi.ImportHTTPRequest && st.Code >= 0 && (st.Code < 100 || st.Code > 599):
 		return fmt.Errorf("%s: code %d: want the HTTP status (100-599) or an ERR_* code, as in {%s}", st.Function, st.Code, answer)
-	case st.Function != abi.ImportHTTPRequest && st.Code > 0:
+	case st.Function != abi.ImportHTTPRequest && st.Function != abi.ImportChildrenApply && st.Code > 0:
 		return fmt.Errorf("%s: code %d: want 0 or an ERR_* code, as in {%s}", st.Function, st.Code, answer)
 	}
 	return nil
@@ -294,6 +294,9 @@ var stubAnswers = map[string]string{
 	abi.ImportK8sWrite:    `"code": 0, "response": {the object the write returns}`,
 	abi.ImportHTTPRequest: `"code": 200, "response": {"header": {"Content-Type": "..."}, "body": ...}`,
 	abi.ImportEventRecord: `"code": 0`,
+	// children_apply's code is its result: how many children failed.
+	abi.ImportChildrenApply: `"code": 0`,
+	abi.ImportStatusApply:   `"code": 0`,
 }
 
 // take returns the calls recorded since the last take, at the end of an
@@ -373,6 +376,11 @@ func Describe(function string, request json.RawMessage) string {
 		parts = append(parts, r.Method, r.Upstream, r.Path)
 	case abi.ImportEventRecord:
 		parts = append(parts, r.Type, r.Reason, r.Object.Kind, name(r.Object.Namespace, r.Object.Name))
+	case abi.ImportChildrenApply, abi.ImportStatusApply:
+		parts = append(parts, r.Resource, name(r.Namespace, r.Name))
+		if function == abi.ImportChildrenApply {
+			parts = append(parts, describeChildren(r.Body))
+		}
 	}
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), " ")
 }

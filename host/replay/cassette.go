@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/informer-host/informer-host/abi"
@@ -166,5 +167,56 @@ type cassetteEvents struct {
 func (e cassetteEvents) Record(obj map[string]any, eventType, reason, message string) (int32, string) {
 	code, msg := e.next.Record(obj, eventType, reason, message)
 	e.c.add(abi.ImportEventRecord, eventRequestOf(obj, eventType, reason, message), nil, code, msg)
+	return code, msg
+}
+
+// CassetteController is a live reconcile call's controller functions,
+// recorded: what its children_apply and status_apply were answered goes
+// into the cassette as stubs (request as the replay records the same
+// call), and what the call gave the host is kept for its reconcile line
+// (Given).
+type CassetteController struct {
+	next engine.ControllerCall
+	c    *Cassette
+	key  controllerRequest
+	given
+}
+
+// Controller wraps next, the ControllerCall of one reconcile call of the
+// key namespace/name of resource (its config name).
+func (c *Cassette) Controller(resource, namespace, name string, next engine.ControllerCall) *CassetteController {
+	return &CassetteController{next: next, c: c, key: controllerRequest{Resource: resource, Namespace: namespace, Name: name}}
+}
+
+// Given returns what the call gave the host: the bodies of its last
+// children_apply and status_apply (nil: none made) and its requeue-after.
+func (w *CassetteController) Given() (children, status []byte, requeue time.Duration) {
+	return w.children, w.status, w.requeue
+}
+
+func (w *CassetteController) RequeueAfter(d time.Duration) {
+	w.after(d)
+	w.next.RequeueAfter(d)
+}
+
+func (w *CassetteController) ApplyChildren(ctx context.Context, body []byte) (failed int32, code int32, msg string) {
+	w.child(body)
+	failed, code, msg = w.next.ApplyChildren(ctx, body)
+	r := w.key
+	r.Body = json.RawMessage(body)
+	answer := code
+	if code == 0 {
+		answer = failed
+	}
+	w.c.add(abi.ImportChildrenApply, r, nil, answer, msg)
+	return failed, code, msg
+}
+
+func (w *CassetteController) ApplyStatus(ctx context.Context, body []byte) (int32, string) {
+	w.state(body)
+	code, msg := w.next.ApplyStatus(ctx, body)
+	r := w.key
+	r.Body = json.RawMessage(body)
+	w.c.add(abi.ImportStatusApply, r, nil, code, msg)
 	return code, msg
 }

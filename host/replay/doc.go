@@ -1,6 +1,9 @@
 // Package replay runs one plugin offline, through the real engine, on a
-// recorded event stream (informer-host replay), and defines that stream's
-// file format (abi/REPLAY.md), which informer-host record writes.
+// recorded event stream (informer-host replay): its ih_handle calls, or,
+// for a controller-mode plugin, its ih_reconcile calls with what each gave
+// the host (children, status, requeue-after), compared with the recorded
+// ones. It defines that stream's file format (abi/REPLAY.md), which
+// informer-host record writes.
 //
 // A replay is hermetic and reproducible: no cluster, the WASI clocks and
 // random source fixed (engine.Determinism), cache reads served from the

@@ -14,9 +14,12 @@ func fileExists(p string) bool {
 }
 
 // Every example plugin has a recorded stream (host's TestRecordExamples
-// writes them: make example-recordings) that replays with the recorded
-// results: no failure, no drop, no error, no result that differs. One
-// that uses capabilities II has its stubs beside it (testdata/stubs.json).
+// and TestRecordControllerExamples write them: make example-recordings)
+// that replays with the recorded results: no failure, no drop, no error,
+// no result (or reconcile's children, status, requeue-after) that
+// differs. One that uses capabilities II or controller writes has its
+// stubs beside it (testdata/stubs.json), and makes the calls they
+// answer, no more.
 func TestExampleRecordings(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles the built example plugins, minutes of it, which -short leaves out")
@@ -62,6 +65,16 @@ func TestExampleRecordings(t *testing.T) {
 			c := rep.Counts
 			if c.Events == 0 || c.OK != c.Events || c.Failures+c.Mismatches+c.Dropped+c.Errors+c.RetryExhausted != 0 {
 				t.Errorf("counts %+v", c)
+			}
+			// As replay --compare holds them: every call the recording
+			// made, no other (a reconcile's children and status included).
+			if c.UnstubbedCalls+c.RepeatedCalls != 0 {
+				t.Errorf("calls the recording did not make: %+v", c)
+			}
+			for _, u := range rep.UnusedStubs {
+				if !u.Retry {
+					t.Errorf("stubs[%d] (%s) unused: the recording made a call the replay did not", u.Index, Describe(u.Function, u.Request))
+				}
 			}
 		})
 	}

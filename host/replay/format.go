@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -24,6 +25,10 @@ const (
 	LineSynced      = "synced"       // the binding's initial list is handled (ih_synced)
 	LineCache       = "cache"        // an object of a cached resource, as the cache then had it
 	LineCacheDelete = "cache-delete" // an object left a cached resource's cache
+	// LineReconcile is one ih_reconcile call of a controller-mode
+	// plugin (ABI.md section 18): the key, the primary as the cache held
+	// it (absent: no object), the flags, and what the call gave the host.
+	LineReconcile = "reconcile"
 )
 
 // Head is the first line of an events file.
@@ -63,9 +68,26 @@ type Line struct {
 	FinalStateUnknown bool `json:"finalStateUnknown,omitempty"`
 	SelfWrite         bool `json:"selfWrite,omitempty"`
 	HandedOver        bool `json:"handedOver,omitempty"`
-	// Namespace and Name identify a cache-delete's object.
+	// MissedDelete is a delete's header flag missed delete
+	// (abi.FlagMissedDelete): the host inferred it after the fact, and
+	// the object is a stub; final state unknown goes with it.
+	MissedDelete bool `json:"missedDelete,omitempty"`
+	// Namespace and Name identify a cache-delete's object, or a
+	// reconcile's key.
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name,omitempty"`
+	// Deleting is a reconcile's header flag deleting (abi.FlagDeleting):
+	// the primary has a deletionTimestamp. A reconcile without an object
+	// is of an absent key (abi.FlagAbsent).
+	Deleting bool `json:"deleting,omitempty"`
+	// Children, Status and RequeueAfterMillis are what a reconcile gave
+	// the host, for --compare: the body of its last children_apply call
+	// (absent: it made none; [] is "no children"), of its last
+	// status_apply call, and its requeue-after in milliseconds (the last
+	// reconcile_requeue_after; absent or 0: none).
+	Children           json.RawMessage `json:"children,omitempty"`
+	Status             json.RawMessage `json:"status,omitempty"`
+	RequeueAfterMillis int64           `json:"requeueAfterMillis,omitempty"`
 	// Result is what the plugin answered in the recorded run (ok, retry,
 	// drop, error, or a failure kind such as trap), for --compare.
 	Result string `json:"result,omitempty"`
@@ -174,14 +196,75 @@ func (rec *Recording) check(l *Line) error {
 			return fmt.Errorf("an update line needs an oldObject")
 		}
 	case LineSynced:
+	case LineReconcile:
+		if l.Name == "" {
+			return fmt.Errorf("a reconcile line needs the key's name")
+		}
+		if l.Deleting && l.Object == nil {
+			return fmt.Errorf("a reconcile line with deleting needs the object (without one the key is absent)")
+		}
+		if l.RequeueAfterMillis < 0 || l.RequeueAfterMillis > abi.MaxRequeueAfterMillis {
+			return fmt.Errorf("requeueAfterMillis %d: want 0 to %d", l.RequeueAfterMillis, abi.MaxRequeueAfterMillis)
+		}
+		if len(l.Children) > 0 && !jsonOpens(l.Children, '[') {
+			return fmt.Errorf("children: want the JSON array children_apply was given")
+		}
+		if len(l.Status) > 0 && !jsonOpens(l.Status, '{') {
+			return fmt.Errorf("status: want the JSON object status_apply was given")
+		}
 	case LineCacheDelete:
 		if l.Name == "" {
 			return fmt.Errorf("a cache-delete line needs a name")
 		}
 	default:
-		return fmt.Errorf("unknown line type %q (want add, update, delete, synced, cache or cache-delete)", l.Type)
+		return fmt.Errorf("unknown line type %q (want add, update, delete, synced, cache, cache-delete or reconcile)", l.Type)
+	}
+	if l.MissedDelete && l.Type != "delete" {
+		return fmt.Errorf("missedDelete belongs to delete lines, not %s", l.Type)
+	}
+	if l.Type != LineReconcile && (l.Deleting || len(l.Children) > 0 || len(l.Status) > 0 || l.RequeueAfterMillis != 0) {
+		return fmt.Errorf("deleting, children, status and requeueAfterMillis belong to reconcile lines, not %s", l.Type)
 	}
 	return nil
+}
+
+// jsonOpens reports whether b is valid JSON whose value opens with open.
+func jsonOpens(b []byte, open byte) bool {
+	t := bytes.TrimLeft(b, " \t\r\n")
+	return len(t) > 0 && t[0] == open && json.Valid(t)
+}
+
+// ReconcileFlags returns the header flags a reconcile line gave the
+// plugin.
+func (l *Line) ReconcileFlags() uint8 {
+	var f uint8
+	if l.InitialList {
+		f |= abi.FlagInitialList
+	}
+	if l.Object == nil {
+		f |= abi.FlagAbsent
+	}
+	if l.Deleting {
+		f |= abi.FlagDeleting
+	}
+	return f
+}
+
+// ReconcileLine is the line of one ih_reconcile call of the key
+// namespace/name of res: obj is the primary (nil: absent), flags the
+// header flags (abi.FlagInitialList, abi.FlagDeleting; absent follows
+// from obj), children and status the bodies of the call's last
+// children_apply and status_apply (nil: none made), requeue its
+// requeue-after, result what the plugin answered.
+func ReconcileLine(res *event.ResourceRef, namespace, name string, obj *unstructured.Unstructured, flags uint8,
+	children, status []byte, requeue time.Duration, result string) Line {
+	l := Line{Type: LineReconcile, Resource: res.Name, Namespace: namespace, Name: name,
+		InitialList: flags&abi.FlagInitialList != 0, Deleting: flags&abi.FlagDeleting != 0 && obj != nil,
+		Children: canonical(children), Status: canonical(status), RequeueAfterMillis: requeue.Milliseconds(), Result: result}
+	if obj != nil {
+		l.Object = obj.Object
+	}
+	return l
 }
 
 // Event returns the informer event of an add, update or delete line.
@@ -201,12 +284,17 @@ func (rec *Recording) Event(l *Line) *event.Event {
 }
 
 // PluginFlags returns the header flags of an event line that are the
-// plugin's alone (abi.FlagSelfWrite), which the event does not carry.
+// plugin's alone (abi.FlagSelfWrite, abi.FlagMissedDelete with
+// abi.FlagFinalStateUnknown), which the event does not carry.
 func (l *Line) PluginFlags() uint8 {
+	var f uint8
 	if l.SelfWrite {
-		return abi.FlagSelfWrite
+		f |= abi.FlagSelfWrite
 	}
-	return 0
+	if l.MissedDelete {
+		f |= abi.FlagMissedDelete | abi.FlagFinalStateUnknown
+	}
+	return f
 }
 
 // Ref returns the resource a line names.
@@ -237,12 +325,14 @@ func (w *Writer) Line(l Line) error {
 }
 
 // EventLine is the line of ev given to a plugin with the header flags
-// that are its alone (pluginFlags: abi.FlagSelfWrite), with the
+// that are its alone (pluginFlags: abi.FlagSelfWrite, and
+// abi.FlagMissedDelete with abi.FlagFinalStateUnknown), with the
 // recorded result.
 func EventLine(ev *event.Event, pluginFlags uint8, result string) Line {
+	missed := ev.Type == event.EventDelete && pluginFlags&abi.FlagMissedDelete != 0
 	l := Line{Type: ev.Type.String(), Resource: ev.Resource.Name, InitialList: ev.IsInInitialList,
-		FinalStateUnknown: ev.FinalStateUnknown, SelfWrite: pluginFlags&abi.FlagSelfWrite != 0, HandedOver: ev.HandedOver,
-		Result: result}
+		FinalStateUnknown: ev.FinalStateUnknown || missed, SelfWrite: pluginFlags&abi.FlagSelfWrite != 0, HandedOver: ev.HandedOver,
+		MissedDelete: missed, Result: result}
 	if ev.Object != nil {
 		l.Object = ev.Object.Object
 	}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,7 +67,8 @@ type Step struct {
 	Seq int `json:"seq"`
 	// Line is the events file line (0 for ih_init and ih_shutdown).
 	Line int `json:"line,omitempty"`
-	// Call: "ih_init", "ih_handle", "ih_synced", "ih_shutdown".
+	// Call: "ih_init", "ih_handle", "ih_reconcile", "ih_synced",
+	// "ih_shutdown".
 	Call string `json:"call"`
 	// Event is "add pods demo/web-1"; for ih_synced the resource.
 	Event   string `json:"event,omitempty"`
@@ -79,6 +81,15 @@ type Step struct {
 	Logs     []Log    `json:"logs,omitempty"`
 	Calls    []Call   `json:"calls,omitempty"`
 	Failure  *Failure `json:"failure,omitempty"`
+	// Children, Status and RequeueAfterMillis are what an ih_reconcile
+	// call gave the host (Line's fields of the same names).
+	Children           json.RawMessage `json:"children,omitempty"`
+	Status             json.RawMessage `json:"status,omitempty"`
+	RequeueAfterMillis int64           `json:"requeueAfterMillis,omitempty"`
+	// Differs names what an ih_reconcile call gave the host that the
+	// recorded one did not (children set, status, requeue-after): each is
+	// a mismatch, as a different result is.
+	Differs []string `json:"differs,omitempty"`
 }
 
 // Log is one line the plugin logged or wrote.
@@ -282,7 +293,7 @@ func (r *runner) take() ([]Log, []Call) {
 func (r *runner) finish(s Step) {
 	s.Seq = len(r.rep.Steps) + 1
 	s.Logs, s.Calls = r.take()
-	if s.Recorded != "" && s.Recorded != s.Result {
+	if s.Recorded != "" && s.Recorded != s.Result || len(s.Differs) > 0 {
 		r.rep.Counts.Mismatches++
 	}
 	r.countExtra(s.Calls)
@@ -341,6 +352,10 @@ func (r *runner) line(ctx context.Context, i int, l *Line) {
 		r.finish(step)
 		return
 	}
+	if l.Type == LineReconcile {
+		r.reconcile(ctx, l)
+		return
+	}
 	ev := rec.Event(l)
 	w := &pending{l: l, key: l.Resource + " " + ev.Key(), env: engine.NewEnvelope(ev), desc: ev.Type.String() + " " + l.Resource + " " + ev.Key()}
 	r.waiting = slices.DeleteFunc(r.waiting, func(o *pending) bool { return o.key == w.key })
@@ -362,19 +377,11 @@ func (r *runner) handle(ctx context.Context, w *pending, final bool) {
 		}
 		res, err := r.inst.HandleWith(ctx, w.env, w.l.PluginFlags())
 		if err != nil {
-			r.fail(&step, err)
-			r.finish(step)
-			r.dead()
+			r.failedCall(step, err)
 			return
 		}
-		step.Result, step.Message = res.Code.String(), res.Message
+		r.answered(&step, res)
 		switch res.Code {
-		case engine.CodeOK:
-			r.rep.Counts.OK++
-		case engine.CodeDrop:
-			r.rep.Counts.Dropped++
-		case engine.CodeError:
-			r.rep.Counts.Errors++
 		case engine.CodeRetry:
 			if !final {
 				r.rep.Counts.Retries++
@@ -394,6 +401,29 @@ func (r *runner) handle(ctx context.Context, w *pending, final bool) {
 		r.finish(step)
 		return
 	}
+}
+
+// answered puts the plugin's answer into its step and counts an OK,
+// DROP or ERROR (a RETRY's count is the caller's: it depends on what
+// comes of it).
+func (r *runner) answered(step *Step, res engine.Result) {
+	step.Result, step.Message = res.Code.String(), res.Message
+	switch res.Code {
+	case engine.CodeOK:
+		r.rep.Counts.OK++
+	case engine.CodeDrop:
+		r.rep.Counts.Dropped++
+	case engine.CodeError:
+		r.rep.Counts.Errors++
+	}
+}
+
+// failedCall settles a call that did not complete: its step says how,
+// and the instance is discarded.
+func (r *runner) failedCall(step Step, err error) {
+	r.fail(&step, err)
+	r.finish(step)
+	r.dead()
 }
 
 // dead discards a failed instance; the next line starts a fresh one.

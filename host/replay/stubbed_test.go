@@ -155,10 +155,12 @@ func TestCapabilitiesIIStubbed(t *testing.T) {
 func TestReadStubsRefuses(t *testing.T) {
 	for _, tc := range []struct{ stubs, want string }{
 		{`[{"code": 0}]`, "stubs[0]: no function"},
-		{`[{"function": "event_record"}, {"function": "k8s_create"}]`, `stubs[1]: function "k8s_create" cannot be stubbed: the stubbed functions are k8s_write, http_request and event_record`},
+		{`[{"function": "event_record"}, {"function": "k8s_create"}]`, `stubs[1]: function "k8s_create" cannot be stubbed: the stubbed functions are k8s_write, http_request, event_record, children_apply and status_apply`},
 		{`[{"function": "state_set"}]`, `function "state_set" cannot be stubbed`},
 		{`[{"function": "http_request", "code": 0}]`, "http_request: code 0: want the HTTP status (100-599) or an ERR_* code"},
 		{`[{"function": "k8s_write", "code": 2}]`, "k8s_write: code 2: want 0 or an ERR_* code"},
+		{`[{"function": "status_apply", "code": 1}]`, "status_apply: code 1: want 0 or an ERR_* code"},
+		{`[{"function": "reconcile_requeue_after"}]`, `function "reconcile_requeue_after" cannot be stubbed`},
 	} {
 		f := filepath.Join(t.TempDir(), "stubs.json")
 		if err := os.WriteFile(f, []byte(`{"informerHostStubs": 1, "stubs": `+tc.stubs+`}`), 0o644); err != nil {
@@ -170,7 +172,7 @@ func TestReadStubsRefuses(t *testing.T) {
 		}
 	}
 	f := filepath.Join(t.TempDir(), "stubs.json")
-	ok := `{"informerHostStubs": 1, "stubs": [{"function": "http_request", "code": 204}, {"function": "http_request", "code": -15}, {"function": "k8s_write", "code": -9}]}`
+	ok := `{"informerHostStubs": 1, "stubs": [{"function": "http_request", "code": 204}, {"function": "http_request", "code": -15}, {"function": "k8s_write", "code": -9}, {"function": "children_apply", "code": 2}, {"function": "status_apply", "code": -9}]}`
 	if err := os.WriteFile(f, []byte(ok), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -337,6 +339,8 @@ func TestDescribe(t *testing.T) {
 		{"http_request", `{"upstream":"hook","method":"POST","path":"/x"}`, "http_request POST hook /x"},
 		{"event_record", `{"type":"Warning","reason":"Big","object":{"kind":"ConfigMap","namespace":"demo","name":"big"}}`, "event_record Warning Big ConfigMap demo/big"},
 		{"event_record", ``, "event_record"},
+		{"children_apply", `{"resource":"cms","namespace":"src","name":"a","body":[{"kind":"ConfigMap","metadata":{"name":"b","namespace":"dst"}},{"kind":"ConfigMap","metadata":{"name":"a","namespace":"dst"}}]}`, "children_apply cms src/a {ConfigMap dst/a, ConfigMap dst/b}"},
+		{"status_apply", `{"resource":"cronjobs","namespace":"ns","name":"c","body":{}}`, "status_apply cronjobs ns/c"},
 	} {
 		if got := Describe(tc.function, json.RawMessage(tc.request)); got != tc.want {
 			t.Errorf("Describe(%s, %s) = %q, want %q", tc.function, tc.request, got, tc.want)
