@@ -480,6 +480,12 @@ const (
 	MaxLogLineLen = 4096
 )
 
+// MaxRequeueAfterMillis is the longest delay reconcile_requeue_after
+// accepts, 366 days in milliseconds (ABI.md §18.4): far enough for a
+// yearly schedule, near enough that a unit mistake (seconds given as
+// microseconds) is refused rather than silently never firing.
+const MaxRequeueAfterMillis int64 = 366 * 24 * 60 * 60 * 1000
+
 // Field kinds, packed into field_read's result. A string comes back as its
 // raw UTF-8 bytes, every other kind as JSON text.
 const (
@@ -652,6 +658,9 @@ func Imports() []Func {
 		{Name: ImportHTTPResponseRead, Signature: sig(i32s(3), I32)},
 		{Name: ImportBatchSelect, Signature: sig(i32s(1), I32)},
 		{Name: ImportBatchResult, Signature: sig(i32s(1), I32)},
+		{Name: ImportReconcileRequeueAfter, Signature: sig([]ValType{I64}, I32)},
+		{Name: ImportChildrenApply, Signature: sig(i32s(2), I32)},
+		{Name: ImportStatusApply, Signature: sig(i32s(2), I32)},
 	}
 }
 
@@ -666,6 +675,7 @@ func Exports() []Func {
 		{Name: ExportShutdown, Signature: sig(nil)},
 		{Name: ExportSynced, Signature: sig(i32s(1))},
 		{Name: ExportHandleBatch, Signature: sig(i32s(1), I32)},
+		{Name: ExportReconcile, Signature: sig(i32s(1), I32)},
 		{Name: ExportInitialize, Signature: sig(nil)},
 	}
 }

@@ -268,6 +268,7 @@ func TestCapabilityOf(t *testing.T) {
 		ImportCacheGet: CapabilityCache, ImportCacheList: CapabilityCache, ImportCacheIndex: CapabilityCache,
 		"state_get": CapabilityState, "metric_add": CapabilityMetrics,
 		"k8s_apply": CapabilityWrites, "event_record": CapabilityEvents, "http_call": CapabilityHTTP,
+		ImportChildrenApply: CapabilityWrites, ImportStatusApply: CapabilityWrites, ImportReconcileRequeueAfter: "",
 		ImportResultMessage: "", "k8s_": "", "http": "",
 		ImportLog: "", ImportFieldRead: "", "cache_": "", "cache": "", "metrics_add": "", "": "",
 	} {

@@ -14,31 +14,8 @@ import (
 // The header example of ABI.md section 8 is what AppendHeader writes, and
 // the offsets its text reads out of it are the dump's.
 func TestABIDocHeaderExample(t *testing.T) {
-	doc, err := os.ReadFile("ABI.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec := string(doc)
-	sec = sec[strings.Index(sec, "## 8. The event header"):]
-	sec = sec[:strings.Index(sec, "## 9.")]
-	start := strings.Index(sec, "```\n00000000")
-	if start < 0 {
-		t.Fatal("no hex dump in section 8")
-	}
-	dump := sec[start+4:]
-	dump = dump[:strings.Index(dump, "```")]
-	var got []byte
-	for _, line := range strings.Split(strings.TrimSpace(dump), "\n") {
-		hexPart := line[10:]
-		if i := strings.Index(hexPart, "|"); i >= 0 {
-			hexPart = hexPart[:i]
-		}
-		b, err := hex.DecodeString(strings.Join(strings.Fields(hexPart), ""))
-		if err != nil {
-			t.Fatalf("dump line %q: %v", line, err)
-		}
-		got = append(got, b...)
-	}
+	sec := docSection(t, "## 8. The event header", "## 9.")
+	got := hexDumpIn(t, sec)
 	h := Header{Type: EventUpdate, Flags: FlagHasOldObject, Fields: [HeaderFieldCount]string{
 		"pods", "", "v1", "pods", "Pod", "default", "web-0", "u1", "5"}}
 	if want := AppendHeader(nil, &h); !bytes.Equal(got, want) {
@@ -55,6 +32,60 @@ func TestABIDocHeaderExample(t *testing.T) {
 	}
 	if l := binary.LittleEndian.Uint32(got[60:]); int(l) != n {
 		t.Errorf("the text says the name's length is %d; the dump says %d", n, l)
+	}
+}
+
+// docSection returns ABI.md from the heading start to the next heading end.
+func docSection(t *testing.T, start, end string) string {
+	t.Helper()
+	doc, err := os.ReadFile("ABI.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := string(doc)
+	i := strings.Index(sec, start)
+	if i < 0 {
+		t.Fatalf("ABI.md has no %q", start)
+	}
+	sec = sec[i:]
+	if j := strings.Index(sec, end); j >= 0 {
+		sec = sec[:j]
+	}
+	return sec
+}
+
+// hexDumpIn returns the bytes of the first hex dump (hexdump -C's layout)
+// in sec.
+func hexDumpIn(t *testing.T, sec string) []byte {
+	t.Helper()
+	start := strings.Index(sec, "```\n00000000")
+	if start < 0 {
+		t.Fatal("no hex dump")
+	}
+	dump := sec[start+4:]
+	dump = dump[:strings.Index(dump, "```")]
+	var got []byte
+	for _, line := range strings.Split(strings.TrimSpace(dump), "\n") {
+		hexPart := line[10:]
+		if i := strings.Index(hexPart, "|"); i >= 0 {
+			hexPart = hexPart[:i]
+		}
+		b, err := hex.DecodeString(strings.Join(strings.Fields(hexPart), ""))
+		if err != nil {
+			t.Fatalf("dump line %q: %v", line, err)
+		}
+		got = append(got, b...)
+	}
+	return got
+}
+
+// Section 18's example header is what the host writes for that key.
+func TestABIDocReconcileHeaderExample(t *testing.T) {
+	got := hexDumpIn(t, docSection(t, "### 18.2 ", "### 18.3 "))
+	h := Header{Type: EventReconcile, Flags: FlagAbsent, Fields: [HeaderFieldCount]string{
+		"cronjobs", "batch.tutorial.kubebuilder.io", "v1", "cronjobs", "CronJob", "default", "nightly", "", ""}}
+	if want := AppendHeader(nil, &h); !bytes.Equal(got, want) {
+		t.Fatalf("the dump is not AppendHeader's:\n got %x\nwant %x", got, want)
 	}
 }
 

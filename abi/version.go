@@ -5,4 +5,4 @@ package abi
 // go.mod. It follows the ABI's minor version (ABI.md §14.1): a release
 // that adds to ABI v1 tags this module v1.N.0. The daemon's tests check
 // that go.mod and ABI.md agree with it.
-const ModuleVersion = "v1.4.0"
+const ModuleVersion = "v1.5.0"

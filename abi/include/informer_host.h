@@ -12,6 +12,8 @@
  *     IH_EXPORT("ih_shutdown") void  ih_shutdown(void);           // optional
  *     IH_EXPORT("ih_synced") void ih_synced(int32_t header_len);  // optional
  *     IH_HANDLE_BATCH(ih_handle);                     // optional (v1.4)
+ *     IH_EXPORT("ih_reconcile") int32_t ih_reconcile(int32_t header_len);
+ *                                   // required in controller mode (v1.5)
  *
  * IH_HANDLE_BATCH(fn) defines the optional ih_handle_batch export over the
  * plugin's own ih_handle-shaped function fn: when events wait, the host
@@ -24,6 +26,13 @@
  * binding's initial list (after a start, restart, reload or overflow
  * repair); header_read gives a header of type IH_EVENT_NONE naming the
  * binding's resource (string 0), with empty object strings.
+ *
+ * ih_reconcile is called, instead of ih_handle, for a plugin the operator
+ * configures as a controller (ABI.md section 18): one primary key at a
+ * time, with a header of type IH_EVENT_RECONCILE whose strings 5 and 6
+ * are the key, flags IH_FLAG_ABSENT or IH_FLAG_DELETING, and the primary
+ * as IH_OBJECT. It answers with an ih_handle result code, and may call
+ * ih_reconcile_requeue_after, ih_children_apply and ih_status_apply.
  *
  * and is linked as a reactor: -mexec-model=reactor.
  */
@@ -52,7 +61,7 @@
 #define IH_ERR_BAD_PATH (-3)  /* field path syntax error */
 #define IH_ERR_BOUNDS (-4)    /* (ptr, len) outside memory, or len < 0 */
 #define IH_ERR_INVALID (-5)   /* bad selector or log level */
-#define IH_ERR_NO_EVENT (-6)  /* event function called outside ih_handle */
+#define IH_ERR_NO_EVENT (-6)  /* event function outside ih_handle; controller function outside ih_reconcile */
 #define IH_ERR_INTERNAL (-7)  /* the host failed to produce the value */
 #define IH_ERR_DENIED (-8)    /* capability not granted to this plugin (v1.1) */
 #define IH_ERR_CONFLICT (-9)  /* compare-and-swap: the key is at another version */
@@ -92,11 +101,15 @@
 #define IH_EVENT_ADD 1
 #define IH_EVENT_UPDATE 2
 #define IH_EVENT_DELETE 3
+#define IH_EVENT_RECONCILE 4 /* v1.5: the header of an ih_reconcile call */
 #define IH_FLAG_INITIAL_LIST 0x01
 #define IH_FLAG_FINAL_STATE_UNKNOWN 0x02
 #define IH_FLAG_HAS_OLD_OBJECT 0x04
 #define IH_FLAG_SELF_WRITE 0x08 /* v1.2: the object is the result of this plugin's own k8s_write */
 #define IH_FLAG_HANDED_OVER 0x10 /* v1.2: a delete: the object moved to another replica (ABI.md 4.3) */
+#define IH_FLAG_MISSED_DELETE 0x20 /* v1.5: a delete inferred after the fact, with FINAL_STATE_UNKNOWN; a stub object */
+#define IH_FLAG_ABSENT 0x40        /* v1.5, ih_reconcile: the key has no object (IH_OBJECT is IH_ERR_ABSENT) */
+#define IH_FLAG_DELETING 0x80      /* v1.5, ih_reconcile: the object's deletionTimestamp is set */
 
 /* header string indexes */
 #define IH_FIELD_RESOURCE_NAME 0
@@ -129,6 +142,20 @@ IH_IMPORT("log") int32_t ih_log(int32_t level, const char *msg, int32_t len);
  * (and the set_error message given since batch_select). */
 IH_IMPORT("batch_select") int32_t ih_batch_select(int32_t index);
 IH_IMPORT("batch_result") int32_t ih_batch_result(int32_t code);
+
+/* Controller mode (ABI.md section 18; v1.5), during ih_reconcile only
+ * (IH_ERR_NO_EVENT elsewhere). ih_reconcile_requeue_after asks for the key
+ * again millis after an IH_OK answer (0 clears; 0 to 366 days, else
+ * IH_ERR_INVALID). ih_children_apply takes a JSON array, the key's
+ * complete set of children, applies each and deletes the ones applied
+ * before that are not in it; it returns how many failed (one line each in
+ * ih_result_message) or a negative code. ih_status_apply takes a JSON
+ * object, the status fields the plugin owns, conditions completed by the
+ * host. Both need capability "writes". */
+#define IH_REQUEUE_AFTER_MAX_MILLIS 31622400000LL
+IH_IMPORT("reconcile_requeue_after") int32_t ih_reconcile_requeue_after(int64_t millis);
+IH_IMPORT("children_apply") int32_t ih_children_apply(const char *children, int32_t len);
+IH_IMPORT("status_apply") int32_t ih_status_apply(const char *status, int32_t len);
 
 /* ih_batch_run hands each event of a batch of count to handle, in order,
  * settles it with handle's result and returns how many were settled: the

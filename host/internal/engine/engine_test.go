@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/informer-host/informer-host/abi"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 func TestLoadRefusals(t *testing.T) {
@@ -36,6 +37,17 @@ func TestLoadRefusals(t *testing.T) {
 			`speaks ABI v2 (imports module "informer_host_v2", exports informer_host_abi_v2); this host speaks v1`,
 		}},
 		{name: "command.wasm", wasm: fixture(t, "command"), n: 1, want: []string{"exports _start, so it is a WASI command"}},
+		{name: "bad-reconcile.wasm", wasm: testenv.WATText(t, `(module
+  (import "informer_host_v1" "reconcile_requeue_after" (func (param i32) (result i32)))
+  (import "informer_host_v1" "children_apply" (func (param i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "informer_host_abi_v1"))
+  (func (export "ih_handle") (param i32) (result i32) (i32.const 0))
+  (func (export "ih_reconcile") (param i64) (result i32) (i32.const 0)))`), n: 3, want: []string{
+			"export ih_reconcile has signature (i64) -> i32, want (i32) -> i32",
+			`imports "informer_host_v1"."reconcile_requeue_after" with signature (i32) -> i32, want (i64) -> i32`,
+			`imports "informer_host_v1"."children_apply" with signature (i32, i32, i32) -> i32, want (i32, i32) -> i32`,
+		}},
 		{name: "bad-signatures.wasm", wasm: fixture(t, "bad-signatures"), n: 7, want: []string{
 			"exports _start",
 			`missing required export "memory"`,

@@ -75,13 +75,7 @@ func NewEnvelope(ev *event.Event) *Envelope {
 	if ev.OldObject != nil {
 		h.Flags |= abi.FlagHasOldObject
 	}
-	if r := ev.Resource; r != nil {
-		h.Fields[abi.FieldResourceName] = r.Name
-		h.Fields[abi.FieldGroup] = r.Group
-		h.Fields[abi.FieldVersion] = r.Version
-		h.Fields[abi.FieldResource] = r.Resource
-		h.Fields[abi.FieldKind] = r.Kind
-	}
+	setResource(&h, ev.Resource)
 	if o := ev.Object; o != nil && o.Object != nil {
 		// What GetNamespace, GetName, GetUID and GetResourceVersion
 		// return (the string, or "" if absent or not a string), with one
@@ -93,12 +87,29 @@ func NewEnvelope(ev *event.Event) *Envelope {
 		h.Fields[abi.FieldNamespace], h.Fields[abi.FieldName], h.Fields[abi.FieldResourceVersion] = e.namespace, e.name, e.rv
 		h.Fields[abi.FieldUID], _ = md["uid"].(string)
 	}
-	if h.Size() <= inlineHeader {
-		e.header = abi.AppendHeader(e.headerBuf[:0], &h)
-	} else {
-		e.header = abi.AppendHeader(nil, &h)
-	}
+	e.setHeader(&h)
 	return e
+}
+
+// setResource puts r's strings into h (none for a nil r).
+func setResource(h *abi.Header, r *event.ResourceRef) {
+	if r == nil {
+		return
+	}
+	h.Fields[abi.FieldResourceName] = r.Name
+	h.Fields[abi.FieldGroup] = r.Group
+	h.Fields[abi.FieldVersion] = r.Version
+	h.Fields[abi.FieldResource] = r.Resource
+	h.Fields[abi.FieldKind] = r.Kind
+}
+
+// setHeader encodes h into e, in e's own buffer when it fits.
+func (e *Envelope) setHeader(h *abi.Header) {
+	if h.Size() <= inlineHeader {
+		e.header = abi.AppendHeader(e.headerBuf[:0], h)
+	} else {
+		e.header = abi.AppendHeader(nil, h)
+	}
 }
 
 // Event returns the event e was built from.

@@ -372,6 +372,10 @@ func instantiateHostModule(ctx context.Context, r wazero.Runtime) (api.Module, e
 
 		abi.ImportBatchSelect: batchSelect,
 		abi.ImportBatchResult: batchResult,
+
+		abi.ImportReconcileRequeueAfter: reconcileRequeueAfter,
+		abi.ImportChildrenApply:         childrenApply,
+		abi.ImportStatusApply:           statusApply,
 	}
 	for name, f := range metricFuncs() {
 		fns[name] = f

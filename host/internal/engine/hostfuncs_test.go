@@ -137,7 +137,10 @@ func newFuzzHarness(t testing.TB) *fuzzHarness {
 
 // FuzzHostFunctions hands arbitrary pointers, lengths, selectors and paths
 // to every host function (and batch_select and batch_result, which take
-// an index and a code, inside and outside a batch). It checks they never panic, return only
+// an index and a code, inside and outside a batch; and the controller
+// functions, inside and outside a reconcile call, granted writes when
+// which is even, with the path as their body and which and ptr as
+// requeue_after's millis). It checks they never panic, return only
 // documented codes, never write outside the buffer they were given, and
 // honour the size protocol.
 func FuzzHostFunctions(f *testing.F) {
@@ -153,7 +156,16 @@ func FuzzHostFunctions(f *testing.F) {
 	f.Add(uint8(7), int32(-1), uint32(0), int32(0), uint32(0), int32(0), []byte(""), true)
 	f.Add(uint8(8), int32(1), uint32(0), int32(0), uint32(0), int32(0), []byte(""), true)
 	f.Add(uint8(8), int32(0), uint32(0), int32(0), uint32(0), int32(0), []byte(""), false)
+	f.Add(uint8(9), int32(0), uint32(5000), int32(0), uint32(0), int32(0), []byte(""), true)
+	f.Add(uint8(9), int32(-1), uint32(0), int32(0), uint32(0), int32(0), []byte(""), true)
+	f.Add(uint8(9), int32(7), uint32(0), int32(0), uint32(0), int32(0), []byte(""), false)
+	f.Add(uint8(10), int32(0), uint32(0), int32(0), uint32(100), int32(2), []byte("[]"), true)
+	f.Add(uint8(10), int32(1), uint32(0), int32(0), uint32(100), int32(2), []byte("[]"), true)
+	f.Add(uint8(10), int32(0), uint32(0), int32(0), uint32(0xfffffff0), int32(64), []byte("[{}]"), true)
+	f.Add(uint8(11), int32(0), uint32(0), int32(0), uint32(100), int32(15), []byte(`{"conditions":[`), true)
+	f.Add(uint8(11), int32(0), uint32(0), int32(0), uint32(100), int32(2), []byte(`{}`), false)
 	h := newFuzzHarness(f)
+	fc := &fakeController{failed: 1}
 	f.Fuzz(func(t *testing.T, fn uint8, which int32, ptr uint32, n int32, pathPtr uint32, pathLen int32, path []byte, inEvent bool) {
 		mem := h.mod.Memory()
 		size := mem.Size()
@@ -177,20 +189,30 @@ func FuzzHostFunctions(f *testing.F) {
 		} else {
 			st.env = nil
 		}
+		k := fn % 12
 		// inEvent puts batch_select and batch_result inside a batch of
 		// two events, of which the first is current when which is odd.
-		if inEvent && fn%9 >= 7 {
+		if inEvent && (k == 7 || k == 8) {
 			st.env = nil
 			st.batch = batchState{items: []BatchItem{{Env: h.env}, {Env: h.env}}, cur: -1}
 			if which%2 != 0 {
 				st.batch.cur, st.env = 0, h.env
 			}
 		}
-		defer func() { st.env, st.batch = nil, batchState{cur: -1} }()
+		// inEvent puts the controller functions inside a reconcile call.
+		if inEvent && k >= 9 {
+			st.ctl = fc
+		}
+		if which%2 == 0 {
+			st.writes = &fakeWriter{}
+		}
+		fc.requeues, fc.children, fc.status = nil, nil, nil
+		defer func() { st.env, st.batch, st.ctl, st.writes = nil, batchState{cur: -1}, nil, nil }()
 		ctx := h.inst.ctx
 		stack := make([]uint64, 5)
 		var res int64
-		switch fn % 9 {
+		pathInBounds := pathLen >= 0 && uint64(pathPtr)+uint64(pathLen) <= uint64(size)
+		switch k {
 		case 0:
 			stack[0], stack[1] = uint64(ptr), uint64(uint32(n))
 			headerRead(ctx, h.mod, stack)
@@ -246,31 +268,75 @@ func FuzzHostFunctions(f *testing.F) {
 			case !current && res != int64(abi.ErrNoEvent):
 				t.Fatalf("batch_result without a current event returned %d", res)
 			}
+		case 9:
+			millis := int64(uint64(uint32(which))<<32 | uint64(ptr))
+			stack[0] = uint64(millis)
+			reconcileRequeueAfter(ctx, h.mod, stack)
+			res = int64(int32(stack[0]))
+			valid := millis >= 0 && millis <= abi.MaxRequeueAfterMillis
+			switch {
+			case !inEvent && res != int64(abi.ErrNoEvent):
+				t.Fatalf("reconcile_requeue_after outside a reconcile returned %d", res)
+			case inEvent && valid && (res != 0 || len(fc.requeues) != 1 || fc.requeues[0] != time.Duration(millis)*time.Millisecond):
+				t.Fatalf("reconcile_requeue_after(%d) returned %d, recorded %v", millis, res, fc.requeues)
+			case inEvent && !valid && (res != int64(abi.ErrInvalid) || len(fc.requeues) != 0):
+				t.Fatalf("reconcile_requeue_after(%d) returned %d, recorded %v", millis, res, fc.requeues)
+			}
+		case 10, 11:
+			stack[0], stack[1] = uint64(pathPtr), uint64(uint32(pathLen))
+			open := byte('[')
+			if k == 10 {
+				childrenApply(ctx, h.mod, stack)
+			} else {
+				open = '{'
+				statusApply(ctx, h.mod, stack)
+			}
+			res = int64(int32(stack[0]))
+			var body []byte
+			if pathInBounds {
+				body, _ = mem.Read(pathPtr, uint32(pathLen))
+			}
+			reached := len(fc.children) + len(fc.status)
+			switch {
+			case !pathInBounds && res != int64(abi.ErrBounds):
+				t.Fatalf("fn %d: out-of-bounds body returned %d, want ERR_BOUNDS", k, res)
+			case pathInBounds && !inEvent && res != int64(abi.ErrNoEvent):
+				t.Fatalf("fn %d outside a reconcile returned %d", k, res)
+			case pathInBounds && inEvent && which%2 != 0 && res != int64(abi.ErrDenied):
+				t.Fatalf("fn %d without the writes grant returned %d", k, res)
+			case reached > 1 || (reached == 1) != (res >= 0):
+				t.Fatalf("fn %d returned %d and reached the ControllerCall %d times", k, res, reached)
+			case res >= 0 && !jsonOpening(body, open):
+				t.Fatalf("fn %d accepted %q", k, body)
+			case reached == 1 && string(append(fc.children, fc.status...)[0]) != string(body):
+				t.Fatal("the ControllerCall got other bytes than the plugin's")
+			case k == 10 && res >= 0 && res != 1, k == 11 && res > 0:
+				t.Fatalf("fn %d returned %d, not the ControllerCall's answer", k, res)
+			}
 		}
-		if fn%9 >= 7 {
-			// No buffers: nothing else to check but memory untouched.
+		if k >= 7 {
+			// No output buffers: nothing else to check but memory untouched.
 			if res < 0 && abi.ErrorName(int32(res)) == "" {
-				t.Fatalf("fn %d: undocumented error %d", fn%9, res)
+				t.Fatalf("fn %d: undocumented error %d", k, res)
 			}
 			if after, _ := mem.Read(0, size); !bytes.Equal(after, before) {
-				t.Fatalf("fn %d wrote to memory", fn%9)
+				t.Fatalf("fn %d wrote to memory", k)
 			}
 			return
 		}
 
 		inBounds := n >= 0 && uint64(ptr)+uint64(n) <= uint64(size)
-		pathInBounds := pathLen >= 0 && uint64(pathPtr)+uint64(pathLen) <= uint64(size)
-		if (!inBounds || (fn%9 == 2 && !pathInBounds)) && res != int64(abi.ErrBounds) {
-			t.Fatalf("fn %d: out-of-bounds region returned %d, want ERR_BOUNDS", fn%9, res)
+		if (!inBounds || (k == 2 && !pathInBounds)) && res != int64(abi.ErrBounds) {
+			t.Fatalf("fn %d: out-of-bounds region returned %d, want ERR_BOUNDS", k, res)
 		}
 		if res < 0 && abi.ErrorName(int32(res)) == "" {
-			t.Fatalf("fn %d: undocumented error %d", fn%9, res)
+			t.Fatalf("fn %d: undocumented error %d", k, res)
 		}
-		if res >= 0 && !inEvent && (fn%9 <= 2) {
-			t.Fatalf("fn %d: outside an event returned %d", fn%9, res)
+		if res >= 0 && !inEvent && (k <= 2) {
+			t.Fatalf("fn %d: outside an event returned %d", k, res)
 		}
 		var written int64 // bytes the function may have written at ptr
-		switch fn % 9 {
+		switch k {
 		case 0, 1, 3, 6:
 			if res >= 0 && res <= int64(n) {
 				written = res
@@ -293,11 +359,11 @@ func FuzzHostFunctions(f *testing.F) {
 		after, _ := mem.Read(0, size)
 		for i := range after {
 			if after[i] != before[i] && (int64(i) < int64(ptr) || int64(i) >= int64(ptr)+written) {
-				t.Fatalf("fn %d wrote byte %d outside [%d, %d)", fn%9, i, ptr, int64(ptr)+written)
+				t.Fatalf("fn %d wrote byte %d outside [%d, %d)", k, i, ptr, int64(ptr)+written)
 			}
 		}
 		// The header read with room to spare is the real header.
-		if fn%9 == 0 && res >= 0 && res <= int64(n) {
+		if k == 0 && res >= 0 && res <= int64(n) {
 			got := after[ptr : ptr+uint32(res)]
 			if !bytes.Equal(got, h.env.header) {
 				t.Fatal("header_read copied the wrong bytes")

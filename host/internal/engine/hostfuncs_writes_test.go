@@ -212,19 +212,25 @@ func lastWriteCode(inst *Instance) int32 {
 	return int32(binary.LittleEndian.Uint32(b))
 }
 
+// slowAPIServer is a wait of d that only the host's stop ends early
+// (ERR_CANCELED): an apiserver slower than a plugin's call timeout.
+func slowAPIServer(d time.Duration) func(ctx context.Context) int32 {
+	return func(ctx context.Context) int32 {
+		select {
+		case <-time.After(d):
+			return 0
+		case <-ctx.Done():
+			return abi.ErrCanceled
+		}
+	}
+}
+
 // A write that waits on the network far longer than the plugin's call
 // timeout succeeds: the wait is not the plugin's CPU. The wait here is
 // the scenario (a slow apiserver), not a stand-in for a condition.
 func TestWriteWaitIsNotCPU(t *testing.T) {
 	const callTimeout = 20 * time.Millisecond
-	fw := &fakeWriter{block: func(ctx context.Context) int32 {
-		select {
-		case <-time.After(10 * callTimeout):
-			return 0
-		case <-ctx.Done():
-			return abi.ErrCanceled
-		}
-	}}
+	fw := &fakeWriter{block: slowAPIServer(10 * callTimeout)}
 	inst := writerPlugin(t, callTimeout, fw)
 	p := pod("ns", "p1", "Running")
 	res, err := inst.Handle(context.Background(), addEvent(p))

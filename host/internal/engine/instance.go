@@ -126,7 +126,7 @@ func (k Kind) String() string {
 // should Close it and instantiate afresh.
 type Failure struct {
 	Plugin string
-	Phase  string // "instantiate", "_initialize", "ih_init", "ih_handle", "ih_shutdown"
+	Phase  string // "instantiate", "_initialize", "ih_init", "ih_handle", "ih_reconcile", "ih_shutdown"
 	Kind   Kind
 	Err    error
 	// Stack is the wasm stack trace wazero reported, one frame per line
@@ -206,6 +206,10 @@ type callState struct {
 	flags uint8
 	// batch is the batch being handled (ih_handle_batch), see batch.go.
 	batch batchState
+	// ctl serves the controller functions during an ih_reconcile call
+	// (Reconcile); nil otherwise, which is what makes them ERR_NO_EVENT
+	// anywhere else.
+	ctl ControllerCall
 	// hostCalls counts the informer_host_v1 calls of the current export
 	// call (countHostCall), against maxHostCalls (Limits.
 	// MaxHostCallsPerCall; 0: no cap). Reset at every call.
@@ -357,6 +361,7 @@ type Instance struct {
 	initz   api.Function
 	shut    api.Function
 	batch   api.Function // ih_handle_batch, nil if not exported
+	recon   api.Function // ih_reconcile, nil if not exported
 	st      *callState
 	ctx     *instanceCtx
 	stdout  *lineWriter
@@ -547,6 +552,7 @@ func (e *Engine) instantiate(ctx context.Context, c *compiled, name string, limi
 	i.initz = mod.ExportedFunction(abi.ExportInitialize)
 	i.shut = mod.ExportedFunction(abi.ExportShutdown)
 	i.batch = mod.ExportedFunction(abi.ExportHandleBatch)
+	i.recon = mod.ExportedFunction(abi.ExportReconcile)
 	if i.handle == nil { // checked at Load; belt and braces
 		return nil, &Failure{Plugin: name, Phase: "instantiate", Kind: KindABI, Err: errors.New("no ih_handle export")}
 	}
@@ -647,14 +653,21 @@ func (i *Instance) HandleWith(ctx context.Context, ev *Envelope, flags uint8) (R
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
+	return i.callEvent(ctx, i.handle, abi.ExportHandle, ev, flags)
+}
+
+// callEvent calls fn, an export taking header_len and returning a result
+// code (ih_handle, ih_reconcile), with ev current and flags added to its
+// header for this call.
+func (i *Instance) callEvent(ctx context.Context, fn api.Function, export string, ev *Envelope, flags uint8) (Result, error) {
 	i.st.env, i.st.callCtx, i.st.flags = ev, ctx, flags
 	i.stack[0] = uint64(len(ev.header))
-	err := i.call(i.handle)
+	err := i.call(fn)
 	i.st.env, i.st.callCtx, i.st.flags = nil, nil, 0
 	if err != nil {
-		return Result{}, i.failure(ctx, abi.ExportHandle, err, true)
+		return Result{}, i.failure(ctx, export, err, true)
 	}
-	return i.st.result(int32(uint32(i.stack[0])), abi.ExportHandle), nil
+	return i.st.result(int32(uint32(i.stack[0])), export), nil
 }
 
 // call runs fn with the instance's deadline. The results are in i.stack.
