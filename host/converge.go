@@ -1,6 +1,7 @@
 package host
 
 import (
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -19,8 +20,10 @@ import (
 // it (the object that made the instance fail is still known), a reload
 // starts it over (new code deserves a try).
 type convergence struct {
-	maxRetries int // config.UnlimitedRetries: never give up
-	parkAfter  int // 0: never park
+	log        *slog.Logger
+	c          *counters // the slot's: retries and objects given up
+	maxRetries int       // config.UnlimitedRetries: never give up
+	parkAfter  int       // 0: never park
 	stable     time.Duration
 
 	// limiter is per object ItemExponentialFailure (retryBackoff doubling
@@ -73,8 +76,9 @@ type ObjectFailure struct {
 // counter (retryExhausted) counts them all.
 const maxGaveUp = 32
 
-func newConvergence(d config.Delivery, l config.Limits) *convergence {
+func newConvergence(log *slog.Logger, c *counters, d config.Delivery, l config.Limits) *convergence {
 	return &convergence{
+		log: log, c: c,
 		maxRetries: d.MaxRetries, parkAfter: l.ParkAfter, stable: l.StablePeriod.Duration,
 		limiter: workqueue.NewTypedMaxOfRateLimiter(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[delivery.Key](d.RetryBackoff.Duration, d.MaxRetryBackoff.Duration),
@@ -114,6 +118,22 @@ func (c *convergence) handing(k delivery.Key, rv string) {
 	if f.rv != rv {
 		delete(c.objects, k)
 	}
+}
+
+// parkedFor reports whether k, at resourceVersion rv, is parked at now,
+// and until when: the controller loop, handed a key by a related
+// object's event, does not hand a parked primary that has not changed.
+func (c *convergence) parkedFor(k delivery.Key, rv string, now time.Time) (until time.Time, parked bool) {
+	if _, ok := c.known[k]; !ok {
+		return time.Time{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.objects[k]
+	if f == nil || !f.parked || f.rv != rv || !now.Before(f.until) {
+		return time.Time{}, false
+	}
+	return f.until, true
 }
 
 // failed counts a failed call handling k at resourceVersion rv and
@@ -189,4 +209,34 @@ func (c *convergence) report() (parked, gaveUp []ObjectFailure) {
 		return a.Name < b.Name
 	})
 	return parked, append([]ObjectFailure(nil), c.gaveUp...)
+}
+
+// retry decides when k is tried again after a RETRY or ERROR answer
+// (answer, with the plugin's message msg; what names the call): after
+// delay, or never, when delivery.maxRetries says so: k is then given up
+// on, counted, listed in the status and logged.
+func (c *convergence) retry(k delivery.Key, what, answer, msg string) (delay time.Duration, gaveUp bool) {
+	delay, giveUp := c.retryAfter(k)
+	if giveUp {
+		c.c.retryExhausted.Add(1)
+		c.giveUp(k, answer+": "+msg, time.Now())
+		c.log.Warn("plugin's handling of an object failed delivery.maxRetries times; gave up on it until it changes",
+			"event", what, "answer", answer, "maxRetries", c.maxRetries, "message", msg)
+		return 0, true
+	}
+	c.c.retries.Add(1)
+	return delay, false
+}
+
+// objectFailed counts a failed call handling the object k (what names
+// the call) and reports whether it parked the object, until when, and
+// its count of failures. Parking is logged once, with the failure; the
+// caller holds the object back until it changes or its backoff ends.
+func (c *convergence) objectFailed(k delivery.Key, what, rv, msg string) (parked bool, until time.Time, n int) {
+	parked, until, n = c.failed(k, rv, msg, time.Now())
+	if parked {
+		c.log.Warn("object parked: handling it failed too often; it is not handed to the plugin again until it changes or its backoff ends",
+			"event", what, "failures", n, "until", until, "lastError", msg)
+	}
+	return parked, until, n
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 )
 
 func convergenceFor(maxRetries, parkAfter int) *convergence {
-	return newConvergence(
+	return newConvergence(slog.New(slog.DiscardHandler), &counters{},
 		config.Delivery{MaxRetries: maxRetries, RetryBackoff: config.NewDuration(5 * time.Millisecond), MaxRetryBackoff: config.NewDuration(1000 * time.Second)},
 		config.Limits{ParkAfter: parkAfter, StablePeriod: config.NewDuration(10 * time.Minute)})
 }

@@ -119,7 +119,7 @@ func (g *generation) handOne(inst *engine.Instance, d *delivery.Entry, h *handin
 // fence that cancels a call's network waits when this member loses the
 // call's object is one object per call.
 func (g *generation) batching(inst *engine.Instance) bool {
-	return (g.shard == nil || g.shard.cur.Load() == nil) && inst.CanBatch()
+	return !g.shard.sharded() && inst.CanBatch()
 }
 
 // deliverBatch hands the entries of batch (taken by Queue.More, at most
@@ -174,9 +174,9 @@ func (g *generation) deliverBatch(inst *engine.Instance, batch []*delivery.Entry
 		items = append(items, engine.BatchItem{Env: hs[k].env, Flags: hs[k].flags})
 	}
 	g.batchItems = items
-	ctx := g.callContext(nil)
+	ctx := g.shard.callContext(nil)
 	results, err := inst.HandleBatch(ctx, items, g.batchResults)
-	g.callEnded()
+	g.shard.callEnded()
 	clear(items)
 	var failure *engine.Failure
 	if err != nil && !errors.As(err, &failure) && (g.stopping() || ctx.Err() != nil) {
@@ -234,7 +234,7 @@ func (g *generation) prepare(d *delivery.Entry) (handing, verdict) {
 	if v != hand {
 		return h, v
 	}
-	g.delivering(ev)
+	g.shard.delivering(g.slot.name, ev)
 	h.env = d.Env
 	if built || h.env == nil {
 		// Plugins replaying one store at once share its envelopes.
@@ -281,7 +281,7 @@ func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen seenObje
 			return nil, seen, false, passOver
 		}
 		ref, obj, found := reg.Get(d.Key.StoreKey())
-		found, handed := g.handedOver(d.Key, found)
+		found, handed := g.shard.handedOver(d.Key, found)
 		var e event.Event
 		switch {
 		case found && !settled:
@@ -306,7 +306,7 @@ func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen seenObje
 		return out, seen, true, hand
 	}
 	ev = &d.Event
-	if g.foreign(ev, d.Key, have) {
+	if g.shard.foreign(ev, d.Key, have) {
 		return nil, seen, false, notOwned
 	}
 	switch ev.Type {
@@ -322,7 +322,7 @@ func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen seenObje
 			// Sharded, the object entered this member's view from the
 			// cache (it moved here), as an initial list's objects do.
 			return &event.Event{Type: event.EventAdd, Resource: ev.Resource, Object: ev.Object,
-				IsInInitialList: g.applied != nil}, seen, true, hand
+				IsInInitialList: g.shard.applied != nil}, seen, true, hand
 		case settled && older(ev.Object, rvOf(d.Env, ev.Object), seen):
 			return nil, seen, false, passOver
 		}
@@ -359,43 +359,6 @@ func rvOf(env *engine.Envelope, o *unstructured.Unstructured) string {
 		return env.ResourceVersion()
 	}
 	return delivery.ResourceVersion(o)
-}
-
-// owns reports whether this member owns k now, under the Assignment the
-// worker applied (applying a newer one first).
-func (g *generation) owns(k delivery.Key) bool {
-	g.applyAssignment()
-	a := g.applied
-	return a == nil || a.Owns(k.Namespace, k.Name, time.Now())
-}
-
-// foreign reports whether a live event must not reach the plugin because
-// this member does not own its object now. A delete of an object the
-// plugin has still does: the object is gone either way, and the replay
-// that would tell the plugin so was taken out of the cursor by this very
-// delete.
-func (g *generation) foreign(ev *event.Event, k delivery.Key, have bool) bool {
-	return !g.owns(k) && (ev.Type != event.EventDelete || !have)
-}
-
-// handedOver turns a replay's view of the store into what this member's
-// plugin may see: an object it does not own is absent. It reports whether
-// the object was taken out for that reason.
-func (g *generation) handedOver(k delivery.Key, found bool) (stillFound, handed bool) {
-	if found && !g.owns(k) {
-		return false, true
-	}
-	return found, false
-}
-
-// delivering tells the test hook of an event about to be handed over.
-func (g *generation) delivering(ev *event.Event) {
-	if g.shard == nil {
-		return
-	}
-	if f := g.shard.onDeliver; f != nil {
-		f(g.slot.name, ev, g.applied, time.Now())
-	}
 }
 
 // selfFlags returns the header flags of ev for this plugin alone
@@ -450,9 +413,9 @@ func selfNoop(old, cur *unstructured.Unstructured) bool {
 // or the member's loss of the object, cut short before the plugin could
 // act: not the plugin's failure, and nothing to settle.
 func (g *generation) call(inst *engine.Instance, d *delivery.Entry, h *handing) (res engine.Result, cut bool, err error) {
-	ctx := g.callContext(&d.Key)
+	ctx := g.shard.callContext(&d.Key)
 	res, err = inst.HandleWith(ctx, h.env, h.flags)
-	g.callEnded()
+	g.shard.callEnded()
 	if err != nil && (g.stopping() || ctx.Err() != nil) && !errors.As(err, new(*engine.Failure)) {
 		g.unrecorded(false)
 		return res, true, err
@@ -537,18 +500,23 @@ func (g *generation) passedOver(d *delivery.Entry, v verdict) {
 }
 
 // settle acts on the plugin's answer to h, or on its failed call (err).
+// A RETRY or an ERROR answer hands d back to the queue to wait out its
+// object's backoff, unless the object was given up on.
 func (g *generation) settle(inst *engine.Instance, d *delivery.Entry, h *handing, res engine.Result, err error) (*engine.Instance, bool) {
 	s := g.slot
 	ev := h.ev
 	if err != nil {
 		d.DropBehind() // the restart clears the queue, and these with it
-		g.objectFailed(d.Key, ev, h.rv, err.Error())
+		if parked, until, _ := g.conv.objectFailed(d.Key, eventString(ev), h.rv, err.Error()); parked {
+			g.queue.Defer(d.Key, until, true)
+		}
 		return g.failed(inst, eventString(ev), err), false
 	}
 	s.c.delivered.Add(1)
 	if h.fenced && (res.Code == engine.CodeRetry || res.Code == engine.CodeError) {
 		g.holdUnsettled(d.Key, h)
 	}
+	answer := ""
 	switch res.Code {
 	case engine.CodeOK:
 		s.c.ok.Add(1)
@@ -561,42 +529,33 @@ func (g *generation) settle(inst *engine.Instance, d *delivery.Entry, h *handing
 			g.log.Warn("plugin failed to handle an event; skipped (onError: skip)", "event", eventString(ev), "message", res.Message)
 			break
 		}
-		parked, n := g.objectFailed(d.Key, ev, h.rv, "ERROR: "+res.Message)
+		parked, until, n := g.conv.objectFailed(d.Key, eventString(ev), h.rv, "ERROR: "+res.Message)
 		if n == 1 {
 			g.log.Warn("plugin failed to handle an event; retrying it with backoff", "event", eventString(ev), "message", res.Message)
 		} else {
 			g.log.Debug("plugin's handling of an object failed again", "event", eventString(ev), "failures", n, "message", res.Message)
 		}
 		if parked {
+			g.queue.Defer(d.Key, until, true)
 			g.initialDone(d)
 			return inst, true // the queue holds the parked object
 		}
-		return g.retry(inst, d, h, "ERROR", res.Message)
+		answer = "ERROR"
 	case engine.CodeRetry:
-		return g.retry(inst, d, h, "RETRY", res.Message)
+		answer = "RETRY"
 	}
-	g.conv.forget(d.Key)
-	g.record(d.Key, ev, h.seen)
-	g.initialDone(d)
-	return inst, true
-}
-
-// retry hands d back to the queue to wait out its object's backoff, or
-// gives up on the object when delivery.maxRetries says so: counted,
-// listed in the status and logged.
-func (g *generation) retry(inst *engine.Instance, d *delivery.Entry, h *handing, answer, msg string) (*engine.Instance, bool) {
-	s := g.slot
-	delay, giveUp := g.conv.retryAfter(d.Key)
-	if giveUp {
-		s.c.retryExhausted.Add(1)
-		g.conv.giveUp(d.Key, answer+": "+msg, time.Now())
-		g.log.Warn("plugin's handling of an object failed delivery.maxRetries times; gave up on it until it changes",
-			"event", eventString(h.ev), "answer", answer, "maxRetries", g.settings.Delivery.MaxRetries, "message", msg)
-		g.record(d.Key, h.ev, h.seen)
+	if answer == "" {
+		g.conv.forget(d.Key)
+		g.record(d.Key, ev, h.seen)
 		g.initialDone(d)
 		return inst, true
 	}
-	s.c.retries.Add(1)
+	delay, gaveUp := g.conv.retry(d.Key, eventString(ev), answer, res.Message)
+	if gaveUp {
+		g.record(d.Key, ev, h.seen)
+		g.initialDone(d)
+		return inst, true
+	}
 	d.Attempts++
 	if h.built || d.Replay {
 		// What waits is the event the plugin was given.
@@ -608,21 +567,6 @@ func (g *generation) retry(inst *engine.Instance, d *delivery.Entry, h *handing,
 	g.initialDone(d)
 	g.queue.Retry(d, time.Now().Add(delay))
 	return inst, false
-}
-
-// objectFailed counts a failed call handling the object k and reports
-// whether it parked the object, and its count of failures. Parking is
-// logged once, with the failure; the queue holds the object back until
-// it changes or its backoff ends.
-func (g *generation) objectFailed(k delivery.Key, ev *event.Event, rv, msg string) (parked bool, n int) {
-	parked, until, n := g.conv.failed(k, rv, msg, time.Now())
-	if !parked {
-		return false, n
-	}
-	g.queue.Defer(k, until, true)
-	g.log.Warn("object parked: handling it failed too often; it is not handed to the plugin again until it changes or its backoff ends",
-		"event", eventString(ev), "failures", n, "until", until, "lastError", msg)
-	return true, n
 }
 
 // initialDone records that d, if part of an initial list, was handed.

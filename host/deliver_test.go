@@ -57,7 +57,7 @@ func TestPrepareNeverGoesBackwards(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g := &generation{seen: newCacheView(nil)}
+			g := &generation{seen: newCacheView(nil), shard: &shardView{}}
 			l := &bindingListener{g: g, binding: "cms", add: true, update: true, delete: true}
 			g.byResource = map[string]*bindingListener{"cms": l}
 			if tc.seen != "" {
@@ -74,7 +74,7 @@ func TestPrepareNeverGoesBackwards(t *testing.T) {
 		})
 	}
 	// A delete of an older incarnation than the one the plugin has.
-	g := &generation{seen: newCacheView(nil)}
+	g := &generation{seen: newCacheView(nil), shard: &shardView{}}
 	g.seen.set(k, res, recreated.Object, seenObject{})
 	g.byResource = map[string]*bindingListener{"cms": {g: g, binding: "cms", add: true, delete: true}}
 	if _, _, _, v := g.eventFor(&delivery.Entry{Event: *ev(event.EventDelete, "", "5"), Key: k}); v == hand {

@@ -12,8 +12,11 @@
 // (internal/daemon, cmd/informer-host, internal/server) and by tests and
 // benchmarks; it imports the
 // informer pipeline, the event type, abi and the daemon-only packages
-// under internal/, and its own host/internal/engine (wazero) and
-// host/internal/delivery (the queue). Nothing it imports imports it.
+// under internal/ (internal/controllerwrites among them), and its own
+// host/internal/engine (wazero),
+// host/internal/delivery (the queue) and host/internal/reconcile (the
+// controller's keyed queue and mapping).
+// Nothing it imports imports it.
 //
 // # The map
 //
@@ -24,9 +27,18 @@
 //	 └ PluginSlot   one file (slot.go): outlives versions and instances;
 //	    │           state, counters, last error, the current generation
 //	    └ generation  one loaded version: its module, settings, listeners
-//	       │          (bindingListener, one per binding), its per-object
-//	       │          retry state (convergence, converge.go) and its
-//	       │          worker; a reload makes a new one
+//	       │          (bindingListener, one per binding) and its worker;
+//	       │          a reload makes a new one
+//	       ├ convergence  the per-object retries, parking and giving up
+//	       │              (converge.go), for both ways into the plugin
+//	       ├ shardView    the worker's applied sharding Assignment and the
+//	       │              fencing of its calls (shard.go), for both ways
+//	       ├ reconciler   a controller-mode generation's loop instead of
+//	       │              the event delivery (reconcile.go): the listeners
+//	       │              map events to primary keys (reconcile.Mapper)
+//	       │              into a keyed workqueue (reconcile.Queue), the
+//	       │              worker calls ih_reconcile per key and settles
+//	       │              through controllerwrites.Writer
 //	       ├ delivery.Queue  the buffer between the listeners and the
 //	       │                 worker (host/internal/delivery)
 //	       └ engine.Instance the running module; the worker's alone, and
@@ -37,7 +49,9 @@
 // shared envelope go into the queue, and the worker takes them out: its
 // loop is generation.run (slot.go), and each entry's way into the plugin
 // and back is generation.deliver (deliver.go), read as prepare → call →
-// settle.
+// settle. In controller mode the listeners hand events to the
+// reconciler instead, and generation.run runs reconciler.run, read as
+// key → call → settle (reconcile.go).
 //
 // # Goroutines
 //
@@ -62,9 +76,12 @@
 //     context.
 //   - Stop and Halt: one per slot, each draining or stopping its
 //     generation, all joined before Stop returns.
-//   - a fence watcher: generation.callContext starts one per sharded
+//   - a controller's queue closer: reconciler.run starts one per run, which
+//     shuts the keyed queue down (ending its blocking Get) when stopCh or
+//     drainCh closes or the run returns.
+//   - a fence watcher: shardView.callContext starts one per sharded
 //     generation, on its first call; it cancels the calls' context when
-//     stopCh or done closes, and then forgets the generation.
+//     stopCh or done closes, and then forgets the generation's view.
 //   - the directory watch (dirwatch.go): Watch runs on its caller's
 //     goroutine and starts one goroutine per file it looks at, all joined
 //     before Watch returns; LoadDir loads up to one file per CPU at once,
@@ -84,7 +101,8 @@
 //	delivery.Queue's lock  the queue's own (taken inside its methods)
 //
 // Host.unmatchedMu comes before Host.mu (a look reads the config) and is
-// never taken under it. shardState.callsMu, convergence.mu, the
+// never taken under it. shardState.callsMu, convergence.mu,
+// reconciler.mapMu and reconciler.initialMu (and reconcile.Queue's own), the
 // memReleaser's (taken under the queue's lock, by its onReleased), the
 // recording's and the directory watch's locks, and viewKeys.mu and each
 // keyTable.mu (the plugins' views' shared keys, view.go), are leaves:

@@ -18,9 +18,11 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/host/internal/delivery"
 	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/host/internal/reconcile"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/filter"
@@ -83,6 +85,10 @@ type Host struct {
 	// viewKeys interns the keys of the plugins' views of the cache,
 	// shared by every generation (view.go).
 	viewKeys *viewKeys
+
+	// reconcileMetrics are the controller-mode plugins' loops' metrics,
+	// under controller-runtime's names (reconcile.go).
+	reconcileMetrics *reconcile.Metrics
 
 	// pluginMetrics holds the metrics plugins declare (metric_*); a
 	// plugin's outlive its instances and go when its file is removed.
@@ -181,8 +187,8 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		observe: opts.observe, recording: opts.recording, logRate: opts.logRate,
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
 		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{}, paths: map[string]string{},
-		pluginMetrics: pluginmetrics.New(pluginmetrics.Options{}),
-		writes:        opts.Writes,
+		pluginMetrics: pluginmetrics.New(pluginmetrics.Options{}), reconcileMetrics: reconcile.NewMetrics(),
+		writes: opts.Writes,
 	}
 	if h.outbound, err = newOutbound(opts, log); err != nil {
 		_ = eng.Close(context.Background())
@@ -354,6 +360,11 @@ func (h *Host) start(ctx context.Context, slot *PluginSlot, mod *engine.Module, 
 	name := slot.name
 	compiled := time.Since(start)
 	warnUngranted(slot.log, mod.Requested(), settings.Grants)
+	if settings.Controller != nil && !mod.Reconciles() {
+		_ = mod.Close(context.Background())
+		return slot.loadFailed(fmt.Errorf("plugin %q: its config has a controller: block, but the module does not export %s; "+
+			"build it as a controller (a kit's reconciler) or remove controller: to run it on events", name, abi.ExportReconcile), sha)
+	}
 	g := newGeneration(slot, mod, settings, configJSON)
 	inst, err := g.instantiate(ctx)
 	if err != nil {
@@ -457,12 +468,14 @@ func (h *Host) unload(ctx context.Context, name string) {
 			slot.log.Warn("plugin still stopping (inside a call); removed, it stops in the background")
 			h.metrics.forget(name)
 			h.pluginMetrics.Forget(name)
+			h.reconcileMetrics.Forget(name)
 			h.outbound.forget(name)
 			return
 		}
 	}
 	h.metrics.forget(name)
 	h.pluginMetrics.Forget(name)
+	h.reconcileMetrics.Forget(name)
 	h.outbound.forget(name)
 	slot.log.Info("plugin unloaded")
 }
@@ -735,6 +748,9 @@ type PluginStatus struct {
 	// (or a version before it) last returned from ih_handle.
 	LoadedAt    time.Time
 	LastEventAt time.Time
+	// Controller reports a controller-mode plugin's loop, nil in event
+	// mode.
+	Controller *ControllerStatus
 }
 
 // FilterCounts are the events one binding's filter kept from its plugin.
@@ -785,6 +801,9 @@ func (h *Host) Status() []PluginStatus {
 			st.Degraded = st.Queue.Degraded
 			st.Repairs = g.repairs.Load()
 			st.Parked, st.GaveUp = g.conv.report()
+			if g.ctl != nil {
+				st.Controller = g.ctl.status(len(st.Parked))
+			}
 			st.Requested, st.Granted = g.module.Requested(), g.settings.Grants.Granted()
 		} else if settings, ok := held[s.name]; ok {
 			st.Bindings = bindingNames(settings)

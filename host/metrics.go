@@ -116,6 +116,7 @@ func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 	h.metrics.denied.Describe(ch)
 	describeShard(ch)
 	describeState(ch)
+	h.reconcileMetrics.Describe(ch)
 	for _, c := range h.outbound.collectors() {
 		c.Describe(ch)
 	}
@@ -172,6 +173,7 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	h.metrics.filter.Collect(ch)
 	h.metrics.denied.Collect(ch)
 	h.collectShard(ch)
+	h.reconcileMetrics.Collect(ch)
 	h.collectState(ch)
 	for _, c := range h.outbound.collectors() {
 		c.Collect(ch)

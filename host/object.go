@@ -106,7 +106,7 @@ func (g *generation) answerQueries() {
 			if s := g.seen.get(q.key); s.has() {
 				p.Has, p.Unsettled, p.RV = true, s.unsettled, s.rv()
 			}
-			if a := g.applied; a != nil {
+			if a := g.shard.applied; a != nil {
 				p.AppliedOwner, p.AppliedOwned = a.Owner(q.key.Namespace, q.key.Name), a.Owns(q.key.Namespace, q.key.Name, time.Now())
 			} else {
 				p.AppliedOwned = true

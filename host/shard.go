@@ -26,12 +26,12 @@ type shardState struct {
 	// Assignment it was decided under and when.
 	onDeliver func(plugin string, ev *event.Event, a *shard.Assignment, at time.Time)
 
-	// callsMu guards calls: by generation, the plugin call under way, so
+	// callsMu guards calls: by worker, the plugin call under way, so
 	// that SetAssignment can cancel its I/O once this member no longer
 	// owns what the call is about. An entry lives as long as its
-	// generation; its call fields are set only during a call.
+	// worker's generation; its call fields are set only during a call.
 	callsMu sync.Mutex
-	calls   map[*generation]*shardCall
+	calls   map[*shardView]*shardCall
 }
 
 // shardCall is a sharded generation's call into its plugin, for
@@ -62,6 +62,35 @@ func (c *shardCall) fenced(a *shard.Assignment, now time.Time) bool {
 	return !a.Owns(c.key.Namespace, c.key.Name, now)
 }
 
+// shardView is one worker's side of sharding: the Assignment it applied
+// to what its plugin sees, and the fencing of its calls. It is kept out
+// of the generation so that both ways into a plugin, the event delivery
+// (deliver.go) and the controller loop (reconcile.go), decide ownership
+// and fence calls alike. Its fields are the worker's own.
+type shardView struct {
+	// st is the host's sharding state (nil for a generation made
+	// without a host, which is never sharded); applied is the Assignment
+	// the worker last applied (nil: not sharded, every object is this
+	// member's).
+	st      *shardState
+	applied *shard.Assignment
+	// stop and done are the generation's: a fence watcher ends with
+	// either.
+	stop, done <-chan struct{}
+	// moved is told of every Assignment applied after the first, with
+	// the one applied before (nil: the first was not sharded), to bring
+	// the plugin's view over: the event delivery replays what moved, the
+	// controller loop enqueues the keys gained and forgets the ones lost.
+	moved func(old, cur *shard.Assignment)
+}
+
+func newShardView(st *shardState, stop, done <-chan struct{}) *shardView {
+	return &shardView{st: st, applied: st.cur.Load(), stop: stop, done: done}
+}
+
+// sharded reports whether an Assignment is in force at all.
+func (v *shardView) sharded() bool { return v.st != nil && v.st.cur.Load() != nil }
+
 // callContext is the context of one call into the plugin: done when the
 // generation stops (stopContext) and, sharded, when the member stops
 // owning k (nil: the call is about no one object, and ends when the
@@ -70,36 +99,35 @@ func (c *shardCall) fenced(a *shard.Assignment, now time.Time) bool {
 // a call decided as the owner is fenced so: a handed-over delete, or the
 // delete of an object the plugin had, reaches the plugin whoever owns
 // the object now. The worker calls callEnded when the call returns.
-// Worker only.
-func (g *generation) callContext(k *delivery.Key) context.Context {
+func (v *shardView) callContext(k *delivery.Key) context.Context {
 	call := shardCall{whole: k == nil}
 	if k != nil {
 		call.key = *k
 	}
-	if g.shard == nil || g.shard.cur.Load() == nil || call.fenced(g.applied, time.Now()) {
-		return stopContext{g.stopCh}
+	if !v.sharded() || call.fenced(v.applied, time.Now()) {
+		return stopContext{v.stop}
 	}
-	st := g.shard
+	st := v.st
 	st.callsMu.Lock()
 	defer st.callsMu.Unlock()
-	c := st.calls[g]
+	c := st.calls[v]
 	if c == nil {
 		base, stop := context.WithCancel(context.Background())
 		c = &shardCall{base: base}
 		if st.calls == nil {
-			st.calls = map[*generation]*shardCall{}
+			st.calls = map[*shardView]*shardCall{}
 		}
-		st.calls[g] = c
+		st.calls[v] = c
 		go func() {
 			// Stopped: cancel the call under way. Done (quarantined, or
 			// failed after being replaced): no call will come.
 			select {
-			case <-g.stopCh:
-			case <-g.done:
+			case <-v.stop:
+			case <-v.done:
 			}
 			stop()
 			st.callsMu.Lock()
-			delete(st.calls, g)
+			delete(st.calls, v)
 			st.callsMu.Unlock()
 		}()
 	}
@@ -118,16 +146,98 @@ func (g *generation) callContext(k *delivery.Key) context.Context {
 }
 
 // callEnded marks the call callContext began as returned: a fence from
-// now on does not concern it. Worker only.
-func (g *generation) callEnded() {
-	if g.shard == nil || g.shard.cur.Load() == nil {
+// now on does not concern it.
+func (v *shardView) callEnded() {
+	if !v.sharded() {
 		return
 	}
-	g.shard.callsMu.Lock()
-	if c := g.shard.calls[g]; c != nil {
+	v.st.callsMu.Lock()
+	if c := v.st.calls[v]; c != nil {
 		c.busy = false
 	}
-	g.shard.callsMu.Unlock()
+	v.st.callsMu.Unlock()
+}
+
+// apply brings the worker over to the host's current Assignment, telling
+// moved when it changed.
+func (v *shardView) apply() {
+	if v.st == nil {
+		return
+	}
+	cur := v.st.cur.Load()
+	old := v.applied
+	if cur == old {
+		return
+	}
+	v.applied = cur
+	if v.moved != nil {
+		v.moved(old, cur)
+	}
+}
+
+// owns reports whether this member owns k now, under the Assignment the
+// worker applied (applying a newer one first).
+func (v *shardView) owns(k delivery.Key) bool {
+	v.apply()
+	a := v.applied
+	return a == nil || a.Owns(k.Namespace, k.Name, time.Now())
+}
+
+// foreign reports whether a live event must not reach the plugin because
+// this member does not own its object now. A delete of an object the
+// plugin has still does: the object is gone either way, and the replay
+// that would tell the plugin so was taken out of the cursor by this very
+// delete.
+func (v *shardView) foreign(ev *event.Event, k delivery.Key, have bool) bool {
+	return !v.owns(k) && (ev.Type != event.EventDelete || !have)
+}
+
+// handedOver turns a replay's view of the store into what this member's
+// plugin may see: an object it does not own is absent. It reports whether
+// the object was taken out for that reason.
+func (v *shardView) handedOver(k delivery.Key, found bool) (stillFound, handed bool) {
+	if found && !v.owns(k) {
+		return false, true
+	}
+	return found, false
+}
+
+// delivering tells the test hook of an event about to be handed over.
+func (v *shardView) delivering(plugin string, ev *event.Event) {
+	if v.st == nil {
+		return
+	}
+	if f := v.st.onDeliver; f != nil {
+		f(plugin, ev, v.applied, time.Now())
+	}
+}
+
+// movedKeys returns the keys the event delivery replays when the
+// Assignment changes from old to cur: every object whose owner differs
+// between them, and every object the plugin has that it no longer owns.
+// If old's validity ran out while it was in force, live events were held
+// back under it, so every object is replayed.
+func movedKeys(bindings []*bindingListener, seen *cacheView, old, cur *shard.Assignment) []delivery.Key {
+	all := old != nil && !old.Valid(time.Now())
+	moved := func(k delivery.Key) bool {
+		return all || old.OwnsKey(k.Namespace, k.Name) != cur.OwnsKey(k.Namespace, k.Name)
+	}
+	var keys []delivery.Key
+	for _, l := range bindings {
+		if reg := l.registration(); reg != nil {
+			for _, k := range delivery.KeysOf(l.binding, reg.Keys()) {
+				if moved(k) {
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	for _, k := range seen.appendKeys(nil) {
+		if !cur.OwnsKey(k.Namespace, k.Name) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // fenceCalls cancels the calls under way that a does not let this member
@@ -169,7 +279,10 @@ func (h *Host) SetAssignment(a *shard.Assignment) {
 		s.mu.Lock()
 		g := s.current
 		s.mu.Unlock()
-		if g != nil {
+		switch {
+		case g != nil && g.ctl != nil:
+			g.ctl.wake()
+		case g != nil:
 			g.queue.Wake()
 		}
 	}
@@ -177,45 +290,6 @@ func (h *Host) SetAssignment(a *shard.Assignment) {
 
 // Assignment returns the Assignment in force, nil without sharding.
 func (h *Host) Assignment() *shard.Assignment { return h.shard.cur.Load() }
-
-// applyAssignment brings the worker over to the host's current
-// Assignment: every object whose owner differs between the one it
-// applied and the current one goes to the replay cursor, as an initial
-// list, and so does every object its plugin has that it no longer owns.
-// The replay delivers the difference (prepare). If the applied one's
-// validity ran out while it was in force, live events were held back
-// under it, so every object is replayed. Worker only.
-func (g *generation) applyAssignment() {
-	if g.shard == nil {
-		return
-	}
-	cur := g.shard.cur.Load()
-	old := g.applied
-	if cur == old {
-		return
-	}
-	g.applied = cur
-	all := old != nil && !old.Valid(time.Now())
-	moved := func(k delivery.Key) bool {
-		return all || old.OwnsKey(k.Namespace, k.Name) != cur.OwnsKey(k.Namespace, k.Name)
-	}
-	var keys []delivery.Key
-	for _, l := range g.bindings {
-		if reg := l.registration(); reg != nil {
-			for _, k := range delivery.KeysOf(l.binding, reg.Keys()) {
-				if moved(k) {
-					keys = append(keys, k)
-				}
-			}
-		}
-	}
-	for _, k := range g.seen.appendKeys(nil) {
-		if !cur.OwnsKey(k.Namespace, k.Name) {
-			keys = append(keys, k)
-		}
-	}
-	g.queue.AddReplay(keys, true)
-}
 
 // ShardStatus is this member's view of its sharding group
 // (/debug/plugins).

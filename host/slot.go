@@ -148,6 +148,9 @@ type generation struct {
 	queue    *delivery.Queue
 	// conv is the per-object retry and failure state (converge.go).
 	conv *convergence
+	// ctl is the controller loop of a controller-mode generation
+	// (reconcile.go), nil in event mode; set by newGeneration.
+	ctl *reconciler
 	// batch, batchEnts, batchHands, batchItems and batchResults are the
 	// worker's reused buffers for a batch (deliverBatch), empty between
 	// batches.
@@ -194,12 +197,9 @@ type generation struct {
 	// looks only then, so a live event costs no lookups.
 	syncDue bool
 
-	// shard is the host's sharding state the generation follows (nil for
-	// a generation made without a host, which is never sharded); applied
-	// is the Assignment the worker last applied (nil: not sharded, every
-	// object is this member's), the worker's own (shard.go).
-	shard   *shardState
-	applied *shard.Assignment
+	// shard is the worker's view of the host's sharding (shard.go), the
+	// worker's own.
+	shard *shardView
 	// queries are Host.Object's questions about one object, answered by
 	// the worker between two calls (answerQueries).
 	queries chan objectQuery
@@ -241,6 +241,10 @@ type bindingCounts struct {
 // to it, so an initial list of any size arrives whole however small the
 // buffer is.
 func (l *bindingListener) OnAdd(res *event.ResourceRef, obj *unstructured.Unstructured, isInInitialList bool) {
+	if r := l.g.ctl; r != nil {
+		r.offer(l, &event.Event{Type: event.EventAdd, Resource: res, Object: obj, IsInInitialList: isInInitialList})
+		return
+	}
 	if isInInitialList {
 		l.g.queue.PushAt(&event.Event{Type: event.EventAdd, Resource: res, Object: obj, IsInInitialList: true}, nil, time.Now())
 		return
@@ -256,8 +260,13 @@ func (l *bindingListener) OnDelete(res *event.ResourceRef, obj *unstructured.Uns
 	l.offer(&event.Event{Type: event.EventDelete, Resource: res, Object: obj, FinalStateUnknown: finalStateUnknown})
 }
 
-// offer filters ev and queues what is left.
+// offer filters ev and queues what is left; a controller's listener
+// hands it to the controller loop instead.
 func (l *bindingListener) offer(ev *event.Event) {
+	if r := l.g.ctl; r != nil {
+		r.offer(l, ev)
+		return
+	}
 	start := time.Now()
 	ev, ok := l.decide(ev)
 	now := time.Now() // also the event's arrival in the queue
@@ -333,16 +342,24 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 	g := &generation{
 		slot: slot, log: slot.log.With("version", mod.SHA256()[:12]), module: mod, settings: settings, config: configJSON,
 		queue:      delivery.New(mode, settings.Delivery.BufferSize, released),
-		conv:       newConvergence(settings.Delivery, settings.Limits),
 		byResource: map[string]*bindingListener{}, seen: newCacheView(slot.h.viewKeys), reported: map[string]bool{},
 		stopCh: make(chan struct{}), drainCh: make(chan struct{}), done: make(chan struct{}),
-		shard: &slot.h.shard, applied: slot.h.shard.cur.Load(), queries: make(chan objectQuery, objectQueries),
+		queries: make(chan objectQuery, objectQueries),
+	}
+	g.conv = newConvergence(g.log, &slot.c, settings.Delivery, settings.Limits)
+	g.shard = newShardView(&slot.h.shard, g.stopCh, g.done)
+	g.shard.moved = func(old, cur *shard.Assignment) {
+		g.queue.AddReplay(movedKeys(g.bindings, g.seen, old, cur), true)
 	}
 	for _, b := range settings.Bindings {
 		l := &bindingListener{g: g, binding: b.Resource, counts: slot.bindingCounts(b.Resource),
 			add: b.Wants(config.EventAdd), update: b.Wants(config.EventUpdate), delete: b.Wants(config.EventDelete)}
 		g.bindings = append(g.bindings, l)
 		g.byResource[b.Resource] = l
+	}
+	if settings.Controller != nil && g.byResource[settings.Controller.For] != nil {
+		g.ctl = newReconciler(g, slot.h.reconcileMetrics)
+		g.shard.moved = g.ctl.handover
 	}
 	return g
 }
@@ -462,6 +479,10 @@ func (g *generation) run(inst *engine.Instance) {
 			_ = inst.Close(context.Background())
 		}
 	}()
+	if g.ctl != nil {
+		inst = g.ctl.run(inst)
+		return
+	}
 	draining := false
 	poll := syncPoll
 	g.syncDue = true
@@ -571,7 +592,7 @@ const (
 // instance to use next, nil when the plugin is quarantined.
 func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	q := g.queue
-	g.applyAssignment()
+	g.shard.apply()
 	g.answerQueries()
 	start, end := q.RepairStep()
 	if start {
@@ -603,8 +624,8 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 			continue
 		}
 		// The generation's stop cancels a write waiting in ih_synced too.
-		called, err := inst.Synced(g.callContext(nil), ref)
-		g.callEnded()
+		called, err := inst.Synced(g.shard.callContext(nil), ref)
+		g.shard.callEnded()
 		if called && g.slot.h.observe != nil {
 			g.slot.h.observe(g.slot.name, &event.Event{Resource: ref}, engine.Result{}, err)
 		}
@@ -775,6 +796,10 @@ func (g *generation) replayAll() {
 	clear(g.reported)
 	g.synced.Store(false)
 	g.syncDue = true
+	if g.ctl != nil {
+		g.ctl.enqueueAll()
+		return
+	}
 	for _, l := range g.bindings {
 		if reg := l.registration(); reg != nil {
 			g.queue.AddReplay(delivery.KeysOf(l.binding, reg.Keys()), true)

@@ -89,9 +89,36 @@ type pluginJSON struct {
 	GaveUp      []objectFailureJSON    `json:"gaveUp,omitempty"`
 	LoadedAt    time.Time              `json:"loadedAt,omitzero"`
 	LastEventAt time.Time              `json:"lastEventAt,omitzero"`
+	// Controller is a controller-mode plugin's loop.
+	Controller *controllerJSON `json:"controller,omitempty"`
 	// Source is where a sourced plugin comes from (plugins.modules[].source)
 	// and how that goes; absent for the directory's plugins.
 	Source *pluginsource.Status `json:"source,omitempty"`
+}
+
+// controllerJSON is host.ControllerStatus as served.
+type controllerJSON struct {
+	For         string        `json:"for"`
+	Depth       int           `json:"depth"`
+	NextRequeue []requeueJSON `json:"nextRequeue,omitempty"`
+	Parked      int           `json:"parked"`
+}
+
+type requeueJSON struct {
+	Namespace string    `json:"namespace,omitempty"`
+	Name      string    `json:"name"`
+	At        time.Time `json:"at"`
+}
+
+func controllerDocument(c *host.ControllerStatus) *controllerJSON {
+	if c == nil {
+		return nil
+	}
+	out := &controllerJSON{For: c.For, Depth: c.Depth, Parked: c.Parked}
+	for _, d := range c.NextRequeue {
+		out.NextRequeue = append(out.NextRequeue, requeueJSON{Namespace: d.Namespace, Name: d.Name, At: d.At})
+	}
+	return out
 }
 
 // statePending is the state served for a sourced plugin the host does not
@@ -129,7 +156,8 @@ func pluginsDocument(st []host.PluginStatus, sh *host.ShardStatus, sources map[s
 		p := pluginJSON{File: s.File, SHA256: s.SHA256, ABIVersion: s.ABIVersion, State: s.State, Bindings: s.Bindings,
 			Synced: s.Synced, Degraded: s.Degraded, Repairs: s.Repairs, Queue: camelObject{s.Queue}, Counters: camelObject{s.Counters},
 			Requested: s.Requested, Granted: s.Granted, LastError: s.LastError, Failures: s.Failures,
-			Parked: objectFailures(s.Parked), GaveUp: objectFailures(s.GaveUp), LoadedAt: s.LoadedAt, LastEventAt: s.LastEventAt}
+			Parked: objectFailures(s.Parked), GaveUp: objectFailures(s.GaveUp), LoadedAt: s.LoadedAt, LastEventAt: s.LastEventAt,
+			Controller: controllerDocument(s.Controller)}
 		if s.Filtered != nil {
 			p.Filtered = make(map[string]camelObject, len(s.Filtered))
 			for b, c := range s.Filtered {

@@ -24,7 +24,9 @@ func TestDebugPluginsJSON(t *testing.T) {
 		LastError: "boom", Failures: 1,
 		Parked:   []host.ObjectFailure{{Resource: "cms", Namespace: "ns", Name: "a", Failures: 2, LastError: "x", Until: at}},
 		GaveUp:   []host.ObjectFailure{{Resource: "cms", Name: "b", Failures: 3, LastError: "RETRY: y", At: at}},
-		LoadedAt: at, LastEventAt: at.Add(time.Second)}
+		LoadedAt: at, LastEventAt: at.Add(time.Second),
+		Controller: &host.ControllerStatus{For: "cronjobs", Depth: 2, Parked: 1,
+			NextRequeue: []host.RequeueDue{{Namespace: "ns", Name: "c", At: at}}}}
 	shard := &host.ShardStatus{Member: "m1", Active: true, Members: []string{"m1"}, Key: "namespace",
 		Owned: map[string]int{"my-pods": 1}, ValidUntil: at, Problem: "p"}
 	tests := []struct {
@@ -38,12 +40,13 @@ func TestDebugPluginsJSON(t *testing.T) {
 			[]string{`"queue":{"depth":0,`, `"counters":{"delivered":1,"ok":1,`, `"abiFailures":0`, `"loadedAt":"`, `"lastEventAt":"`,
 				`"retryExhausted":1`, `"filtered":{"my-pods":{"filtered":1,"unchanged":0,"resync":0,"error":0,"evalErrors":0}}`,
 				`"parked":[{"resource":"cms","namespace":"ns","name":"a","failures":2,"lastError":"x","until":"`,
-				`"shard":{"member":"m1","active":true,"members":["m1"],"key":"namespace","owned":{"my-pods":1},"validUntil":"`},
+				`"shard":{"member":"m1","active":true,"members":["m1"],"key":"namespace","owned":{"my-pods":1},"validUntil":"`,
+				`"controller":{"for":"cronjobs","depth":2,"nextRequeue":[{"namespace":"ns","name":"c","at":"2026-01-02T03:04:05Z"}],"parked":1}`},
 			nil},
 		{"nothing loaded, not sharded", nil, nil, []string{`{"plugins":[]}`}, []string{`"shard"`}},
 		{"zero values left out", []host.PluginStatus{{File: "b.wasm", State: host.StateFailed}}, nil,
 			[]string{`"synced":false,"degraded":false,"repairs":0,`, `"failures":0}`},
-			[]string{`"sha256"`, `"abiVersion"`, `"bindings"`, `"filtered"`, `"lastError"`, `"parked"`, `"gaveUp"`, `"loadedAt"`, `"lastEventAt"`}},
+			[]string{`"sha256"`, `"abiVersion"`, `"bindings"`, `"filtered"`, `"controller"`, `"lastError"`, `"parked"`, `"gaveUp"`, `"loadedAt"`, `"lastEventAt"`}},
 	}
 	camel := regexp.MustCompile(`^[a-z][a-zA-Z0-9]*$`)
 	for _, tc := range tests {
