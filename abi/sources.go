@@ -16,7 +16,7 @@ import (
 //go:embed go.mod
 //go:embed abi.go doc.go header.go path.go version.go
 //go:embed kit/*.go kit/kittest/*.go
-//go:embed include/informer_host.h
+//go:embed include/informer_host.h include/informer_host_reconcile.h
 //go:embed rust/Cargo.toml rust/src/*.rs
 //go:embed rust/template/Cargo.toml rust/template/build.sh rust/template/plugin.rs rust/template/.gitignore
 //go:embed assemblyscript/package.json assemblyscript/assembly/*.ts assemblyscript/fake/host.mjs

@@ -5,6 +5,7 @@
 #   build/plugins/pod-phase-rs.wasm    plugins/examples/pod-phase-rs, abi/rust, wasm32-wasi
 #   build/kits/pod-phase-rs.wasm32-unknown-unknown.wasm   the same for wasm32-unknown-unknown
 #   build/plugins/pod-logger-as.wasm   plugins/examples/pod-logger-as, abi/assemblyscript
+#   build/plugins/service-per-pod-rs.wasm   plugins/examples/service-per-pod-rs (a controller), abi/rust
 #   make kits-test                     the Rust kit's #[test]s, informer_host.h's helpers and
 #                                      the C fake host, natively, and the AssemblyScript fake host's tests
 #                                      under node (make test runs them)
@@ -30,6 +31,7 @@ AS_NODE_CHECK = @node -e 'process.exit(+process.versions.node.split(".")[0] >= 2
 	echo "AssemblyScript 0.28 needs node >= 20, this is node $$(node --version): on Debian 12 install NodeSource's nodejs 20 (it brings npm) or use Debian 13" >&2; exit 1; }
 
 KIT_PLUGINS := $(PLUGINS_OUT)/pod-phase-rs.wasm $(KITS_OUT)/pod-phase-rs.wasm32-unknown-unknown.wasm \
+	$(PLUGINS_OUT)/service-per-pod-rs.wasm \
 	$(PLUGINS_OUT)/pod-logger-as.wasm $(KITS_OUT)/template-rs.wasm $(KITS_OUT)/template-as.wasm \
 	$(KITS_OUT)/as-kit-test.wasm $(KITS_OUT)/rs-kit-test.wasm \
 	$(KITS_OUT)/as-batch-test.wasm $(KITS_OUT)/rs-batch-test.wasm
@@ -53,22 +55,41 @@ $(KITS_OUT)/pod-phase-rs.wasm32-unknown-unknown.wasm: plugins/examples/pod-phase
 	$(RUSTC_WASM) $(RUST_PLUGIN_FLAGS) --crate-type cdylib --target wasm32-unknown-unknown \
 		--extern informer_host=$(KITS_OUT)/rust/wasm32-unknown-unknown/libinformer_host.rlib -o $@ $<
 
+$(PLUGINS_OUT)/service-per-pod-rs.wasm: plugins/examples/service-per-pod-rs/plugin.rs $(KITS_OUT)/rust/wasm32-wasi/libinformer_host.rlib
+	@mkdir -p $(@D)
+	$(RUSTC_WASM) $(RUST_PLUGIN_FLAGS) --crate-type cdylib --target wasm32-wasi \
+		--extern informer_host=$(KITS_OUT)/rust/wasm32-wasi/libinformer_host.rlib -o $@ $<
+
 # The kit's unit tests run on this machine's own target, against the kit's
-# in-memory host (abi/rust/src/fake.rs).
-kits-test: $(KITS_OUT)/rust/kit-test $(KITS_OUT)/c/helpers-test $(KITS_OUT)/c/fake-test $(KITS_OUT)/as-fake-plugin.wasm
+# in-memory host (abi/rust/src/fake.rs); so do the Rust examples' tests,
+# linked with the kit built for this machine (its fake host included).
+kits-test: $(KITS_OUT)/rust/kit-test $(KITS_OUT)/rust/service-per-pod-rs-test $(KITS_OUT)/c/helpers-test $(KITS_OUT)/c/fake-test \
+		$(KITS_OUT)/c/reconcile-test $(KITS_OUT)/as-fake-plugin.wasm $(KITS_OUT)/as-reconcile-plugin.wasm
 	$(KITS_OUT)/rust/kit-test
+	$(KITS_OUT)/rust/service-per-pod-rs-test
 	$(KITS_OUT)/c/helpers-test
 	$(KITS_OUT)/c/fake-test
+	$(KITS_OUT)/c/reconcile-test
 	FAKE_PLUGIN=$(abspath $(KITS_OUT)/as-fake-plugin.wasm) node --test abi/assemblyscript/test/fake.test.mjs
+	RECONCILE_PLUGIN=$(abspath $(KITS_OUT)/as-reconcile-plugin.wasm) node --test abi/assemblyscript/test/reconcile.test.mjs
 $(KITS_OUT)/rust/kit-test: $(RUST_KIT_SRC) | deps
 	@mkdir -p $(@D)
 	$(RUSTC_WASM) --edition 2021 --test -o $@ abi/rust/src/lib.rs
+$(KITS_OUT)/rust/native/libinformer_host.rlib: $(RUST_KIT_SRC) | deps
+	@mkdir -p $(@D)
+	$(RUSTC_WASM) --edition 2021 --crate-type rlib --crate-name informer_host -o $@ abi/rust/src/lib.rs
+$(KITS_OUT)/rust/service-per-pod-rs-test: plugins/examples/service-per-pod-rs/plugin.rs $(KITS_OUT)/rust/native/libinformer_host.rlib
+	$(RUSTC_WASM) --edition 2021 --test --extern informer_host=$(KITS_OUT)/rust/native/libinformer_host.rlib -o $@ $<
 # informer_host.h's inline helpers, natively (the imports are only declared).
 $(KITS_OUT)/c/helpers-test: abi/include/test/helpers_test.c abi/include/informer_host.h | deps
 	@mkdir -p $(@D)
 	$(CLANG) -Wall -Wno-unknown-attributes -Iabi/include -o $@ $<
 # informer_host_fake.h, the C plugins' in-memory host, natively.
-$(KITS_OUT)/c/fake-test: abi/include/test/fake_test.c abi/include/informer_host_fake.h abi/include/informer_host.h | deps
+$(KITS_OUT)/c/fake-test: abi/include/test/fake_test.c abi/include/informer_host_fake.h abi/include/informer_host.h abi/include/informer_host_reconcile.h | deps
+	@mkdir -p $(@D)
+	$(CLANG) -Wall -Wextra -Wno-unknown-attributes -Iabi/include -o $@ $<
+# informer_host_reconcile.h (controller mode) over the C fake host's loop.
+$(KITS_OUT)/c/reconcile-test: abi/include/test/reconcile_test.c abi/include/informer_host_fake.h abi/include/informer_host.h abi/include/informer_host_reconcile.h | deps
 	@mkdir -p $(@D)
 	$(CLANG) -Wall -Wextra -Wno-unknown-attributes -Iabi/include -o $@ $<
 test: kits-test
@@ -127,6 +148,12 @@ $(KITS_OUT)/rs-batch-test.wasm: abi/rust/test/batch.rs $(KITS_OUT)/rust/wasm32-w
 $(KITS_OUT)/as-fake-plugin.wasm: abi/assemblyscript/test/fake-plugin.ts $(AS_KIT_SRC) abi/assemblyscript/node_modules/.kit-installed
 	@mkdir -p $(@D)
 	cd abi/assemblyscript && node_modules/.bin/asc test/fake-plugin.ts -o $(abspath $@) -O --debug --use abort=assembly/index/abort
+
+# The AssemblyScript kit's controller-mode plugin (abi/assemblyscript/test/reconcile-plugin.ts),
+# run under node against fake/host.mjs's controller loop by kits-test.
+$(KITS_OUT)/as-reconcile-plugin.wasm: abi/assemblyscript/test/reconcile-plugin.ts $(AS_KIT_SRC) abi/assemblyscript/node_modules/.kit-installed
+	@mkdir -p $(@D)
+	cd abi/assemblyscript && node_modules/.bin/asc test/reconcile-plugin.ts -o $(abspath $@) -O --debug --use abort=assembly/index/abort
 
 # The Rust kit's test plugin (abi/rust/test/kit.rs), run by
 # host/internal/engine's TestKitRustFunctions.

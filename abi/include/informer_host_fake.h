@@ -21,7 +21,19 @@
  * ERR_ABSENT, a precondition the object does not meet ERR_CONFLICT, and
  * each change sets a new metadata.resourceVersion, so a later cache_get
  * sees it; the body's fields are not parsed (the fake has no JSON).
- * Sizes are fixed (the IH_FAKE_MAX_* below): a test past them aborts. */
+ * Sizes are fixed (the IH_FAKE_MAX_* below): a test past them aborts.
+ *
+ * Controller mode (ABI.md section 18): ih_fake_controller sets up the
+ * host's loop over the fake cache as the object store, and
+ * ih_fake_reconcile calls the plugin's ih_reconcile for a key as the host
+ * does: the finalizer added first, the flags (absent, deleting), the
+ * children applied (each child's identity read from the JSON array, kept
+ * in the cache as its name, namespace and kind) and those no longer
+ * wanted pruned (ih_fake_ctl.applied, .pruned), the status recorded as
+ * sent (ih_fake_ctl.status; the conditions' times are the Rust and
+ * AssemblyScript fakes'), requeue-after kept on a fake clock that
+ * ih_fake_advance moves, the finalizer removed after IH_OK for a deleting
+ * object, every child pruned after IH_OK for an absent key. */
 #ifndef INFORMER_HOST_FAKE_H
 #define INFORMER_HOST_FAKE_H
 
@@ -30,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "informer_host.h"
+#include "informer_host_reconcile.h"
 
 #define IH_FAKE_MAX_FIELDS 32 /* per object */
 #define IH_FAKE_MAX_OBJECTS 64 /* cached objects */
@@ -458,6 +471,299 @@ int32_t ih_http_response_read(int32_t part, void *p, int32_t len) {
 	if (!ih_fake.has_response) return IH_ERR_ABSENT;
 	const char *v = part == IH_HTTP_BODY ? ih_fake.response.body : ih_fake.response.header;
 	return ih_fake_out(v, (int32_t)strlen(v), p, len);
+}
+
+/* ---- controller mode (ABI.md section 18) ---- */
+#define IH_FAKE_MAX_OWNS 8
+struct ih_fake_child { int used; char primary[IH_FAKE_TEXT], resource[IH_FAKE_TEXT], kind[IH_FAKE_TEXT], key[IH_FAKE_TEXT]; };
+static struct {
+	char resource[IH_FAKE_TEXT], finalizer[IH_FAKE_TEXT]; /* controller.for, controller.finalizer */
+	char owns[IH_FAKE_MAX_OWNS][2][IH_FAKE_TEXT]; /* resource, kind */
+	int n_owns;
+	int reconciling;
+	char primary[IH_FAKE_TEXT], ns[IH_FAKE_TEXT];
+	int64_t requeue; /* -1: not asked in this call */
+	struct ih_fake_child children[IH_FAKE_MAX_OBJECTS];
+	char applied[IH_FAKE_MAX_CALLS][IH_FAKE_TEXT]; /* "resource ns/name", the last call's */
+	int n_applied;
+	char pruned[IH_FAKE_MAX_CALLS][IH_FAKE_TEXT];
+	int n_pruned;
+	char status[IH_FAKE_BODY]; /* the last status_apply body */
+	int n_status;
+	struct { char kind[IH_FAKE_TEXT], key[IH_FAKE_TEXT], error[IH_FAKE_TEXT]; } failures[8]; /* ih_fake_fail_child */
+	int n_failures;
+	int64_t now_ms;
+	struct { int used; char key[IH_FAKE_TEXT]; int64_t due; } timers[IH_FAKE_MAX_CALLS];
+} ih_fake_ctl;
+
+/* A fresh controller loop over the fake cache: resource is controller.for,
+ * finalizer controller.finalizer ("" none). */
+static inline void ih_fake_controller(const char *resource, const char *finalizer) {
+	memset(&ih_fake_ctl, 0, sizeof ih_fake_ctl);
+	IH_FAKE_TEXTOF(ih_fake_ctl.resource, resource, (int32_t)strlen(resource));
+	IH_FAKE_TEXTOF(ih_fake_ctl.finalizer, finalizer, (int32_t)strlen(finalizer));
+}
+/* controller.owns: children of kind are objects of resource. */
+static inline void ih_fake_owns(const char *resource, const char *kind) {
+	ih_fake_need(ih_fake_ctl.n_owns < IH_FAKE_MAX_OWNS, "too many owned resources");
+	IH_FAKE_TEXTOF(ih_fake_ctl.owns[ih_fake_ctl.n_owns][0], resource, (int32_t)strlen(resource));
+	IH_FAKE_TEXTOF(ih_fake_ctl.owns[ih_fake_ctl.n_owns++][1], kind, (int32_t)strlen(kind));
+}
+/* children_apply fails the child kind key ("ns/name") with error ("" clears). */
+static inline void ih_fake_fail_child(const char *kind, const char *key, const char *error) {
+	for (int i = 0; i < ih_fake_ctl.n_failures; i++)
+		if (!strcmp(ih_fake_ctl.failures[i].kind, kind) && !strcmp(ih_fake_ctl.failures[i].key, key)) {
+			IH_FAKE_TEXTOF(ih_fake_ctl.failures[i].error, error, (int32_t)strlen(error));
+			return;
+		}
+	ih_fake_need(ih_fake_ctl.n_failures < 8, "too many child failures");
+	int i = ih_fake_ctl.n_failures++;
+	IH_FAKE_TEXTOF(ih_fake_ctl.failures[i].kind, kind, (int32_t)strlen(kind));
+	IH_FAKE_TEXTOF(ih_fake_ctl.failures[i].key, key, (int32_t)strlen(key));
+	IH_FAKE_TEXTOF(ih_fake_ctl.failures[i].error, error, (int32_t)strlen(error));
+}
+
+/* A JSON scanner, for the children's identity. */
+static inline int32_t ih_fake_json_ws(const char *s, int32_t n, int32_t i) {
+	while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r')) i++;
+	return i;
+}
+/* The index after the value at i; n when it does not end. */
+static inline int32_t ih_fake_json_skip(const char *s, int32_t n, int32_t i) {
+	int depth = 0, str = 0;
+	for (; i < n; i++) {
+		char c = s[i];
+		if (str) {
+			if (c == '\\') i++;
+			else if (c == '"' && (str = 0, depth == 0)) return i + 1;
+		} else if (c == '"') str = 1;
+		else if (c == '{' || c == '[') depth++;
+		else if (c == '}' || c == ']') {
+			if (--depth == 0) return i + 1;
+			if (depth < 0) return i;
+		} else if (depth == 0 && (c == ',' || c == ' ' || c == '\n')) return i;
+	}
+	return n;
+}
+/* The value of member key of the object at obj ('{'): its index, or -1. */
+static inline int32_t ih_fake_json_member(const char *s, int32_t n, int32_t obj, const char *key) {
+	int32_t i = ih_fake_json_ws(s, n, obj);
+	if (i >= n || s[i] != '{') return -1;
+	i = ih_fake_json_ws(s, n, i + 1);
+	size_t kl = strlen(key);
+	while (i < n && s[i] == '"') {
+		int32_t k = i, e = ih_fake_json_skip(s, n, i);
+		int32_t v = ih_fake_json_ws(s, n, ih_fake_json_ws(s, n, e) + 1);
+		if ((size_t)(e - k - 2) == kl && !memcmp(s + k + 1, key, kl)) return v;
+		i = ih_fake_json_ws(s, n, ih_fake_json_skip(s, n, v));
+		if (i < n && s[i] == ',') i = ih_fake_json_ws(s, n, i + 1);
+	}
+	return -1;
+}
+/* The string at v (escapes kept as written) into out; "" when not a string. */
+static inline void ih_fake_json_text(const char *s, int32_t n, int32_t v, char *out, size_t cap) {
+	out[0] = 0;
+	if (v < 0 || v >= n || s[v] != '"') return;
+	int32_t e = ih_fake_json_skip(s, n, v);
+	ih_fake_copy(out, cap, s + v + 1, e - v - 2);
+}
+
+static inline void ih_fake_prune(const char *primary, const char keep[][IH_FAKE_TEXT * 2], int n_keep) {
+	for (int i = 0; i < IH_FAKE_MAX_OBJECTS; i++) {
+		struct ih_fake_child *c = &ih_fake_ctl.children[i];
+		if (!c->used || strcmp(c->primary, primary)) continue;
+		char id[IH_FAKE_TEXT * 2];
+		snprintf(id, sizeof id, "%s %s", c->resource, c->key);
+		int kept = 0;
+		for (int k = 0; k < n_keep && !kept; k++) kept = !strcmp(keep[k], id);
+		if (kept) continue;
+		struct ih_fake_object *o = ih_fake_cached_object(c->resource, c->key);
+		if (o) o->used = 0;
+		c->used = 0;
+		ih_fake_need(ih_fake_ctl.n_pruned < IH_FAKE_MAX_CALLS, "too many pruned children");
+		IH_FAKE_TEXTOF(ih_fake_ctl.pruned[ih_fake_ctl.n_pruned++], id, (int32_t)strlen(id));
+	}
+}
+
+int32_t ih_children_apply(const char *p, int32_t n) {
+	static char keep[IH_FAKE_MAX_OBJECTS][IH_FAKE_TEXT * 2];
+	int n_keep = 0, failed = 0;
+	ih_fake.result[0] = 0;
+	if (!ih_fake_ctl.reconciling) return IH_ERR_NO_EVENT;
+	int32_t i = ih_fake_json_ws(p, n, 0);
+	if (i >= n || p[i] != '[') return snprintf(ih_fake.result, sizeof ih_fake.result, "children_apply: the body is not a JSON array"), IH_ERR_INVALID;
+	/* Checked whole first: an invalid or denied set applies nothing. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int32_t e = ih_fake_json_ws(p, n, i + 1), k = 0; e < n && p[e] == '{'; k++) {
+			char api[IH_FAKE_TEXT], kind[IH_FAKE_TEXT], name[IH_FAKE_TEXT], ns[IH_FAKE_TEXT], key[IH_FAKE_TEXT * 2 + 1];
+			int32_t meta = ih_fake_json_member(p, n, e, "metadata");
+			ih_fake_json_text(p, n, ih_fake_json_member(p, n, e, "apiVersion"), api, sizeof api);
+			ih_fake_json_text(p, n, ih_fake_json_member(p, n, e, "kind"), kind, sizeof kind);
+			ih_fake_json_text(p, n, meta < 0 ? -1 : ih_fake_json_member(p, n, meta, "name"), name, sizeof name);
+			ih_fake_json_text(p, n, meta < 0 ? -1 : ih_fake_json_member(p, n, meta, "namespace"), ns, sizeof ns);
+			e = ih_fake_json_ws(p, n, ih_fake_json_skip(p, n, e));
+			if (e < n && p[e] == ',') e = ih_fake_json_ws(p, n, e + 1);
+			if (!*api || !*kind || !*name)
+				return snprintf(ih_fake.result, sizeof ih_fake.result, "children_apply: child %d has no apiVersion, kind or metadata.name", k), IH_ERR_INVALID;
+			const char *res = NULL;
+			for (int o = 0; o < ih_fake_ctl.n_owns; o++)
+				if (!strcmp(ih_fake_ctl.owns[o][1], kind)) res = ih_fake_ctl.owns[o][0];
+			if (!res) return snprintf(ih_fake.result, sizeof ih_fake.result, "children_apply: %s is not of a resource in controller.owns", kind), IH_ERR_DENIED;
+			if (pass == 0) continue;
+			snprintf(key, sizeof key, "%s/%s", *ns ? ns : ih_fake_ctl.ns, name);
+			ih_fake_need(n_keep < IH_FAKE_MAX_OBJECTS, "too many children");
+			snprintf(keep[n_keep++], sizeof keep[0], "%s %s", res, key);
+			const char *err = NULL;
+			for (int f = 0; f < ih_fake_ctl.n_failures; f++)
+				if (!strcmp(ih_fake_ctl.failures[f].kind, kind) && !strcmp(ih_fake_ctl.failures[f].key, key) && *ih_fake_ctl.failures[f].error)
+					err = ih_fake_ctl.failures[f].error;
+			if (err) {
+				size_t l = strlen(ih_fake.result);
+				snprintf(ih_fake.result + l, sizeof ih_fake.result - l, "%s%s %s: %s", failed++ ? "\n" : "", kind, key, err);
+				continue;
+			}
+			struct ih_fake_object *o = ih_fake_cached(res, key);
+			ih_fake_set(o, "apiVersion", IH_KIND_STRING, api);
+			ih_fake_set(o, "kind", IH_KIND_STRING, kind);
+			ih_fake_set(o, "metadata.name", IH_KIND_STRING, name);
+			ih_fake_set(o, "metadata.namespace", IH_KIND_STRING, *ns ? ns : ih_fake_ctl.ns);
+			ih_fake_set(o, "metadata.annotations[\"controller.informer-host.io/owner\"]", IH_KIND_STRING, ih_fake_ctl.primary);
+			int known = 0;
+			for (int c = 0; c < IH_FAKE_MAX_OBJECTS && !known; c++)
+				known = ih_fake_ctl.children[c].used && !strcmp(ih_fake_ctl.children[c].primary, ih_fake_ctl.primary) &&
+				        !strcmp(ih_fake_ctl.children[c].resource, res) && !strcmp(ih_fake_ctl.children[c].key, key);
+			for (int c = 0; c < IH_FAKE_MAX_OBJECTS && !known; c++) {
+				struct ih_fake_child *ch = &ih_fake_ctl.children[c];
+				if (ch->used) continue;
+				ch->used = known = 1;
+				IH_FAKE_TEXTOF(ch->primary, ih_fake_ctl.primary, (int32_t)strlen(ih_fake_ctl.primary));
+				IH_FAKE_TEXTOF(ch->resource, res, (int32_t)strlen(res));
+				IH_FAKE_TEXTOF(ch->kind, kind, (int32_t)strlen(kind));
+				IH_FAKE_TEXTOF(ch->key, key, (int32_t)strlen(key));
+			}
+			ih_fake_need(known, "too many children");
+			ih_fake_need(ih_fake_ctl.n_applied < IH_FAKE_MAX_CALLS, "too many applied children");
+			snprintf(ih_fake_ctl.applied[ih_fake_ctl.n_applied++], IH_FAKE_TEXT, "%s %s", res, key);
+		}
+	}
+	ih_fake_prune(ih_fake_ctl.primary, (const char(*)[IH_FAKE_TEXT * 2])keep, n_keep);
+	return failed;
+}
+int32_t ih_status_apply(const char *p, int32_t n) {
+	ih_fake.result[0] = 0;
+	if (!ih_fake_ctl.reconciling) return IH_ERR_NO_EVENT;
+	if (!ih_fake_cached_object(ih_fake_ctl.resource, ih_fake_ctl.primary)) return IH_ERR_ABSENT;
+	int32_t i = ih_fake_json_ws(p, n, 0);
+	if (i >= n || p[i] != '{') return snprintf(ih_fake.result, sizeof ih_fake.result, "status_apply: the body is not a JSON object"), IH_ERR_INVALID;
+	IH_FAKE_TEXTOF(ih_fake_ctl.status, p, n);
+	ih_fake_ctl.n_status++;
+	return 0;
+}
+int32_t ih_reconcile_requeue_after(int64_t millis) {
+	if (!ih_fake_ctl.reconciling) return IH_ERR_NO_EVENT;
+	if (millis < 0 || millis > 366LL * 86400000) return IH_ERR_INVALID;
+	ih_fake_ctl.requeue = millis;
+	return 0;
+}
+
+/* Adds finalizer f to the object's "metadata.finalizers" (a JSON array
+ * of strings), or takes it out. */
+static inline void ih_fake_finalizer(struct ih_fake_object *o, const char *f, int add) {
+	char quoted[IH_FAKE_TEXT + 2], out[IH_FAKE_TEXT] = "[";
+	const char *cur = ih_fake_get(o, "metadata.finalizers");
+	size_t ql = (size_t)snprintf(quoted, sizeof quoted, "\"%s\"", f);
+	int n = 0, has = 0;
+	for (const char *q = strchr(cur, '"'), *e; q && (e = strchr(q + 1, '"')); q = strchr(e + 1, '"')) {
+		size_t l = (size_t)(e - q + 1);
+		int same = l == ql && !memcmp(q, quoted, l);
+		has |= same;
+		if (!same) snprintf(out + strlen(out), sizeof out - strlen(out), "%s%.*s", n++ ? "," : "", (int)l, q);
+	}
+	if (add == has) return;
+	if (add) snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s", n ? "," : "", quoted);
+	strcat(out, "]");
+	ih_fake_set(o, "metadata.finalizers", IH_KIND_ARRAY, out);
+}
+
+/* One reconcile of ns/name through the plugin's ih_reconcile export, as
+ * the host makes it (flags: IH_FLAG_INITIAL_LIST or 0); its answer. */
+static inline int32_t ih_fake_reconcile(int32_t (*reconcile)(int32_t), const char *ns, const char *name, int32_t flags) {
+	char key[2 * IH_FAKE_TEXT + 1];
+	snprintf(key, sizeof key, "%s%s%s", ns, *ns ? "/" : "", name);
+	struct ih_fake_object *o = ih_fake_cached_object(ih_fake_ctl.resource, key);
+	int deleting = o && *ih_fake_get(o, "metadata.deletionTimestamp");
+	if (o && !deleting && *ih_fake_ctl.finalizer) ih_fake_finalizer(o, ih_fake_ctl.finalizer, 1);
+	ih_fake_reset();
+	ih_fake_event(IH_EVENT_RECONCILE, flags | (o ? 0 : IH_FLAG_ABSENT) | (deleting ? IH_FLAG_DELETING : 0), ih_fake_ctl.resource, ns, name);
+	if (o) ih_fake.event[IH_OBJECT] = *o;
+	IH_FAKE_TEXTOF(ih_fake_ctl.primary, key, (int32_t)strlen(key));
+	IH_FAKE_TEXTOF(ih_fake_ctl.ns, ns, (int32_t)strlen(ns));
+	ih_fake_ctl.requeue = -1, ih_fake_ctl.n_applied = ih_fake_ctl.n_pruned = ih_fake_ctl.n_status = 0;
+	ih_fake_ctl.reconciling = 1;
+	int32_t rc = ih_fake_handle(reconcile);
+	ih_fake_ctl.reconciling = 0;
+	ih_fake.header_len = 0;
+	int t = 0;
+	while (t < IH_FAKE_MAX_CALLS && !(ih_fake_ctl.timers[t].used && !strcmp(ih_fake_ctl.timers[t].key, key))) t++;
+	if (rc == IH_OK || rc == IH_DROP) {
+		if (t < IH_FAKE_MAX_CALLS) ih_fake_ctl.timers[t].used = 0;
+		if (rc == IH_OK && ih_fake_ctl.requeue > 0) {
+			for (t = 0; ih_fake_ctl.timers[t].used; t++) ih_fake_need(t + 1 < IH_FAKE_MAX_CALLS, "too many timers");
+			ih_fake_ctl.timers[t].used = 1;
+			ih_fake_ctl.timers[t].due = ih_fake_ctl.now_ms + ih_fake_ctl.requeue;
+			IH_FAKE_TEXTOF(ih_fake_ctl.timers[t].key, key, (int32_t)strlen(key));
+		}
+	}
+	if (rc == IH_OK && !o) ih_fake_prune(key, NULL, 0);
+	if (rc == IH_OK && deleting && *ih_fake_ctl.finalizer) {
+		ih_fake_finalizer(o, ih_fake_ctl.finalizer, 0);
+		if (!strcmp(ih_fake_get(o, "metadata.finalizers"), "[]")) o->used = 0; /* the apiserver deletes it */
+	}
+	return rc;
+}
+/* A user's delete: with finalizers the object gets a deletionTimestamp,
+ * without it is gone. */
+static inline void ih_fake_delete(const char *ns, const char *name) {
+	char key[2 * IH_FAKE_TEXT + 1];
+	snprintf(key, sizeof key, "%s%s%s", ns, *ns ? "/" : "", name);
+	struct ih_fake_object *o = ih_fake_cached_object(ih_fake_ctl.resource, key);
+	if (!o) return;
+	const char *f = ih_fake_get(o, "metadata.finalizers");
+	if (!*f || !strcmp(f, "[]")) o->used = 0;
+	else ih_fake_set(o, "metadata.deletionTimestamp", IH_KIND_STRING, "2026-01-01T00:00:00Z");
+}
+/* How long until ns/name's requeue fires; -1 when none is pending. */
+static inline int64_t ih_fake_requeue(const char *ns, const char *name) {
+	char key[2 * IH_FAKE_TEXT + 1];
+	snprintf(key, sizeof key, "%s%s%s", ns, *ns ? "/" : "", name);
+	for (int t = 0; t < IH_FAKE_MAX_CALLS; t++)
+		if (ih_fake_ctl.timers[t].used && !strcmp(ih_fake_ctl.timers[t].key, key)) return ih_fake_ctl.timers[t].due - ih_fake_ctl.now_ms;
+	return -1;
+}
+/* Moves the fake clock on by ms and reconciles every key whose requeue
+ * fell due; how many. */
+static inline int ih_fake_advance(int64_t ms, int32_t (*reconcile)(int32_t)) {
+	int fired = 0;
+	ih_fake_ctl.now_ms += ms;
+	for (int t = 0; t < IH_FAKE_MAX_CALLS; t++) {
+		if (!ih_fake_ctl.timers[t].used || ih_fake_ctl.timers[t].due > ih_fake_ctl.now_ms) continue;
+		char key[IH_FAKE_TEXT], *slash;
+		strcpy(key, ih_fake_ctl.timers[t].key);
+		ih_fake_ctl.timers[t].used = 0;
+		slash = strchr(key, '/');
+		if (slash) *slash = 0;
+		ih_fake_reconcile(reconcile, slash ? key : "", slash ? slash + 1 : key, 0);
+		fired++;
+	}
+	return fired;
+}
+/* The children the host applied for ns/name and has not pruned. */
+static inline int ih_fake_children(const char *ns, const char *name) {
+	char key[2 * IH_FAKE_TEXT + 1];
+	int n = 0;
+	snprintf(key, sizeof key, "%s%s%s", ns, *ns ? "/" : "", name);
+	for (int i = 0; i < IH_FAKE_MAX_OBJECTS; i++) n += ih_fake_ctl.children[i].used && !strcmp(ih_fake_ctl.children[i].primary, key);
+	return n;
 }
 
 #endif

@@ -64,7 +64,7 @@ func kitOf(lang string) kit {
 		}
 		return kit{copies: copies, extra: func(dir string) error { return writeModulesTxt(dir, copies) }}
 	case "c":
-		return kit{copies: []copySpec{{pattern: "include/informer_host.h", to: "include"}}}
+		return kit{copies: []copySpec{{pattern: "include/*.h", to: "include"}}}
 	case "rust":
 		// kit/ is Cargo.toml's path dependency and build.sh's default.
 		return kit{template: "rust/template", copies: []copySpec{

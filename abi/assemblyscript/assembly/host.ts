@@ -61,3 +61,12 @@ export declare function http_response_read(part: i32, ptr: usize, len: i32): i32
 export declare function batch_select(index: i32): i32;
 @external("informer_host_v1", "batch_result")
 export declare function batch_result(code: i32): i32;
+
+// Since v1.5 (section 18, controller mode): imported only by a plugin
+// that re-exports ih_reconcile.
+@external("informer_host_v1", "reconcile_requeue_after")
+export declare function reconcile_requeue_after(millis: i64): i32;
+@external("informer_host_v1", "children_apply")
+export declare function children_apply(ptr: usize, len: i32): i32;
+@external("informer_host_v1", "status_apply")
+export declare function status_apply(ptr: usize, len: i32): i32;

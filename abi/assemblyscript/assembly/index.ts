@@ -28,6 +28,13 @@ import * as host from "./host";
 export { host };
 import { JSONValue, parseJSON, jsonError } from "./json";
 export { JSONValue, parseJSON, jsonError, JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } from "./json";
+export { jsonObject, jsonArray, jsonStringValue, jsonInt, jsonNumber, jsonBool } from "./json";
+import { quoteJSON } from "./json";
+import { isController } from "./reconcile";
+export {
+  Request, Outcome, Children, Status, Condition, child, applyChildren, applyStatus, requeueAfter, onReconcile, ih_reconcile,
+  EVENT_RECONCILE, FLAG_MISSED_DELETE, FLAG_ABSENT, FLAG_DELETING,
+} from "./reconcile";
 
 // ih_handle results (section 10).
 export const OK: i32 = 0;
@@ -272,7 +279,7 @@ export class Header {
   }
   typeName(): string {
     const t = this.type;
-    return t == EVENT_ADD ? "add" : t == EVENT_UPDATE ? "update" : t == EVENT_DELETE ? "delete" : t == EVENT_NONE ? "none" : "type " + t.toString();
+    return t == EVENT_ADD ? "add" : t == EVENT_UPDATE ? "update" : t == EVENT_DELETE ? "delete" : t == EVENT_NONE ? "none" : t == 4 ? "reconcile" : "type " + t.toString();
   }
 }
 
@@ -372,7 +379,10 @@ export function ih_handle(len: i32): i32 {
   const h = readHeader(len);
   if (h === null) return fail(ERROR, "header_read: " + errorName(lastCode));
   const f = handler;
-  if (f === null) return fail(ERROR, "no handler: call onHandle at the top level of the entry file");
+  if (f === null) {
+    if (isController()) return fail(ERROR, "this plugin is a controller (it exports ih_reconcile): configure it with a controller: block (abi/ABI.md section 18)");
+    return fail(ERROR, "no handler: call onHandle at the top level of the entry file");
+  }
   return f(new Event(h));
 }
 
@@ -587,19 +597,9 @@ export const METRIC_GAUGE: i32 = 1;
 export const METRIC_HISTOGRAM: i32 = 2;
 export const METRIC_DROPPED: i32 = 1;
 
-// Appends s as a JSON string.
+// s as a JSON string.
 export function jsonString(s: string): string {
-  let out = "\"";
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c == 0x22) out += "\\\"";
-    else if (c == 0x5c) out += "\\\\";
-    else if (c < 0x20) {
-      const hex = c.toString(16);
-      out += "\\u" + "0000".substring(hex.length) + hex;
-    } else out += String.fromCharCode(c);
-  }
-  return out + "\"";
+  return quoteJSON(s);
 }
 
 // A metric, declared on its first update. An update returns 0,

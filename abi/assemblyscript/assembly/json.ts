@@ -52,6 +52,110 @@ export class JSONValue {
     return v !== null && v.kind == JSON_BOOL ? v.bool : def;
   }
   isNull(): bool { return this.kind == JSON_NULL; }
+
+  // Sets member key of an object (replacing one of that name), making
+  // this an object first if it is not one; returns this, for chaining:
+  // jsonObject().set("apiVersion", jsonStringValue("v1")).set("kind", jsonStringValue("Service")).
+  set(key: string, v: JSONValue): JSONValue {
+    if (this.kind != JSON_OBJECT) {
+      this.kind = JSON_OBJECT;
+      this.keys = [];
+      this.items = [];
+    }
+    for (let i = 0; i < this.keys.length; i++) {
+      if (this.keys[i] == key) {
+        this.items[i] = v;
+        return this;
+      }
+    }
+    this.keys.push(key);
+    this.items.push(v);
+    return this;
+  }
+  // Appends v to an array (making this one first); returns this.
+  push(v: JSONValue): JSONValue {
+    if (this.kind != JSON_ARRAY) {
+      this.kind = JSON_ARRAY;
+      this.keys = [];
+      this.items = [];
+    }
+    this.items.push(v);
+    return this;
+  }
+  // Compact JSON, object members in the order written.
+  stringify(): string {
+    switch (this.kind) {
+      case JSON_BOOL: return this.bool ? "true" : "false";
+      case JSON_NUMBER: return this.str;
+      case JSON_STRING: return quoteJSON(this.str);
+      case JSON_ARRAY: {
+        const parts: string[] = [];
+        for (let i = 0; i < this.items.length; i++) parts.push(this.items[i].stringify());
+        return "[" + parts.join(",") + "]";
+      }
+      case JSON_OBJECT: {
+        const parts: string[] = [];
+        for (let i = 0; i < this.items.length; i++) parts.push(quoteJSON(this.keys[i]) + ":" + this.items[i].stringify());
+        return "{" + parts.join(",") + "}";
+      }
+    }
+    return "null";
+  }
+}
+
+// The builders of apply bodies, children and status: no JSON by hand.
+export function jsonObject(): JSONValue {
+  const v = new JSONValue();
+  v.kind = JSON_OBJECT;
+  return v;
+}
+export function jsonArray(items: JSONValue[] = []): JSONValue {
+  const v = new JSONValue();
+  v.kind = JSON_ARRAY;
+  v.items = items;
+  return v;
+}
+export function jsonStringValue(s: string): JSONValue {
+  const v = new JSONValue();
+  v.kind = JSON_STRING;
+  v.str = s;
+  return v;
+}
+export function jsonInt(n: i64): JSONValue {
+  const v = new JSONValue();
+  v.kind = JSON_NUMBER;
+  v.num = <f64>n;
+  v.str = n.toString();
+  return v;
+}
+export function jsonNumber(n: f64): JSONValue {
+  if (n == Math.floor(n) && Math.abs(n) < 9007199254740992) return jsonInt(<i64>n);
+  const v = new JSONValue();
+  v.kind = JSON_NUMBER;
+  v.num = n;
+  v.str = n.toString();
+  return v;
+}
+export function jsonBool(b: bool): JSONValue {
+  const v = new JSONValue();
+  v.kind = JSON_BOOL;
+  v.bool = b;
+  return v;
+}
+
+// s as a JSON string (index.ts's jsonString).
+export function quoteJSON(s: string): string {
+  let out = "\"";
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c == 0x22) out += "\\\"";
+    else if (c == 0x5c) out += "\\\\";
+    else if (c < 0x20) {
+      const hex = c.toString(16);
+      out += "\\u" + "0000".substring(hex.length) + hex;
+    } else out += String.fromCharCode(c);
+  }
+  return out + "\"";
 }
 
 let parseError = "";

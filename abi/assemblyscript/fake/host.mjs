@@ -15,6 +15,9 @@
 // httpRequests) and its answer programmable (onWrite, onEvent, onHTTP);
 // by default a write is applied to the fake cache (applyWrite), so a
 // later cache_get sees it, as controller-runtime's fake client does.
+// controller() and reconcile() run a controller-mode plugin (ABI.md §18)
+// as the host's loop does: finalizer, children applied and pruned,
+// status conditions, requeue-after on a fake clock (advance).
 // It is a unit-test fake: informer-host replay runs the .wasm through the
 // real engine, and is the proof that the module works.
 
@@ -24,6 +27,10 @@ export const ERR_ABSENT = -1, ERR_NOT_FOUND = -2, ERR_BAD_PATH = -3, ERR_BOUNDS 
   ERR_FORBIDDEN = -12, ERR_UNPROCESSABLE = -13, ERR_RATE_LIMITED = -14, ERR_TIMEOUT = -15, ERR_UNAVAILABLE = -16,
   ERR_TOO_LARGE = -17, ERR_CANCELED = -18, ERR_FIELD_CONFLICT = -19;
 
+// The host's bookkeeping on every child it applies, and the plugin's
+// name in the fake's.
+export const PLUGIN_LABEL = "controller.informer-host.io/plugin", OWNER_ANNOTATION = "controller.informer-host.io/owner", FAKE_PLUGIN = "fake";
+const CLOCK_START = Date.UTC(2026, 0, 1);
 const OPS = { 1: "create", 2: "merge-patch", 3: "json-patch", 4: "apply", 5: "delete" };
 const FIRST_HANDLE = 2;
 const enc = new TextEncoder();
@@ -135,6 +142,7 @@ export class FakeHost {
     this._rv = 0;
     this._uid = 0;
     this._batch = null; // {items, results, cur} during batch()
+    this._ctl = null; // controller(): the controller loop's state
     this._endCall();
   }
 
@@ -237,6 +245,197 @@ export class FakeHost {
     return r;
   }
 
+  // ---- controller mode (ABI.md §18) ----
+
+  // Sets up the host's controller loop over the fake cache as the object
+  // store: resource is controller.for, owns maps a child's kind to its
+  // resource ({Service: "services"}; any other kind is ERR_DENIED),
+  // finalizer is controller.finalizer. The fake clock starts at
+  // 2026-01-01T00:00:00Z.
+  controller({ resource, owns = {}, finalizer = "" }) {
+    if (!this._cache.has(resource)) this._cache.set(resource, new Map());
+    this._ctl = { resource, owns, finalizer, children: new Map(), timers: new Map(), failures: new Map(), now: CLOCK_START, current: null, requeue: null };
+    this.applied = []; // the last reconcile's children applied, "resource ns/name"
+    this.pruned = []; // and pruned
+    this.statuses = []; // and status bodies, as the host filled them in
+  }
+
+  // One reconcile of namespace/name through the plugin's ih_reconcile, as
+  // the host makes it: the finalizer added before the first call of a
+  // live object; the flags (absent, deleting, initial); after OK the
+  // requeue timer kept, the finalizer removed from a deleting object
+  // (which the fake apiserver then deletes when no finalizer is left),
+  // every child of an absent key pruned. {code, message}.
+  reconcile(namespace, name, { initial = false } = {}) {
+    const c = this._ctl;
+    if (!c) throw new Error("fake: reconcile before controller({resource, owns, finalizer})");
+    const store = this._cache.get(c.resource);
+    const k = keyOf(namespace, name);
+    let obj = clone(store.get(k));
+    const deleting = !!(obj && metaOf(obj).deletionTimestamp);
+    if (obj && !deleting && c.finalizer && !(metaOf(obj).finalizers || []).includes(c.finalizer)) {
+      obj.metadata.finalizers = [...(obj.metadata.finalizers || []), c.finalizer];
+      store.set(k, clone(obj));
+    }
+    this._endCall();
+    const m = metaOf(obj);
+    const [group, version] = (obj && obj.apiVersion || "").includes("/") ? obj.apiVersion.split("/") : ["", (obj && obj.apiVersion) || ""];
+    const flags = (initial ? 0x01 : 0) | (obj ? 0 : 0x40) | (deleting ? 0x80 : 0);
+    this._header = header(4, flags, [c.resource, group, version, c.resource, (obj && obj.kind) || "", namespace, name, m.uid || "", m.resourceVersion || ""]);
+    this._obj = obj || null;
+    this._old = null;
+    c.current = { namespace, name, key: k };
+    c.requeue = null;
+    this.applied = [];
+    this.pruned = [];
+    this.statuses = [];
+    const code = this.exports.ih_reconcile(this._header.length);
+    const r = { code, message: this._error };
+    c.current = null;
+    this._endCall();
+    if (code === OK) {
+      if (c.requeue > 0) c.timers.set(k, c.now + c.requeue);
+      else c.timers.delete(k);
+      if (!obj) this._prune(k, new Set());
+      const cur = store.get(k);
+      if (deleting && c.finalizer && cur) {
+        cur.metadata.finalizers = (cur.metadata.finalizers || []).filter((f) => f !== c.finalizer);
+        if (cur.metadata.finalizers.length === 0) store.delete(k);
+      }
+    } else if (code === DROP) c.timers.delete(k);
+    return r;
+  }
+  // The replay after a (re)start: every cached primary, initial.
+  reconcileAll() {
+    return [...this._cache.get(this._ctl.resource).keys()].sort().map((k) => {
+      const [ns, name] = k.includes("/") ? k.split("/") : ["", k];
+      return { key: k, ...this.reconcile(ns, name, { initial: true }) };
+    });
+  }
+  // A user's delete of the primary: with finalizers it gets a
+  // deletionTimestamp (the fake clock's now), without it is gone.
+  deletePrimary(namespace, name) {
+    const store = this._cache.get(this._ctl.resource);
+    const o = store.get(keyOf(namespace, name));
+    if (!o) return;
+    if ((metaOf(o).finalizers || []).length === 0) store.delete(keyOf(namespace, name));
+    else o.metadata.deletionTimestamp = this.now();
+  }
+  // Moves the fake clock on by ms and reconciles, in due order, every key
+  // whose requeue fell due: [{key, code, message}].
+  advance(ms) {
+    const c = this._ctl;
+    c.now += ms;
+    const due = [...c.timers.entries()].filter(([, at]) => at <= c.now).sort((a, b) => a[1] - b[1]);
+    return due.map(([k]) => {
+      c.timers.delete(k);
+      const [ns, name] = k.includes("/") ? k.split("/") : ["", k];
+      return { key: k, ...this.reconcile(ns, name) };
+    });
+  }
+  // How long until namespace/name's requeue fires (ms), or undefined.
+  requeueAfter(namespace, name) {
+    const at = this._ctl.timers.get(keyOf(namespace, name));
+    return at === undefined ? undefined : at - this._ctl.now;
+  }
+  // The fake clock, RFC 3339.
+  now() {
+    return new Date(this._ctl.now).toISOString().replace(/\.\d+Z$/, "Z");
+  }
+  // The children the host applied for namespace/name and has not pruned,
+  // "resource ns/name", sorted.
+  children(namespace, name) {
+    return [...(this._ctl.children.get(keyOf(namespace, name)) || new Map()).keys()].sort();
+  }
+  // From now on children_apply fails the child kind key ("ns/name") with
+  // error ("" applies it again).
+  failChild(kind, key, error) {
+    if (error) this._ctl.failures.set(kind + " " + key, error);
+    else this._ctl.failures.delete(kind + " " + key);
+  }
+
+  _prune(primary, keep) {
+    const c = this._ctl;
+    const had = c.children.get(primary) || new Map();
+    for (const [id, { resource, key }] of had) {
+      if (keep.has(id)) continue;
+      const store = this._cache.get(resource);
+      if (store) store.delete(key);
+      had.delete(id);
+      this.pruned.push(id);
+    }
+    if (had.size === 0) c.children.delete(primary);
+    else c.children.set(primary, had);
+  }
+
+  _childrenApply(text) {
+    const c = this._ctl;
+    let items;
+    try { items = JSON.parse(text); } catch { items = null; }
+    if (!Array.isArray(items)) return this._fail(ERR_INVALID, "children_apply: the body is not a JSON array");
+    for (const [i, ch] of items.entries()) {
+      if (!ch || !ch.apiVersion || !ch.kind || !metaOf(ch).name) return this._fail(ERR_INVALID, `children_apply: child ${i} has no apiVersion, kind or metadata.name`);
+      if (!c.owns[ch.kind]) return this._fail(ERR_DENIED, `children_apply: ${ch.kind} is not of a resource in controller.owns`);
+    }
+    const { namespace, key } = c.current;
+    const primary = this._cache.get(c.resource).get(key);
+    const pm = metaOf(primary);
+    const keep = new Set(), lines = [];
+    const had = c.children.get(key) || new Map();
+    for (const ch of items) {
+      const res = c.owns[ch.kind], ns = metaOf(ch).namespace || namespace, name = ch.metadata.name;
+      const id = `${res} ${keyOf(ns, name)}`;
+      keep.add(id);
+      const err = c.failures.get(ch.kind + " " + keyOf(ns, name));
+      if (err) {
+        lines.push(`${ch.kind} ${keyOf(ns, name)}: ${err}`);
+        continue;
+      }
+      const body = clone(ch);
+      body.metadata.labels = { ...(body.metadata.labels || {}), [PLUGIN_LABEL]: FAKE_PLUGIN };
+      body.metadata.annotations = { ...(body.metadata.annotations || {}), [OWNER_ANNOTATION]: `${c.resource}/${namespace}/${c.current.name}/${pm.uid || ""}` };
+      if (primary && (ns === namespace || !namespace)) {
+        body.metadata.ownerReferences = [{ apiVersion: primary.apiVersion, kind: primary.kind, name: c.current.name, uid: pm.uid, controller: true, blockOwnerDeletion: true }];
+      }
+      const r = this.applyWrite({ op: "apply", resource: res, namespace: ns, name, body: JSON.stringify(body), force: true });
+      if (r.code < 0) {
+        lines.push(`${ch.kind} ${keyOf(ns, name)}: ${r.body}`);
+        continue;
+      }
+      had.set(id, { resource: res, key: keyOf(ns, name) });
+      this.applied.push(id);
+    }
+    c.children.set(key, had);
+    this._prune(key, keep);
+    this._result = lines.join("\n");
+    return lines.length;
+  }
+
+  _statusApply(text) {
+    const c = this._ctl;
+    let st;
+    try { st = JSON.parse(text); } catch { st = null; }
+    if (!st || typeof st !== "object" || Array.isArray(st)) return this._fail(ERR_INVALID, "status_apply: the body is not a JSON object");
+    const store = this._cache.get(c.resource);
+    const obj = store.get(c.current.key);
+    if (!obj) return ERR_ABSENT;
+    if (st.conditions !== undefined) {
+      if (!Array.isArray(st.conditions)) return this._fail(ERR_INVALID, "status_apply: conditions is not an array");
+      const old = (obj.status && obj.status.conditions) || [];
+      for (const [i, cond] of st.conditions.entries()) {
+        if (!cond || !cond.type || !["True", "False", "Unknown"].includes(cond.status)) {
+          return this._fail(ERR_INVALID, `status_apply: condition ${i} needs a type and a status of True, False or Unknown`);
+        }
+        const was = old.find((o) => o.type === cond.type);
+        cond.lastTransitionTime = was && was.status === cond.status && was.lastTransitionTime ? was.lastTransitionTime : this.now();
+        if (metaOf(obj).generation !== undefined) cond.observedGeneration = obj.metadata.generation;
+      }
+    }
+    obj.status = { ...(obj.status || {}), ...st };
+    this.statuses.push(st);
+    return 0;
+  }
+
   // ---- memory ----
 
   _mem() { return new Uint8Array(this.exports.memory.buffer); }
@@ -296,6 +495,22 @@ export class FakeHost {
       },
       informer_host_v1: {
         header_read: (p, n) => (h._header ? h._out(h._header, p, n) : ERR_NO_EVENT),
+        // Controller mode (ABI.md §18): ERR_NO_EVENT outside ih_reconcile.
+        reconcile_requeue_after(ms) {
+          if (!h._ctl || !h._ctl.current) return ERR_NO_EVENT;
+          const n = Number(ms);
+          if (n < 0 || n > 366 * 86400000) return ERR_INVALID;
+          h._ctl.requeue = n;
+          return 0;
+        },
+        children_apply(p, n) {
+          h._result = "";
+          return h._ctl && h._ctl.current ? h._childrenApply(t(p, n)) : ERR_NO_EVENT;
+        },
+        status_apply(p, n) {
+          h._result = "";
+          return h._ctl && h._ctl.current ? h._statusApply(t(p, n)) : ERR_NO_EVENT;
+        },
         object_read(which, p, n) {
           const r = h._pick(which);
           return r.code || h._out(enc.encode(hostJSON(r.obj)), p, n);

@@ -15,8 +15,10 @@
 //! the equality (`k=v`, `k!=v`) and set-based (`k in (a,b)`,
 //! `k notin (a,b)`, `k`, `!k`) forms; [`synced`] calls an `ih_synced`
 //! handler. Every test thread has its own host. Cache lists come in pages
-//! of 2 keys, so the kit's paging is exercised. On wasm this module is
-//! empty.
+//! of 2 keys, so the kit's paging is exercised. [`Controller`] runs a
+//! controller-mode plugin's reconcile as the host's loop does (section
+//! 18): finalizer, children applied and pruned, status, requeue-after on
+//! a fake clock. On wasm this module is empty.
 #![cfg_attr(target_arch = "wasm32", allow(dead_code))]
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -25,6 +27,12 @@ pub use imp::*;
 #[cfg(not(target_arch = "wasm32"))]
 mod imp {
     use crate::{json, Event, Header, Result};
+
+    // Its own file, but a child of imp: it works on the Host's internals.
+    mod ctl {
+        include!("fakectl.rs");
+    }
+    pub use ctl::{rfc3339, Controller, CLOCK_START_MS, FAKE_PLUGIN, OWNER_ANNOTATION, PLUGIN_LABEL};
     use std::cell::RefCell;
     use std::collections::BTreeMap;
 
@@ -348,6 +356,14 @@ mod imp {
                     tm.push((k.clone(), v));
                 }
             }
+        }
+    }
+
+    /// The uids of the object's ownerReferences, for the owner index.
+    fn owner_uids(f: &Fields) -> Vec<String> {
+        match value_of(f).get("metadata").and_then(|m| m.get("ownerReferences")) {
+            Some(json::Value::Array(a)) => a.iter().filter_map(|o| o.get("uid").and_then(|u| u.as_str()).map(str::to_string)).collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -752,7 +768,8 @@ mod imp {
                 let (kind, v) = match which {
                     0 | 1 => match h.fields.get(&(which, path)) {
                         Some(f) => f.clone(),
-                        None if which == 1 && h.objects[1].is_none() => return -1,
+                        // No object: absent (an absent key's reconcile), not a missing field.
+                        None if h.objects[which as usize].is_none() && (which == 1 || super::ctl::reconciling()) => return -1,
                         None => return -2,
                     },
                     _ => match handle_object(h, which) {
@@ -872,11 +889,23 @@ mod imp {
             if denied("cache") {
                 return -8;
             }
-            if text(index, index_len) != "namespace" {
-                return -5;
+            let v = text(value, value_len);
+            let res = text(res, res_len);
+            match text(index, index_len).as_str() {
+                "namespace" => page(keys_of(&res, |k| in_namespace(k, &v)), start, p, n),
+                // By ownerReferences uid, as the host's "owner" index.
+                "owner" => {
+                    let owned: Vec<String> = with(|h| {
+                        h.cache
+                            .iter()
+                            .filter(|((r, _), f)| *r == res && super::owner_uids(f).iter().any(|u| *u == v))
+                            .map(|((_, k), _)| k.clone())
+                            .collect()
+                    });
+                    page(owned, start, p, n)
+                }
+                _ => -5,
             }
-            let ns = text(value, value_len);
-            page(keys_of(&text(res, res_len), |k| in_namespace(k, &ns)), start, p, n)
         }
         pub unsafe fn state_get(key: *const u8, key_len: i32, p: *mut u8, n: i32, version: *mut i64) -> i32 {
             if denied("state") {
@@ -1165,6 +1194,16 @@ mod imp {
             let status = resp.status;
             with(|h| h.last_response = Some(resp));
             status
+        }
+        // Controller mode (section 18): the fake loop of fakectl.rs.
+        pub unsafe fn reconcile_requeue_after(millis: i64) -> i32 {
+            super::ctl::requeue_after(millis)
+        }
+        pub unsafe fn children_apply(p: *const u8, n: i32) -> i32 {
+            super::ctl::children_apply(bytes(p, n))
+        }
+        pub unsafe fn status_apply(p: *const u8, n: i32) -> i32 {
+            super::ctl::status_apply(bytes(p, n))
         }
         pub unsafe fn http_response_read(part: i32, p: *mut u8, n: i32) -> i32 {
             with(|h| match (&h.last_response, part) {

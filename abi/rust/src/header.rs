@@ -11,6 +11,9 @@ pub enum EventType {
     Add,
     Update,
     Delete,
+    /// The header of an `ih_reconcile` call (v1.5, section 18): the
+    /// strings describe the primary's key.
+    Reconcile,
     Other(u8),
 }
 
@@ -21,6 +24,7 @@ impl fmt::Display for EventType {
             EventType::Add => f.write_str("add"),
             EventType::Update => f.write_str("update"),
             EventType::Delete => f.write_str("delete"),
+            EventType::Reconcile => f.write_str("reconcile"),
             EventType::Other(n) => write!(f, "type {}", n),
         }
     }
@@ -42,6 +46,12 @@ pub const FLAG_HAS_OLD_OBJECT: u8 = 0x04;
 pub const FLAG_SELF_WRITE: u8 = 0x08;
 /// A delete that says the object moved to another replica (v1.2).
 pub const FLAG_HANDED_OVER: u8 = 0x10;
+/// A delete the host inferred after the fact (v1.5): the object is a stub.
+pub const FLAG_MISSED_DELETE: u8 = 0x20;
+/// A reconcile of a key with no object in the cache (v1.5).
+pub const FLAG_ABSENT: u8 = 0x40;
+/// A reconcile of an object whose deletionTimestamp is set (v1.5).
+pub const FLAG_DELETING: u8 = 0x80;
 
 impl Header {
     /// Checks the header: version 1, at least 9 descriptors, each inside the
@@ -79,6 +89,7 @@ impl Header {
             1 => EventType::Add,
             2 => EventType::Update,
             3 => EventType::Delete,
+            4 => EventType::Reconcile,
             n => EventType::Other(n),
         }
     }
@@ -105,6 +116,19 @@ impl Header {
     /// sharding group, not out of the cluster (section 4.3).
     pub fn handed_over(&self) -> bool {
         self.flags() & FLAG_HANDED_OVER != 0
+    }
+    /// A delete the host inferred after the fact (v1.5, section 18): the
+    /// object is a stub of apiVersion, kind, namespace, name and uid.
+    pub fn missed_delete(&self) -> bool {
+        self.flags() & FLAG_MISSED_DELETE != 0
+    }
+    /// A reconcile of a key with no object in the cache (v1.5).
+    pub fn absent(&self) -> bool {
+        self.flags() & FLAG_ABSENT != 0
+    }
+    /// A reconcile of an object being deleted (v1.5).
+    pub fn deleting(&self) -> bool {
+        self.flags() & FLAG_DELETING != 0
     }
     /// String `i` (0..9) of section 8; "" for an unknown index.
     pub fn string(&self, i: usize) -> &str {

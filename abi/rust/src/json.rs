@@ -67,6 +67,80 @@ impl Value {
     }
 }
 
+/// An object of `members`, in order: the builder of apply bodies,
+/// children and status, so that no JSON is written by hand:
+///
+/// ```ignore
+/// use informer_host::json::{object, Value};
+/// let svc = object([
+///     ("apiVersion", "v1".into()),
+///     ("kind", "Service".into()),
+///     ("metadata", object([("name", name.into())])),
+///     ("spec", object([("ports", Value::Array(ports))])),
+/// ]);
+/// ```
+pub fn object<K: Into<String>>(members: impl IntoIterator<Item = (K, Value)>) -> Value {
+    Value::Object(members.into_iter().map(|(k, v)| (k.into(), v)).collect())
+}
+
+impl Value {
+    /// Sets member `key` of an object (replacing it), making `self` an
+    /// object first if it is not one; returns `self` for chaining.
+    pub fn set(&mut self, key: &str, v: impl Into<Value>) -> &mut Value {
+        if !matches!(self, Value::Object(_)) {
+            *self = Value::Object(Vec::new());
+        }
+        if let Value::Object(m) = self {
+            match m.iter_mut().find(|(k, _)| k == key) {
+                Some(slot) => slot.1 = v.into(),
+                None => m.push((key.to_string(), v.into())),
+            }
+        }
+        self
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Value {
+        Value::String(s.to_string())
+    }
+}
+impl From<String> for Value {
+    fn from(s: String) -> Value {
+        Value::String(s)
+    }
+}
+impl From<&String> for Value {
+    fn from(s: &String) -> Value {
+        Value::String(s.clone())
+    }
+}
+impl From<bool> for Value {
+    fn from(b: bool) -> Value {
+        Value::Bool(b)
+    }
+}
+impl From<i64> for Value {
+    fn from(n: i64) -> Value {
+        Value::Number(n as f64, n.to_string())
+    }
+}
+impl From<i32> for Value {
+    fn from(n: i32) -> Value {
+        Value::from(n as i64)
+    }
+}
+impl From<Vec<Value>> for Value {
+    fn from(a: Vec<Value>) -> Value {
+        Value::Array(a)
+    }
+}
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(o: Option<T>) -> Value {
+        o.map_or(Value::Null, Into::into)
+    }
+}
+
 /// Compact JSON, object keys sorted (as the host encodes objects).
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {

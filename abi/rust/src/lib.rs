@@ -100,7 +100,7 @@ impl std::error::Error for Error {}
 
 /// A handler's verdict other than OK: the code and the message that goes
 /// with it (`set_error`). `?` on a host [`Error`] or a `String` gives ERROR.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fail {
     pub code: Code,
     pub message: String,
@@ -474,6 +474,12 @@ pub mod export {
         count
     }
 
+    /// The ih_handle of a plugin that is a controller only.
+    pub fn not_a_handler() -> i32 {
+        set_error("this plugin is a controller (it exports ih_reconcile): configure it with a controller: block (abi/ABI.md section 18)");
+        Code::Error as i32
+    }
+
     pub fn init(_len: i32, f: fn(&[u8]) -> std::result::Result<(), String>) -> i32 {
         forget_call_error();
         match f(&config()) {
@@ -493,7 +499,9 @@ pub mod export {
     }
 }
 
-/// Defines the plugin's exports: `plugin!(handle: f)` with `f: fn(&Event)
+/// Defines the plugin's exports: `plugin!(handle: f)` or, for a
+/// controller (section 18), `plugin!(reconcile: f)` with `f: fn(&reconcile::Request)
+/// -> Result<reconcile::Outcome>` (see [`reconcile`]), `plugin!(handle: f)` with `f: fn(&Event)
 /// -> Result`, and optionally `init: fn(&[u8]) -> Result<(), String>` (the
 /// configuration; an Err refuses it with that message), `synced:
 /// fn(&Header)` (the binding's initial list is handled, section 5),
@@ -512,16 +520,23 @@ pub mod export {
 #[macro_export]
 macro_rules! plugin {
     (handle: $handle:expr $(, $key:ident: $f:expr)* $(,)?) => {
-        #[no_mangle]
-        pub extern "C" fn informer_host_abi_v1() {}
-        #[export_name = "_initialize"]
-        pub extern "C" fn __informer_host_initialize() {
-            $crate::export::initialize()
-        }
+        $crate::__plugin_export!(common);
         #[no_mangle]
         pub extern "C" fn ih_handle(header_len: i32) -> i32 {
             $crate::export::handle(header_len, $handle)
         }
+        $($crate::__plugin_export!($key: $f);)*
+    };
+    // A controller (section 18): ih_reconcile, and an ih_handle that the
+    // host never calls on a plugin configured with a controller: block;
+    // its answer says what is missing when one is not.
+    (reconcile: $reconcile:expr $(, $key:ident: $f:expr)* $(,)?) => {
+        $crate::__plugin_export!(common);
+        #[no_mangle]
+        pub extern "C" fn ih_handle(_header_len: i32) -> i32 {
+            $crate::export::not_a_handler()
+        }
+        $crate::__plugin_export!(reconcile: $reconcile);
         $($crate::__plugin_export!($key: $f);)*
     };
 }
@@ -529,6 +544,15 @@ macro_rules! plugin {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __plugin_export {
+    // The ABI marker and _initialize, which every plugin exports.
+    (common) => {
+        #[no_mangle]
+        pub extern "C" fn informer_host_abi_v1() {}
+        #[export_name = "_initialize"]
+        pub extern "C" fn __informer_host_initialize() {
+            $crate::export::initialize()
+        }
+    };
     (init: $f:expr) => {
         #[no_mangle]
         pub extern "C" fn ih_init(config_len: i32) -> i32 {
@@ -545,6 +569,12 @@ macro_rules! __plugin_export {
         #[no_mangle]
         pub extern "C" fn ih_shutdown() {
             ($f)()
+        }
+    };
+    (reconcile: $f:expr) => {
+        #[no_mangle]
+        pub extern "C" fn ih_reconcile(header_len: i32) -> i32 {
+            $crate::reconcile::export(header_len, $f)
         }
     };
     (batch: $f:expr) => {
@@ -1185,6 +1215,9 @@ pub mod http {
 }
 
 pub mod json;
+pub mod reconcile;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod reconcile_tests;

@@ -38,6 +38,11 @@ extern "C" {
     // that asks for the batch export, so others still load on older hosts.
     pub fn batch_select(index: i32) -> i32;
     pub fn batch_result(code: i32) -> i32;
+    // Since v1.5 (section 18, controller mode); imported only by a
+    // plugin that exports ih_reconcile (plugin! with reconcile:).
+    pub fn reconcile_requeue_after(millis: i64) -> i32;
+    pub fn children_apply(ptr: *const u8, len: i32) -> i32;
+    pub fn status_apply(ptr: *const u8, len: i32) -> i32;
 }
 
 #[cfg(not(target_arch = "wasm32"))]
