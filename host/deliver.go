@@ -251,7 +251,7 @@ func (g *generation) prepare(d *delivery.Entry) (handing, verdict) {
 	if drop {
 		return h, droppedSelfNoop
 	}
-	h.flags = flags
+	h.flags = flags | g.missed.flags(ev)
 	h.rv = rvOf(h.env, ev.Object)
 	g.conv.handing(d.Key, h.rv)
 	return h, hand
@@ -282,6 +282,9 @@ func (g *generation) eventFor(d *delivery.Entry) (ev *event.Event, seen seenObje
 		}
 		ref, obj, found := reg.Get(d.Key.StoreKey())
 		found, handed := g.shard.handedOver(d.Key, found)
+		if e, s, ok := g.missed.replayed(g, d.Key, ref, obj, found, handed, seen); ok {
+			return e, s, true, hand
+		}
 		var e event.Event
 		switch {
 		case found && !settled:
@@ -581,6 +584,7 @@ func (g *generation) initialDone(d *delivery.Entry) {
 // record notes ev as the plugin's view of its object; seen is the
 // object's entry (view.go), the zero one if it has none.
 func (g *generation) record(k delivery.Key, ev *event.Event, seen seenObject) {
+	g.missed.settled(g, k, ev)
 	switch {
 	case ev.Type == event.EventDelete:
 		if seen.has() {

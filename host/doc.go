@@ -86,6 +86,13 @@
 //     goroutine and starts one goroutine per file it looks at, all joined
 //     before Watch returns; LoadDir loads up to one file per CPU at once,
 //     joined before it returns.
+//   - a departed members' read: a sharded generation's worker starts one
+//     when its Assignment changes (missedDeletes.followGroup, missed.go);
+//     it reads the sets of the members that left, hands them over on a
+//     buffered channel, wakes the worker and ends, within a minute.
+//   - the seen keys' flusher (internal/seenkeys): started with the
+//     store (by Host.New, or the daemon that hands one in Options), and
+//     ended by Host.Stop after it wrote what changed.
 //   - timers: the memory release (memrelease.go) and the watch's
 //     debounce run on time.AfterFunc.
 //

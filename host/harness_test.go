@@ -20,6 +20,7 @@ import (
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/seenkeys"
 	"github.com/informer-host/informer-host/internal/shard"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
@@ -74,6 +75,7 @@ type observed struct {
 	Unknown  bool
 	Code     engine.Code
 	Failure  engine.Kind // 0 when the call completed
+	UID      string
 	Resource string
 }
 
@@ -117,7 +119,7 @@ func (r *recorder) gate(plugin string) (held <-chan struct{}, open func()) {
 func (r *recorder) observe(plugin string, ev *event.Event, res engine.Result, err error) {
 	d := observed{Type: ev.Type, Initial: ev.IsInInitialList, Unknown: ev.FinalStateUnknown, Code: res.Code, Resource: ev.Resource.Name}
 	if ev.Object != nil { // nil for an ih_synced call
-		d.Key, d.RV = ev.Key(), ev.Object.GetResourceVersion()
+		d.Key, d.RV, d.UID = ev.Key(), ev.Object.GetResourceVersion(), string(ev.Object.GetUID())
 	}
 	if ev.OldObject != nil {
 		d.OldRV = ev.OldObject.GetResourceVersion()
@@ -189,6 +191,9 @@ type harness struct {
 	// assignment, when a setup function sets it, shards the host from
 	// the start: the test plays the member (Host.SetAssignment).
 	assignment *shard.Assignment
+	// seenKeys, when a setup function sets it, is the host's store of
+	// the keys it handed (Options.SeenKeys).
+	seenKeys *seenkeys.Store
 	// onDeliver, when a setup function sets it, is the host's sharding
 	// test hook (shardState.onDeliver), set before any plugin loads.
 	onDeliver func(plugin string, ev *event.Event, a *shard.Assignment, at time.Time)
@@ -213,6 +218,15 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 	for _, f := range setup {
 		f(hs)
 	}
+	return hs, hs.start()
+}
+
+// start starts the harness's pipeline and host, and loads the plugin
+// directory: newHarness calls it, and a test stopping both calls it again
+// for a daemon restart.
+func (hs *harness) start() error {
+	t, cfg := hs.t, hs.cfg
+	var err error
 	log := slog.New(slog.NewTextHandler(hs.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	restConfig := env.Config
 	if hs.rest != nil {
@@ -234,7 +248,7 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 		t.Fatal(err)
 	}
 	hs.h, err = New(context.Background(), Options{Pipeline: hs.p, Config: cfg, Logger: log, observe: hs.rec.observe, RESTConfig: restConfig,
-		StartTimeout: time.Second, Standby: hs.standby, Writes: writes, logRate: hs.logRate})
+		StartTimeout: time.Second, Standby: hs.standby, Writes: writes, logRate: hs.logRate, SeenKeys: hs.seenKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +275,7 @@ func newHarness(t *testing.T, cfgYAML string, plugins map[string][]byte, setup .
 		}
 		return true
 	})
-	return hs, loadErr
+	return loadErr
 }
 
 func (hs *harness) write(name string, b []byte) {

@@ -28,6 +28,7 @@ import (
 	"github.com/informer-host/informer-host/internal/filter"
 	"github.com/informer-host/informer-host/internal/kubewrite"
 	"github.com/informer-host/informer-host/internal/pluginmetrics"
+	"github.com/informer-host/informer-host/internal/seenkeys"
 	"github.com/informer-host/informer-host/internal/state"
 )
 
@@ -58,6 +59,11 @@ type Options struct {
 	// Writes performs plugins' Kubernetes writes (k8s_write, ABI.md
 	// §17.1). nil: a plugin granted writes gets ERR_DENIED.
 	Writes *kubewrite.Client
+	// SeenKeys keeps, per plugin, the keys of the objects it was handed
+	// (missed.go); the daemon gives one writing ConfigMaps in its
+	// namespace. nil: the state file when plugins.state.path is set,
+	// else memory. The host closes it on Stop.
+	SeenKeys *seenkeys.Store
 
 	// observe, when set, is told of every call into a plugin's ih_handle
 	// and its outcome, and of every ih_synced call (an event with only a
@@ -107,6 +113,9 @@ type Host struct {
 	// state holds every plugin's key-value state, by file name; it
 	// outlives instances and versions (see package state).
 	state *state.Store
+	// seen holds, per plugin, the keys it was handed and still has, so
+	// the deletes it missed while away reach it late (missed.go).
+	seen *seenkeys.Store
 	// outbound serves the plugins' http_* and event_* calls
 	// (outbound.go): the config's upstreams and the Event recorders.
 	outbound *outbound
@@ -198,6 +207,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		_ = eng.Close(context.Background())
 		return nil, fmt.Errorf("host: plugin state: %w", err)
 	}
+	h.seen = newSeenKeys(h, opts.SeenKeys)
 	return h, nil
 }
 
@@ -573,6 +583,7 @@ func (h *Host) stop(ctx context.Context, drain bool) {
 	if len(retiring) > 0 && stuck.Load() {
 		h.log.Warn("replaced or removed plugin versions did not stop before the shutdown deadline; abandoning them")
 	}
+	closeSeenKeys(h)
 	h.closeState(context.Background())
 	h.outbound.close()
 	if !stuck.Load() {

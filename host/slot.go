@@ -186,6 +186,9 @@ type generation struct {
 	// held unsettled (seenObject.unsettled): the plugin may have acted on
 	// it, so it is the plugin's for a delete, not for the next state.
 	seen *cacheView
+	// missed remembers, across restarts, the keys the plugin has, and
+	// hands it the deletes it missed (missed.go); nil when it opted out.
+	missed *missedDeletes
 	// reported holds the bindings whose ih_synced the current instance
 	// has had since its initial list (or the last repair) began.
 	reported map[string]bool
@@ -361,6 +364,7 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 		g.ctl = newReconciler(g, slot.h.reconcileMetrics)
 		g.shard.moved = g.ctl.handover
 	}
+	g.missed = newMissedDeletes(slot, settings)
 	return g
 }
 
@@ -594,6 +598,7 @@ func (g *generation) housekeeping(inst *engine.Instance) *engine.Instance {
 	q := g.queue
 	g.shard.apply()
 	g.answerQueries()
+	g.missed.check(g)
 	start, end := q.RepairStep()
 	if start {
 		g.repair()
@@ -793,6 +798,7 @@ func (g *generation) replayAll() {
 	superseded := g.queue.Restart()
 	g.slot.c.superseded.Add(uint64(superseded))
 	g.seen.clear()
+	g.missed.arm(g.settings.Bindings)
 	clear(g.reported)
 	g.synced.Store(false)
 	g.syncDue = true

@@ -45,6 +45,12 @@ const (
 	OnErrorSkip = "skip"
 )
 
+// What the host does with deletes a plugin missed (delivery.missedDeletes).
+const (
+	MissedDeletesDeliver = "deliver"
+	MissedDeletesSkip    = "skip"
+)
+
 // UnlimitedRetries as Delivery.MaxRetries never gives up on an object.
 const UnlimitedRetries = -1
 
@@ -71,6 +77,7 @@ const (
 	DefaultRetryBackoff    = 5 * time.Millisecond
 	DefaultMaxRetryBackoff = 1000 * time.Second
 	DefaultOnError         = OnErrorRetry
+	DefaultMissedDeletes   = MissedDeletesDeliver
 	// DefaultParkAfter failures of calls handling one object park it.
 	DefaultParkAfter = 3
 	// DefaultStablePeriod without a failure ends a plugin's failure
@@ -364,6 +371,13 @@ type Delivery struct {
 	// OnError is what a handler's ERROR answer does: "retry" (default)
 	// retries the object with backoff; "skip" gives up on the event.
 	OnError string `yaml:"onError" json:"onError"`
+	// MissedDeletes is what the host does with a delete the plugin could
+	// not see (it happened while the daemon was down, the plugin
+	// unloaded or quarantined, or the object another member's): "deliver"
+	// (default) hands it late, flagged missed-delete, once the informer
+	// has synced; "skip" does not (RATIONALE.md, "Deletes seen after the
+	// fact").
+	MissedDeletes string `yaml:"missedDeletes" json:"missedDeletes"`
 }
 
 // Limits confine a plugin instance.

@@ -193,6 +193,9 @@ func TestParseProblems(t *testing.T) {
 			`config.yaml:12: plugins.modules[0].delivery.maxRetryBackoff: maxRetryBackoff (1m0s) must not be less than retryBackoff (1h0m0s)`,
 			`config.yaml:13: plugins.modules[0].limits.parkAfter: -1 is out of range; must be between 0 and 100`,
 		}},
+		{"missed deletes", withHead("plugins:", "  modules:", "  - file: a.wasm", "    delivery: {missedDeletes: drop}"), []string{
+			`config.yaml:9: plugins.modules[0].delivery.missedDeletes: unknown missedDeletes "drop"; expected "deliver" (hand the plugin, late and flagged, the deletes it could not see) or "skip" (do not)`,
+		}},
 		{"duplicate module", withHead("plugins:", "  modules:", "  - file: a.wasm", "  - file: b.wasm", "  - file: a.wasm"),
 			[]string{`config.yaml:10: plugins.modules[2].file: duplicate module file "a.wasm" (first at line 8)`}},
 		{"module file with directory", withHead("plugins:", "  modules:", "  - file: plugins/a.wasm"),
@@ -486,7 +489,7 @@ func TestParseValid(t *testing.T) {
 	wantA := PluginSettings{
 		Bindings: []Binding{{Resource: "deployments", Events: []string{"add", "delete"}}},
 		Delivery: Delivery{Mode: "every", BufferSize: 10000, MaxRetries: 5, RetryBackoff: NewDuration(5 * time.Millisecond),
-			MaxRetryBackoff: NewDuration(1000 * time.Second), OnError: OnErrorRetry},
+			MaxRetryBackoff: NewDuration(1000 * time.Second), OnError: OnErrorRetry, MissedDeletes: MissedDeletesDeliver},
 		Limits: Limits{MemoryPages: 256, CallTimeout: NewDuration(0), MaxConsecutiveFailures: 5,
 			RestartBackoff: NewDuration(time.Second), MaxRestartBackoff: NewDuration(time.Minute),
 			StablePeriod: NewDuration(10 * time.Minute), ParkAfter: 3},

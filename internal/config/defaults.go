@@ -40,8 +40,9 @@ const (
 	setMaxHostCallsPerCall
 	setVerify
 	setController
+	setMissedDeletes
 
-	allFields = setController<<1 - 1
+	allFields = setMissedDeletes<<1 - 1
 )
 
 // fieldsSet says which of s's fields the document sets under sp. Bindings
@@ -82,6 +83,7 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 		{setMaxHostCallsPerCall, l.key("maxHostCallsPerCall")},
 		{setVerify, sp.key("verify")},
 		{setController, sp.key("controller")},
+		{setMissedDeletes, d.key("missedDeletes")},
 	} {
 		if p.present(x.at) {
 			f |= x.bit
@@ -93,6 +95,9 @@ func fieldsSet(s PluginSettings, p *problems, sp path) fieldSet {
 	}
 	if s.Delivery.OnError == "" {
 		f &^= setOnError
+	}
+	if s.Delivery.MissedDeletes == "" {
+		f &^= setMissedDeletes
 	}
 	return f
 }
@@ -116,6 +121,7 @@ func setByValue(s PluginSettings) fieldSet {
 	mark(setRetryBackoff, isSet(s.Delivery.RetryBackoff))
 	mark(setMaxRetryBackoff, isSet(s.Delivery.MaxRetryBackoff))
 	mark(setOnError, s.Delivery.OnError != "")
+	mark(setMissedDeletes, s.Delivery.MissedDeletes != "")
 	mark(setMemoryPages, s.Limits.MemoryPages != 0)
 	mark(setCallTimeout, isSet(s.Limits.CallTimeout))
 	mark(setMaxConsecutiveFailures, s.Limits.MaxConsecutiveFailures != 0)
@@ -197,6 +203,7 @@ func resolveSettings(own PluginSettings, ownSet fieldSet, base PluginSettings, b
 		RetryBackoff:    dur(setRetryBackoff, func(s *PluginSettings) Duration { return s.Delivery.RetryBackoff }, DefaultRetryBackoff),
 		MaxRetryBackoff: dur(setMaxRetryBackoff, func(s *PluginSettings) Duration { return s.Delivery.MaxRetryBackoff }, DefaultMaxRetryBackoff),
 		OnError:         str(setOnError, func(s *PluginSettings) string { return s.Delivery.OnError }, DefaultOnError),
+		MissedDeletes:   str(setMissedDeletes, func(s *PluginSettings) string { return s.Delivery.MissedDeletes }, DefaultMissedDeletes),
 	}
 	out.Limits = Limits{
 		MemoryPages:            uint32(num(setMemoryPages, func(s *PluginSettings) int { return int(s.Limits.MemoryPages) }, DefaultMemoryPages)),

@@ -262,6 +262,12 @@ func validateSettings(p *problems, sp path, s *PluginSettings, names map[string]
 	default:
 		p.add(dp.key("onError"), "unknown onError %q; expected %q (retry the object with backoff) or %q (give up on the event)", d.OnError, OnErrorRetry, OnErrorSkip)
 	}
+	switch d.MissedDeletes {
+	case "", MissedDeletesDeliver, MissedDeletesSkip:
+	default:
+		p.add(dp.key("missedDeletes"), "unknown missedDeletes %q; expected %q (hand the plugin, late and flagged, the deletes it could not see) or %q (do not)",
+			d.MissedDeletes, MissedDeletesDeliver, MissedDeletesSkip)
+	}
 
 	lp := sp.key("limits")
 	l := &s.Limits

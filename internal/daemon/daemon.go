@@ -181,8 +181,12 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 	if err != nil {
 		return err
 	}
+	seen, err := seenKeysStore(cfg, restCfg, el, log)
+	if err != nil {
+		return err
+	}
 	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, StartTimeout: o.StartTimeout, RESTConfig: restCfg,
-		Standby: el.standby(), Writes: writes})
+		Standby: el.standby(), Writes: writes, SeenKeys: seen})
 	if err != nil {
 		return err
 	}

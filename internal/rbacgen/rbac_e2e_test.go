@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/informer-host/informer-host/internal/seenkeys"
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -130,6 +131,9 @@ plugins:
 		{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: daemonNS},
 		{Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Namespace: daemonNS, Name: "rbac-lease"},
 		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: daemonNS, Name: "rbac-lease"},
+		{Verb: "get", Resource: "configmaps", Namespace: daemonNS}, {Verb: "list", Resource: "configmaps", Namespace: daemonNS},
+		{Verb: "create", Resource: "configmaps", Namespace: daemonNS}, {Verb: "update", Resource: "configmaps", Namespace: daemonNS},
+		{Verb: "delete", Resource: "configmaps", Namespace: daemonNS},
 		{Verb: "create", Resource: "events", Namespace: other}, {Verb: "patch", Resource: "events", Namespace: other},
 		{Verb: "create", Group: "events.k8s.io", Resource: "events", Namespace: other},
 		{Verb: "patch", Group: "events.k8s.io", Resource: "events", Namespace: other},
@@ -185,6 +189,14 @@ plugins:
 			t.Errorf("%s: %v", what, err)
 		}
 	}
+
+	// Real calls: the keys plugins were handed, written and read back
+	// as the daemon does (internal/seenkeys).
+	seen := seenkeys.New(seenkeys.Options{Backend: seenkeys.ConfigMaps(cs.CoreV1(), daemonNS, "leader")})
+	seen.Set(ctx, "writer.wasm").Add(seenkeys.Key{Resource: "cms", Namespace: team, Name: "a", UID: "0f8fad5b-d9cb-469f-a165-70867728950e"})
+	ok("write the seen keys' ConfigMaps", seen.Flush(ctx))
+	seen.Forget("writer.wasm")
+	ok("delete the seen keys' ConfigMaps", seen.Close(ctx))
 
 	// Real calls: watches.
 	_, err = cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})

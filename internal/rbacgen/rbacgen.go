@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/seenkeys"
 )
 
 // Options say whose RBAC to generate and what the config alone does not.
@@ -199,6 +200,16 @@ func Generate(ctx context.Context, cfg *config.Config, o Options) (*RBAC, error)
 		// advance (pod names), so nothing restricts by name.
 		b.add([]string{ns}, "coordination.k8s.io", []string{"leases"}, []string{"get", "list", "create", "update", "delete"}, nil,
 			fmt.Sprintf("sharding (member leases %s-* in %s)", sh.LeasePrefix, ns))
+	}
+
+	// The keys each plugin was handed (internal/seenkeys), kept in
+	// ConfigMaps in the namespace of the daemon's Leases so the next
+	// leader or another member reads them. Their names are
+	// seenkeys.NamePrefix and a hash, unknown in advance, and a member
+	// lists the group's: nothing restricts by name.
+	if ns, ok := seenKeysNamespace(cfg, o); ok {
+		b.add([]string{ns}, "", []string{"configmaps"}, []string{"get", "list", "create", "update", "delete"}, nil,
+			fmt.Sprintf("the keys plugins were handed (ConfigMaps %s* in %s)", seenkeys.NamePrefix, ns))
 	}
 
 	if o.ServerAuth {
@@ -553,4 +564,17 @@ func (r *RBAC) Objects() []runtime.Object {
 
 func typeMeta(kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}
+}
+
+// seenKeysNamespace is where the daemon keeps the keys plugins were
+// handed, as internal/daemon decides: the leader Lease's namespace, else
+// the member Leases'; none without either.
+func seenKeysNamespace(cfg *config.Config, o Options) (string, bool) {
+	switch {
+	case cfg.LeaderElection.Enabled:
+		return o.LeaseNamespace, true
+	case cfg.Sharding.Enabled:
+		return o.ShardNamespace, true
+	}
+	return "", false
 }

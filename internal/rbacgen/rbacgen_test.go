@@ -124,10 +124,11 @@ func TestGenerate(t *testing.T) {
 		opts:    Options{Resolve: resolve},
 		wantErr: `test.yaml: resource "w": kind Widget.example.com: no kind Widget`,
 	}, {
-		name: "leader election: its lease by name in the daemon's namespace, create unnamed",
+		name: "leader election: its lease by name in the daemon's namespace, create unnamed; the seen keys' ConfigMaps there",
 		config: `leaderElection: {enabled: true, leaseName: le}
 `,
 		want: []string{
+			`ih "" configmaps create,delete,get,list,update`,
 			`ih "coordination.k8s.io" leases create`,
 			`ih "coordination.k8s.io" leases [le] get,update`,
 		},
@@ -136,14 +137,18 @@ func TestGenerate(t *testing.T) {
 		config: "leaderElection: {enabled: true}\n",
 		opts:   Options{LeaseNamespace: "elsewhere"},
 		want: []string{
+			`elsewhere "" configmaps create,delete,get,list,update`,
 			`elsewhere "coordination.k8s.io" leases create`,
 			`elsewhere "coordination.k8s.io" leases [informer-host] get,update`,
 		},
 	}, {
-		name:   "sharding: every member lease in the sharding namespace, unnamed",
+		name:   "sharding: every member lease in the sharding namespace, unnamed; the seen keys' ConfigMaps there",
 		config: "sharding: {enabled: true}\n",
 		opts:   Options{ShardNamespace: "shards"},
-		want:   []string{`shards "coordination.k8s.io" leases create,delete,get,list,update`},
+		want: []string{
+			`shards "" configmaps create,delete,get,list,update`,
+			`shards "coordination.k8s.io" leases create,delete,get,list,update`,
+		},
 	}, {
 		name:   "leader election disabled needs no lease",
 		config: "leaderElection: {enabled: false}\n",
