@@ -25,7 +25,7 @@ import (
 
 // ControllerNames are the kube-controller-manager controllers
 // StartControllers runs: what turns a Deployment into a ReplicaSet and its
-// Pods, and what removes objects whose owner or namespace is gone. Nothing
+// Pods, a StatefulSet or a Job into its Pods, and what removes objects whose owner or namespace is gone. Nothing
 // that stands in for a node (no scheduler, no kubelet: Pods stay Pending)
 // nor needs a cloud or volumes. The ServiceAccount controllers are left
 // out because the apiserver runs without ServiceAccount admission (see
@@ -34,6 +34,8 @@ func ControllerNames() []string {
 	return []string{
 		"deployment-controller",        // Deployment -> ReplicaSet
 		"replicaset-controller",        // ReplicaSet -> Pods
+		"statefulset-controller",       // StatefulSet -> its ordinal Pods
+		"job-controller",               // Job -> its Pods, and the Job's status from them
 		"garbage-collector-controller", // owner deleted -> dependents deleted (ownerReferences)
 		"namespace-controller",         // namespace deleted -> its objects deleted, the namespace finalized
 	}
