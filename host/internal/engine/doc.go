@@ -29,6 +29,15 @@
 //		// deliver env again later
 //	}
 //
+//	// Or, for a plugin configured as a controller (ABI.md §18), once
+//	// per primary key, with the host's ControllerCall serving
+//	// requeue_after, children_apply and status_apply; results and
+//	// failures as Handle's:
+//	res, err = inst.Reconcile(ctx, &engine.ReconcileRequest{
+//		Env:  engine.NewReconcileEnvelope(ref, ns, name, obj), // obj nil: absent
+//		Call: call,
+//	})
+//
 //	inst.Shutdown(ctx) // ih_shutdown, on an orderly stop
 //	inst.Close(ctx)
 //
@@ -36,7 +45,8 @@
 //
 // What a plugin reaches outside itself, the engine reaches through ports
 // the host implements: CacheReader, StateBucket, MetricSet, ClusterWriter,
-// HTTPClient and EventRecorder (InstanceOptions). Their methods take and
+// HTTPClient and EventRecorder (InstanceOptions), and per reconcile call
+// ControllerCall (ReconcileRequest). Their methods take and
 // return bytes, strings and the ABI's codes, so the engine imports no
 // daemon package, only the abi module, event and wasmbin (the binary
 // reader and rewriter, which knows no wazero): the host adapts its

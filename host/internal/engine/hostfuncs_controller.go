@@ -67,7 +67,7 @@ func statusApply(ctx context.Context, mod api.Module, stack []uint64) {
 	if !ok {
 		return
 	}
-	if st.env.object(abi.ObjectNew) == nil {
+	if st.env == nil || st.env.object(abi.ObjectNew) == nil {
 		st.setResult("the primary is absent: there is no status to apply")
 		setI32(stack, abi.ErrAbsent)
 		return

@@ -516,3 +516,33 @@ func TestReconcilerPassesValidation(t *testing.T) {
 		t.Fatalf("problems %q, warnings %q", problems, warnings)
 	}
 }
+
+// The controller functions count against the host calls per call, like
+// every host function: a reconcile looping on one is stopped at the cap,
+// as a timeout naming the limit, after exactly the calls allowed.
+func TestReconcileHostCallCap(t *testing.T) {
+	wasm := testenv.WATText(t, `(module
+  (import "informer_host_v1" "reconcile_requeue_after" (func $requeue (param i64) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "informer_host_abi_v1"))
+  (func (export "ih_handle") (param i32) (result i32) (i32.const 0))
+  (func (export "ih_reconcile") (param i32) (result i32)
+    (loop $again (drop (call $requeue (i64.const 1000))) (br $again))
+    (i32.const 0)))`)
+	e := newEngine(t, Options{})
+	m, err := e.Load(context.Background(), "requeue-loop.wasm", wasm, Limits{CallTimeout: generous, MaxHostCallsPerCall: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	inst := instantiate(t, m, InstanceOptions{})
+	fc := &fakeController{}
+	_, err = inst.Reconcile(context.Background(), &ReconcileRequest{Env: NewReconcileEnvelope(cronRef, "a", "b", nil), Call: fc})
+	var f *Failure
+	if !errors.As(err, &f) || f.Kind != KindTimeout || f.Phase != abi.ExportReconcile || !errors.Is(err, ErrMaxHostCalls) {
+		t.Fatalf("%v, want a host-call-cap timeout in ih_reconcile", err)
+	}
+	if len(fc.requeues) != 1000 {
+		t.Fatalf("%d requeue_after calls reached the ControllerCall, want the 1000 allowed", len(fc.requeues))
+	}
+}
