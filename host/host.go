@@ -813,7 +813,7 @@ func (h *Host) Status() []PluginStatus {
 			st.Repairs = g.repairs.Load()
 			st.Parked, st.GaveUp = g.conv.report()
 			if g.ctl != nil {
-				st.Controller = g.ctl.status(len(st.Parked))
+				st.Controller = g.ctl.status(st.State, len(st.Parked))
 			}
 			st.Requested, st.Granted = g.module.Requested(), g.settings.Grants.Granted()
 		} else if settings, ok := held[s.name]; ok {

@@ -107,7 +107,7 @@ var allStates = []PluginState{StateLoading, StateStandby, StateRunning, StateRes
 func (h *Host) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descEvents, descDelivered, descDepth, descBufferDrops, descCoalesced,
 		descRestarts, descSuperseded, descReloads, descState, descFiltered, descFilterErrors,
-		descDegraded, descRepairs, descReplay, descRetrying, descParked, descSynced} {
+		descDegraded, descRepairs, descReplay, descRetrying, descParked, descSynced, descFinalizerStuck} {
 		ch <- d
 	}
 	h.metrics.wait.Describe(ch)
@@ -130,7 +130,9 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for _, s := range h.Status() {
+	st := h.Status()
+	collectStuckFinalizers(h, st, ch)
+	for _, s := range st {
 		p, c := s.File, s.Counters
 		for _, r := range []struct {
 			result string

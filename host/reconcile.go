@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -154,8 +155,15 @@ func (r *reconciler) mapperFor(ev *event.Event, primary bool) *reconcile.Mapper 
 	if ref == nil {
 		return nil // the primary resource is not served yet: no primary to enqueue
 	}
+	nsd, known := scope(r.g.slot.h.pipeline, ref.Name)
+	if primary && ev.Object != nil {
+		nsd, known = ev.Object.GetNamespace() != "", true
+	}
+	if !known {
+		return nil // no primary cached: none for a related object to name yet
+	}
 	var opts []reconcile.MapperOption
-	if !namespaced(r.g.slot.h.pipeline, ref.Name) {
+	if !nsd {
 		opts = append(opts, reconcile.PrimaryClusterScoped())
 	}
 	m, err := reconcile.NewMapper(r.ctl, ref, opts...)
@@ -299,10 +307,11 @@ func (r *reconciler) run(inst *engine.Instance) *engine.Instance {
 }
 
 // checkSynced reports the generation synced once every binding's
-// informer is: its initial list's keys are queued by then.
+// informer is and the keys its initial list queued have been handed: the
+// queue was empty once since.
 func (r *reconciler) checkSynced() {
 	g := r.g
-	if g.synced.Load() {
+	if g.synced.Load() || r.queue.Len() > 0 {
 		return
 	}
 	for _, l := range g.bindings {
@@ -464,8 +473,8 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 		if parked, until, _ := g.conv.objectFailed(k, what, st.rv, err.Error()); parked {
 			r.queue.AddAfter(q, time.Until(until))
 		}
-		// The restart enqueues every key (replayAll), this one too
-		// unless it is parked.
+		// The restart enqueues every key (replayAll), this one too; a
+		// parked one then waits out its backoff (parkedFor).
 		return g.failed(inst, what, err)
 	}
 	s.c.delivered.Add(1)
@@ -487,7 +496,10 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 			g.log.Debug("plugin dropped a key", "key", what, "message", res.Message)
 		}
 		return inst
-	case engine.CodeError:
+	case engine.CodeRetry:
+		r.metrics.ObserveReconcile(r.name, reconcile.ResultRequeue, took)
+		answer = "RETRY"
+	default: // ERROR, and any code the engine did not know
 		s.c.errors.Add(1)
 		r.metrics.ObserveReconcile(r.name, reconcile.ResultError, took)
 		if g.settings.Delivery.OnError == config.OnErrorSkip {
@@ -505,9 +517,6 @@ func (r *reconciler) settle(inst *engine.Instance, st keyState, w *controllerwri
 			return inst
 		}
 		answer = "ERROR"
-	default: // RETRY
-		r.metrics.ObserveReconcile(r.name, reconcile.ResultRequeue, took)
-		answer = "RETRY"
 	}
 	if delay, gaveUp := g.conv.retry(k, what, answer, res.Message); gaveUp {
 		r.queue.Forget(q)
@@ -580,33 +589,38 @@ func (r *reconciler) writes(primary *event.ResourceRef) *controllerwrites.Writer
 		return r.writer
 	}
 	p := g.slot.h.pipeline
+	known := true
+	describe := func(ref *event.ResourceRef) controllerwrites.Resource {
+		nsd, ok := scope(p, ref.Name)
+		known = known && ok
+		return controllerwrites.Resource{Name: ref.Name, GVR: ref.GroupVersionResource(), Kind: ref.Kind, Namespaced: nsd}
+	}
 	o := controllerwrites.Options{Plugin: g.slot.name, Writes: g.kw, Client: g.kw.Dynamic(), Finalizer: r.ctl.Finalizer,
-		Primary: resourceOf(p, primary), Owned: ownedLister{p: p, plugin: g.slot.name}}
+		Primary: describe(primary), Owned: ownedLister{p: p, plugin: g.slot.name}}
 	for _, name := range r.ctl.Owns {
 		ref, ok := p.Ref(name)
 		if !ok {
 			return nil
 		}
-		o.Owns = append(o.Owns, resourceOf(p, ref))
+		o.Owns = append(o.Owns, describe(ref))
 	}
-	r.writer = controllerwrites.New(o)
-	return r.writer
+	w := controllerwrites.New(o)
+	if known {
+		// Kept only once every scope is known, not guessed.
+		r.writer = w
+	}
+	return w
 }
 
-// resourceOf describes ref for the controller writes.
-func resourceOf(p *informer.Pipeline, ref *event.ResourceRef) controllerwrites.Resource {
-	return controllerwrites.Resource{Name: ref.Name, GVR: ref.GroupVersionResource(), Kind: ref.Kind, Namespaced: namespaced(p, ref.Name)}
-}
-
-// namespaced tells whether the configured resource name is namespaced,
-// from its cached objects' keys; one with none cached is taken as
-// namespaced, as most resources are. The pipeline knows the scope from
-// discovery but does not say it.
-func namespaced(p *informer.Pipeline, name string) bool {
+// scope tells whether the configured resource name is namespaced, from
+// its cached objects' keys; known is false while none is cached, and the
+// guess is then namespaced, as most resources are. The pipeline knows
+// the scope from discovery but does not say it.
+func scope(p *informer.Pipeline, name string) (namespaced, known bool) {
 	if keys, err := p.CacheKeys(nil, name, "", ""); err == nil && len(keys) > 0 {
-		return strings.Contains(keys[0], "/")
+		return strings.Contains(keys[0], "/"), true
 	}
-	return true
+	return true, false
 }
 
 // ownedLister serves the controller writes the children the host applied
@@ -681,6 +695,11 @@ type ControllerStatus struct {
 	NextRequeue []RequeueDue
 	// Parked counts the keys parked (PluginStatus.Parked lists them).
 	Parked int
+	// Finalizer is the managed finalizer ("" for none); FinalizerStuck
+	// counts the cached objects being deleted that wait on it while the
+	// plugin is not running (quarantined: README, "Managed finalizers").
+	Finalizer      string
+	FinalizerStuck int
 }
 
 // RequeueDue is a key's requeue timer.
@@ -692,10 +711,95 @@ type RequeueDue struct {
 // maxNextRequeue bounds ControllerStatus.NextRequeue.
 const maxNextRequeue = 32
 
-func (r *reconciler) status(parked int) *ControllerStatus {
-	st := &ControllerStatus{For: r.ctl.For, Depth: r.queue.Len(), Parked: parked}
+func (r *reconciler) status(state PluginState, parked int) *ControllerStatus {
+	st := &ControllerStatus{For: r.ctl.For, Depth: r.queue.Len(), Parked: parked, Finalizer: r.ctl.Finalizer}
+	if state == StateQuarantined {
+		st.FinalizerStuck = stuckOn(r.g.slot.h.pipeline, r.ctl)
+	}
 	for _, d := range r.queue.Due(maxNextRequeue) {
 		st.NextRequeue = append(st.NextRequeue, RequeueDue{Namespace: d.Namespace, Name: d.Name, At: d.At})
 	}
 	return st
+}
+
+// stuckOn counts the cached objects of c's primary resource that are
+// being deleted and wait on c's finalizer.
+func stuckOn(p *informer.Pipeline, c *config.Controller) int {
+	if c == nil || c.Finalizer == "" {
+		return 0
+	}
+	n := 0
+	p.CacheList(c.For, "", nil, func(u *unstructured.Unstructured) {
+		if u.GetDeletionTimestamp() != nil && slices.Contains(u.GetFinalizers(), c.Finalizer) {
+			n++
+		}
+	})
+	return n
+}
+
+var descFinalizerStuck = prometheus.NewDesc("informer_host_controller_finalizer_stuck",
+	"Cached objects being deleted that wait on a controller plugin's managed finalizer while the plugin is not running "+
+		"(quarantined, or removed with onRemove: keep and still named in the config).", []string{"plugin", "finalizer"}, nil)
+
+// collectStuckFinalizers reports informer_host_controller_finalizer_stuck
+// for every controller plugin with a finalizer: those with a slot from
+// their status (0 while running), and modules entries the host has no
+// plugin for (removed files) from the caches.
+func collectStuckFinalizers(h *Host, st []PluginStatus, ch chan<- prometheus.Metric) {
+	have := make(map[string]bool, len(st))
+	for _, s := range st {
+		have[s.File] = true
+		if c := s.Controller; c != nil && c.Finalizer != "" {
+			ch <- prometheus.MustNewConstMetric(descFinalizerStuck, prometheus.GaugeValue, float64(c.FinalizerStuck), s.File, c.Finalizer)
+		}
+	}
+	cfg := h.config()
+	for _, m := range cfg.Plugins.Modules {
+		if have[m.File] {
+			continue
+		}
+		if c := cfg.SettingsFor(m.File).Controller; c != nil && c.Finalizer != "" {
+			ch <- prometheus.MustNewConstMetric(descFinalizerStuck, prometheus.GaugeValue, float64(stuckOn(h.pipeline, c)), m.File, c.Finalizer)
+		}
+	}
+}
+
+// finalizerRelease returns what releases the managed finalizer of the
+// plugin of file name when it is removed with onRemove: release (nil
+// otherwise): its finalizer taken off every object of its primary
+// resource, as the plugin's identity. Taken before the plugin is
+// unloaded, while its generation and writes client are there.
+func finalizerRelease(h *Host, name string) func(ctx context.Context) {
+	h.mu.Lock()
+	slot := h.slots[name]
+	h.mu.Unlock()
+	if slot == nil {
+		return nil
+	}
+	slot.mu.Lock()
+	g := slot.current
+	slot.mu.Unlock()
+	if g == nil || g.ctl == nil || g.kw == nil || g.ctl.ctl.Finalizer == "" || g.ctl.ctl.OnRemove != config.OnRemoveRelease {
+		return nil
+	}
+	c, dyn, log := g.ctl.ctl, g.kw.Dynamic(), g.log
+	ref, ok := h.pipeline.Ref(c.For)
+	if !ok {
+		return nil
+	}
+	var namespaces []string
+	for _, r := range h.config().Resources {
+		if r.Name == c.For {
+			namespaces = r.Namespaces
+		}
+	}
+	return func(ctx context.Context) {
+		n, err := controllerwrites.Release(ctx, dyn, ref.GroupVersionResource(), c.Finalizer, false, namespaces...)
+		if err != nil {
+			log.Error("plugin removed with onRemove: release, but its finalizer could not be released from every object; "+
+				"run `informer-host finalizers release` for the rest", "finalizer", c.Finalizer, "released", n, "err", err)
+			return
+		}
+		log.Info("plugin removed with onRemove: release; its finalizer was released", "finalizer", c.Finalizer, "objects", n)
+	}
 }

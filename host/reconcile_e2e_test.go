@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/event"
@@ -126,8 +128,8 @@ func TestControllerCoalescesUpdates(t *testing.T) {
 	if v := hs.pluginMetric("controller_runtime_reconcile_total", map[string]string{"controller": reconcilerPlugin, "result": "success"}); v < 2 {
 		t.Errorf("controller_runtime_reconcile_total{result=success} = %v, want at least 2", v)
 	}
-	if st := hs.status(reconcilerPlugin); st.Controller == nil || st.Controller.For != "cms" {
-		t.Errorf("status.Controller = %+v, want the loop of cms", st.Controller)
+	if st := hs.status(reconcilerPlugin); st.Controller == nil || st.Controller.For != "cms" || !st.Synced {
+		t.Errorf("status.Controller = %+v, synced %v; want the loop of cms, synced", st.Controller, st.Synced)
 	}
 }
 
@@ -236,13 +238,18 @@ func TestControllerRequeueAfterSurvivesReload(t *testing.T) {
 		t.Errorf("status.Controller %+v: want requ-a among the next requeues", st.Controller)
 	}
 	eventually(t, "requ-a reconciled again by its timer", func() bool { return live() >= 2 })
+	// The host's own annotation write is an update of the primary that
+	// enqueues nothing (else every requeue would reconcile at once).
+	eventually(t, "the annotation's update passed over", func() bool {
+		return hs.status(reconcilerPlugin).Filtered["cms"].Unchanged > 0
+	})
 
 	// A new version: the same module with a custom section appended.
 	b, err := os.ReadFile(filepath.Join(hs.dir, reconcilerPlugin))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs.write(reconcilerPlugin, append(b, 0, 4, 3, 'n', 'e', 'w'))
+	hs.write(reconcilerPlugin, append(b, 0, 5, 3, 'n', 'e', 'w', 1))
 	if err := hs.h.Load(context.Background(), filepath.Join(hs.dir, reconcilerPlugin)); err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +352,10 @@ func TestControllerShardedHandover(t *testing.T) {
 		}
 		return true
 	}
-	eventually(t, "this member's keys reconciled", func() bool { return reconciled(mine, false) })
+	eventually(t, "this member's keys reconciled, every key in the cache", func() bool {
+		keys, err := hs.p.CacheKeys(nil, "cms", "", "")
+		return err == nil && len(keys) == 20 && reconciled(mine, false)
+	})
 	for _, n := range theirs {
 		if rs := hs.reconciles(n); len(rs) > 0 {
 			t.Errorf("%s, the other member's, reconciled here: %v", n, rs)
@@ -366,5 +376,68 @@ func TestControllerShardedHandover(t *testing.T) {
 	})
 	if n := len(hs.reconciles(lost)); n != before {
 		t.Errorf("%s, handed back to the other member, reconciled %d more times here", lost, n-before)
+	}
+}
+
+// releaseAll frees the test namespace's ConfigMaps of the test finalizer
+// (so the namespace can go once the test is over).
+func (hs *harness) releaseAll() {
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		hs.t.Fatal(err)
+	}
+	if _, err := controllerwrites.Release(context.Background(), dyn, gvr, testFinalizer, false, hs.ns); err != nil {
+		hs.t.Errorf("releasing the test finalizer: %v", err)
+	}
+}
+
+// A quarantined controller keeps its finalizer (it may come back), and
+// the objects being deleted that wait on it are reported: in the status,
+// as informer_host_controller_finalizer_stuck, and in /readyz (server).
+func TestControllerQuarantinedFinalizerIsReported(t *testing.T) {
+	hs := controllerHarness(t, "{for: cms, finalizer: "+testFinalizer+"}", "{maxConsecutiveFailures: 1, parkAfter: 0}")
+	t.Cleanup(hs.releaseAll)
+	hs.createPrimary("fin-a")
+	eventually(t, "fin-a reconciled", func() bool { return len(hs.reconciles("fin-a")) > 0 })
+	hs.createPrimary("trap-a")
+	eventually(t, "quarantine", func() bool { return hs.status(reconcilerPlugin).State == StateQuarantined })
+	hs.deleteCM("fin-a")
+	eventually(t, "fin-a reported stuck on the finalizer", func() bool {
+		c := hs.status(reconcilerPlugin).Controller
+		return c != nil && c.Finalizer == testFinalizer && c.FinalizerStuck == 1
+	})
+	if v := hs.pluginMetric("informer_host_controller_finalizer_stuck", map[string]string{"plugin": reconcilerPlugin, "finalizer": testFinalizer}); v != 1 {
+		t.Errorf("informer_host_controller_finalizer_stuck = %v, want 1", v)
+	}
+	if cm, ok := hs.getCM("fin-a"); !ok || !slices.Contains(cm.Finalizers, testFinalizer) {
+		t.Errorf("fin-a %v: want it still there, held by the finalizer", cm)
+	}
+	if n := len(hs.logs.lines("quarantined controller keeps its finalizer")); n != 1 {
+		t.Errorf("%d warnings of the finalizer kept on quarantine, want 1", n)
+	}
+}
+
+// A controller removed with onRemove: release has its finalizer taken
+// off its objects; with the default (keep) it stays.
+func TestControllerOnRemove(t *testing.T) {
+	for _, tc := range []struct {
+		onRemove string
+		released bool
+	}{{"release", true}, {"keep", false}} {
+		t.Run(tc.onRemove, func(t *testing.T) {
+			hs := controllerHarness(t, "{for: cms, finalizer: "+testFinalizer+", onRemove: "+tc.onRemove+"}", "{}")
+			t.Cleanup(hs.releaseAll)
+			hs.createPrimary("fin-a")
+			eventually(t, "fin-a reconciled", func() bool { return len(hs.reconciles("fin-a")) > 0 })
+			if cm, _ := hs.getCM("fin-a"); !slices.Contains(cm.Finalizers, testFinalizer) {
+				t.Fatalf("finalizers %v, want %s", cm.Finalizers, testFinalizer)
+			}
+			hs.h.removed(context.Background(), reconcilerPlugin)
+			cm, _ := hs.getCM("fin-a")
+			if has := slices.Contains(cm.Finalizers, testFinalizer); has == tc.released {
+				t.Errorf("onRemove: %s: finalizers after the removal %v", tc.onRemove, cm.Finalizers)
+			}
+		})
 	}
 }

@@ -745,6 +745,11 @@ func (g *generation) restart(cause error) *engine.Instance {
 			s.mu.Unlock()
 			g.log.Error("plugin quarantined: it failed maxConsecutiveFailures times without a stable period in between; it stays off until its file changes",
 				"failures", n, "stablePeriod", g.settings.Limits.StablePeriod.Duration, "lastError", cause.Error())
+			if g.ctl != nil && g.ctl.ctl.Finalizer != "" {
+				g.log.Warn("quarantined controller keeps its finalizer: objects being deleted wait for it until it comes back "+
+					"(informer_host_controller_finalizer_stuck; `informer-host finalizers release` frees them by hand)",
+					"finalizer", g.ctl.ctl.Finalizer)
+			}
 			g.synced.Store(false)
 			g.unregister()
 			g.giveUpWaiting("quarantined")

@@ -52,9 +52,14 @@ func (h *Host) stateFor(name string, s config.PluginSettings, log *slog.Logger) 
 // unless plugins.state.keepOnRemove says to keep it. The drop happens
 // under the file's load lock, so a file of the same name that reappears
 // meanwhile is either loaded after it (and starts empty) or already loaded
-// (and keeps the state).
+// (and keeps the state). A controller with onRemove: release has its
+// finalizer released from its objects.
 func (h *Host) removed(ctx context.Context, name string) {
+	release := finalizerRelease(h, name)
 	h.unload(ctx, name)
+	if release != nil {
+		release(ctx)
+	}
 	if h.config().Plugins.State.KeepOnRemove {
 		return
 	}

@@ -102,6 +102,10 @@ type controllerJSON struct {
 	Depth       int           `json:"depth"`
 	NextRequeue []requeueJSON `json:"nextRequeue,omitempty"`
 	Parked      int           `json:"parked"`
+	Finalizer   string        `json:"finalizer,omitempty"`
+	// FinalizerStuck counts the objects being deleted that wait on the
+	// finalizer while the plugin is not running.
+	FinalizerStuck int `json:"finalizerStuck,omitempty"`
 }
 
 type requeueJSON struct {
@@ -114,7 +118,7 @@ func controllerDocument(c *host.ControllerStatus) *controllerJSON {
 	if c == nil {
 		return nil
 	}
-	out := &controllerJSON{For: c.For, Depth: c.Depth, Parked: c.Parked}
+	out := &controllerJSON{For: c.For, Depth: c.Depth, Parked: c.Parked, Finalizer: c.Finalizer, FinalizerStuck: c.FinalizerStuck}
 	for _, d := range c.NextRequeue {
 		out.NextRequeue = append(out.NextRequeue, requeueJSON{Namespace: d.Namespace, Name: d.Name, At: d.At})
 	}

@@ -25,7 +25,7 @@ func TestDebugPluginsJSON(t *testing.T) {
 		Parked:   []host.ObjectFailure{{Resource: "cms", Namespace: "ns", Name: "a", Failures: 2, LastError: "x", Until: at}},
 		GaveUp:   []host.ObjectFailure{{Resource: "cms", Name: "b", Failures: 3, LastError: "RETRY: y", At: at}},
 		LoadedAt: at, LastEventAt: at.Add(time.Second),
-		Controller: &host.ControllerStatus{For: "cronjobs", Depth: 2, Parked: 1,
+		Controller: &host.ControllerStatus{For: "cronjobs", Depth: 2, Parked: 1, Finalizer: "example.com/f", FinalizerStuck: 3,
 			NextRequeue: []host.RequeueDue{{Namespace: "ns", Name: "c", At: at}}}}
 	shard := &host.ShardStatus{Member: "m1", Active: true, Members: []string{"m1"}, Key: "namespace",
 		Owned: map[string]int{"my-pods": 1}, ValidUntil: at, Problem: "p"}
@@ -41,7 +41,7 @@ func TestDebugPluginsJSON(t *testing.T) {
 				`"retryExhausted":1`, `"filtered":{"my-pods":{"filtered":1,"unchanged":0,"resync":0,"error":0,"evalErrors":0}}`,
 				`"parked":[{"resource":"cms","namespace":"ns","name":"a","failures":2,"lastError":"x","until":"`,
 				`"shard":{"member":"m1","active":true,"members":["m1"],"key":"namespace","owned":{"my-pods":1},"validUntil":"`,
-				`"controller":{"for":"cronjobs","depth":2,"nextRequeue":[{"namespace":"ns","name":"c","at":"2026-01-02T03:04:05Z"}],"parked":1}`},
+				`"controller":{"for":"cronjobs","depth":2,"nextRequeue":[{"namespace":"ns","name":"c","at":"2026-01-02T03:04:05Z"}],"parked":1,"finalizer":"example.com/f","finalizerStuck":3}`},
 			nil},
 		{"nothing loaded, not sharded", nil, nil, []string{`{"plugins":[]}`}, []string{`"shard"`}},
 		{"zero values left out", []host.PluginStatus{{File: "b.wasm", State: host.StateFailed}}, nil,

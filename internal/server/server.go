@@ -376,6 +376,10 @@ func notReady(p *informer.Pipeline, h *host.Host, src Sources) []string {
 			if st, ok := sources[pl.File]; ok && st.FailurePolicy == config.FailOpen {
 				continue
 			}
+			if c := pl.Controller; c != nil && c.FinalizerStuck > 0 {
+				why = append(why, fmt.Sprintf("plugin %s: %d objects being deleted wait on its finalizer %s while it is %s",
+					pl.File, c.FinalizerStuck, c.Finalizer, pl.State))
+			}
 			switch pl.State {
 			case host.StateQuarantined, host.StateStandby: // deliberately off: not a reason to stop traffic
 			case host.StateRunning:
