@@ -31,7 +31,7 @@ AS_NODE_CHECK = @node -e 'process.exit(+process.versions.node.split(".")[0] >= 2
 	echo "AssemblyScript 0.28 needs node >= 20, this is node $$(node --version): on Debian 12 install NodeSource's nodejs 20 (it brings npm) or use Debian 13" >&2; exit 1; }
 
 KIT_PLUGINS := $(PLUGINS_OUT)/pod-phase-rs.wasm $(KITS_OUT)/pod-phase-rs.wasm32-unknown-unknown.wasm \
-	$(PLUGINS_OUT)/service-per-pod-rs.wasm \
+	$(PLUGINS_OUT)/service-per-pod-rs.wasm $(KITS_OUT)/c-reconcile.wasm $(KITS_OUT)/as-reconcile-plugin.wasm \
 	$(PLUGINS_OUT)/pod-logger-as.wasm $(KITS_OUT)/template-rs.wasm $(KITS_OUT)/template-as.wasm \
 	$(KITS_OUT)/as-kit-test.wasm $(KITS_OUT)/rs-kit-test.wasm \
 	$(KITS_OUT)/as-batch-test.wasm $(KITS_OUT)/rs-batch-test.wasm
@@ -88,6 +88,12 @@ $(KITS_OUT)/c/helpers-test: abi/include/test/helpers_test.c abi/include/informer
 $(KITS_OUT)/c/fake-test: abi/include/test/fake_test.c abi/include/informer_host_fake.h abi/include/informer_host.h abi/include/informer_host_reconcile.h | deps
 	@mkdir -p $(@D)
 	$(CLANG) -Wall -Wextra -Wno-unknown-attributes -Iabi/include -o $@ $<
+# The C kit's controller-mode plugin, run through the engine by
+# host/internal/engine's TestKitReconcile (with the Rust and
+# AssemblyScript kits' reconcilers).
+$(KITS_OUT)/c-reconcile.wasm: abi/include/test/reconcile_plugin.c abi/include/informer_host_reconcile.h abi/include/informer_host.h | deps
+	@mkdir -p $(@D)
+	$(CLANG) $(PLUGIN_CLANG_FLAGS) -o $@ $<
 # informer_host_reconcile.h (controller mode) over the C fake host's loop.
 $(KITS_OUT)/c/reconcile-test: abi/include/test/reconcile_test.c abi/include/informer_host_fake.h abi/include/informer_host.h abi/include/informer_host_reconcile.h | deps
 	@mkdir -p $(@D)

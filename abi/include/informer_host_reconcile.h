@@ -42,24 +42,9 @@
 #include <stdint.h>
 #include "informer_host.h"
 
-/* The v1.5 names. informer_host.h declares them itself from v1.5 on (it
- * then defines IH_EVENT_RECONCILE, and this block steps aside). */
-#ifndef IH_EVENT_RECONCILE
-#define IH_EVENT_RECONCILE 4         /* the header of an ih_reconcile call */
-#define IH_FLAG_MISSED_DELETE 0x20   /* a delete inferred after the fact; the object is a stub */
-#define IH_FLAG_ABSENT 0x40          /* reconcile: the key has no object in the cache */
-#define IH_FLAG_DELETING 0x80        /* reconcile: the object's deletionTimestamp is set */
-/* After an IH_OK answer, reconcile the key again after millis (0 clears;
- * negative or over 366 days IH_ERR_INVALID). */
-IH_IMPORT("reconcile_requeue_after") int32_t ih_reconcile_requeue_after(int64_t millis);
-/* The complete set of the key's children, a JSON array: applied as the
- * plugin's identity, the stale ones pruned. Returns the number that failed
- * (lines in ih_result_message) or IH_ERR_INVALID / IH_ERR_DENIED / ... */
-IH_IMPORT("children_apply") int32_t ih_children_apply(const char *ptr, int32_t len);
-/* The status fields the plugin owns, a JSON object, to the status
- * subresource; conditions get observedGeneration and lastTransitionTime. */
-IH_IMPORT("status_apply") int32_t ih_status_apply(const char *ptr, int32_t len);
-#endif
+/* The v1.5 imports (ih_reconcile_requeue_after, ih_children_apply,
+ * ih_status_apply), IH_EVENT_RECONCILE and the IH_FLAG_* bits are
+ * informer_host.h's. */
 
 #ifndef IH_RECONCILE_CHILDREN_BUF
 #define IH_RECONCILE_CHILDREN_BUF 65536

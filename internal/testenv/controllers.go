@@ -34,10 +34,10 @@ func ControllerNames() []string {
 	return []string{
 		"deployment-controller",        // Deployment -> ReplicaSet
 		"replicaset-controller",        // ReplicaSet -> Pods
-		"statefulset-controller",       // StatefulSet -> its ordinal Pods
-		"job-controller",               // Job -> its Pods, and the Job's status from them
 		"garbage-collector-controller", // owner deleted -> dependents deleted (ownerReferences)
 		"namespace-controller",         // namespace deleted -> its objects deleted, the namespace finalized
+		"statefulset-controller",       // StatefulSet -> Pods (service-per-pod's e2e; Parallel: no kubelet makes a Pod Ready)
+		"job-controller",               // Job -> its Pods, and the Job's status from them (cronjob's e2e)
 	}
 }
 

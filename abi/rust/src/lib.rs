@@ -29,8 +29,10 @@
 //! those of section 17 ([`writes`], [`events`], [`http`], each failure a
 //! [`CallError`] naming the call, with the host's message) and
 //! [`result_message`], the self-write flag ([`Event::self_write`]) and
-//! the configuration as JSON ([`config_json`], [`json`]). Off wasm (`rustc --test`), the imports are an
-//! in-memory host ([`fake`]) so a plugin's logic is unit tested natively.
+//! the configuration as JSON ([`config_json`], [`json`]), and controller
+//! mode ([`reconcile`]: `plugin!(reconcile: f)`). Off wasm (`rustc --test`), the imports are an
+//! in-memory host ([`fake`], with the host's controller loop,
+//! `fake::Controller`) so a plugin's logic is unit tested natively.
 
 use std::fmt;
 
