@@ -338,6 +338,46 @@ func (m *missedDeletes) replayed(g *generation, k delivery.Key, ref *event.Resou
 	return &event.Event{Type: event.EventDelete, Resource: ref, Object: stub, FinalStateUnknown: true}, seen, true
 }
 
+// The controller loop's side (controller mode): it reconciles keys, not
+// events, so it asks for the keys to enqueue as absent once its `for`
+// binding has synced, and tells what each reconcile settled.
+
+// absent returns the remembered keys of resource that the store (get,
+// a registration's Get) does not have with the same uid: the primaries
+// to reconcile as absent after a restart, a reload or a return from
+// quarantine.
+func (m *missedDeletes) absent(resource string, get func(storeKey string) (*event.ResourceRef, *unstructured.Unstructured, bool)) []delivery.Key {
+	if m == nil {
+		return nil
+	}
+	var out []delivery.Key
+	for _, sk := range m.keys().Missing(resource, func(namespace, name string) (string, bool) {
+		_, obj, found := get(delivery.Key{Resource: resource, Namespace: namespace, Name: name}.StoreKey())
+		if !found {
+			return "", false
+		}
+		return string(obj.GetUID()), true
+	}) {
+		out = append(out, delivery.Key{Resource: sk.Resource, Namespace: sk.Namespace, Name: sk.Name})
+	}
+	return out
+}
+
+// reconciled notes a reconcile of k answered OK: obj, the primary it was
+// handed, is remembered; nil (absent) forgets the key.
+func (m *missedDeletes) reconciled(k delivery.Key, obj *unstructured.Unstructured) {
+	if m == nil {
+		return
+	}
+	sk := seenkeys.Key{Resource: k.Resource, Namespace: k.Namespace, Name: k.Name}
+	if obj == nil {
+		m.keys().Remove(sk)
+		return
+	}
+	sk.UID = string(obj.GetUID())
+	m.keys().Add(sk)
+}
+
 // flags returns the header flags ev carries as a missed delete.
 func (m *missedDeletes) flags(ev *event.Event) uint8 {
 	if m == nil || ev.Type != event.EventDelete || ev.HandedOver || !m.stubs[ev.Object] {

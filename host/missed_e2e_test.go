@@ -268,3 +268,53 @@ func TestMissedDeletesOfADepartedMember(t *testing.T) {
 		t.Fatalf("deletes: %q, want exactly %q", deletes, want)
 	}
 }
+
+// A quarantined plugin misses the deletes of its time off: when its file
+// is replaced, the new version gets them, as stubs of what it had.
+func TestMissedDeletesWhileQuarantined(t *testing.T) {
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: cms, version: v1, resource: configmaps, namespaces: [NS]}
+plugins:
+  directory: DIR
+  default:
+    bindings: [{resource: cms}]
+    limits: {maxConsecutiveFailures: 1}
+`, map[string][]byte{"poison.wasm": testPlugin(t, "poison")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := hs.createCM("a", nil)
+	hs.createCM("b", nil)
+	eventually(t, "the adds", func() bool { return len(hs.rec.of("poison.wasm")) == 2 })
+	hs.createCM("poison", nil)
+	eventually(t, "quarantine", func() bool { return hs.status("poison.wasm").State == StateQuarantined })
+	hs.deleteCM("a")
+	hs.deleteCM("poison")
+	n := len(hs.rec.of("poison.wasm"))
+
+	// A new version: the same code with a custom section ("v2") appended,
+	// as a quarantined plugin stays off until its file changes.
+	hs.write("poison.wasm", append(testPlugin(t, "poison"), 0x00, 0x04, 0x02, 'v', '2', 0x01))
+	if err := hs.h.Load(context.Background(), filepath.Join(hs.dir, "poison.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new version synced and a's missed delete", func() bool {
+		for _, d := range hs.rec.of("poison.wasm")[n:] {
+			if d.Type == event.EventDelete {
+				return hs.status("poison.wasm").Synced
+			}
+		}
+		return false
+	})
+	var deletes []observed
+	for _, d := range hs.rec.of("poison.wasm")[n:] {
+		if d.Type == event.EventDelete {
+			deletes = append(deletes, d)
+		}
+	}
+	if len(deletes) != 1 || deletes[0].Key != hs.ns+"/a" || deletes[0].UID != string(a.UID) || deletes[0].RV != "" || !deletes[0].Unknown {
+		t.Fatalf("deletes after the file was replaced: %+v; want exactly a's, a stub with its uid %s", deletes, a.UID)
+	}
+}

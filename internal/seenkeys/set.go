@@ -153,6 +153,20 @@ func compareKeys(a, b Key) int {
 	return strings.Compare(a.Name, b.Name)
 }
 
+// Missing returns the keys of resource whose object lookup does not
+// find, or finds with another uid (deleted, and recreated): the deletes
+// a consumer of the set missed. lookup is asked once per key, with the
+// set's lock not held.
+func (s *Set) Missing(resource string, lookup func(namespace, name string) (uid string, found bool)) []Key {
+	var out []Key
+	for _, k := range s.Keys(resource) {
+		if uid, found := lookup(k.Namespace, k.Name); !found || uid != k.UID {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Len is how many keys the set holds.
 func (s *Set) Len() int {
 	s.mu.Lock()

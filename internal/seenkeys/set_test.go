@@ -269,3 +269,20 @@ func TestStateFileBackend(t *testing.T) {
 		t.Fatalf("a forgotten plugin's set has %d keys", got)
 	}
 }
+
+func TestSetMissing(t *testing.T) {
+	s := NewSet()
+	for i, n := range []string{"gone", "kept", "recreated"} {
+		s.Add(Key{"cms", "ns", n, uidN(i)})
+	}
+	s.Add(Key{"pods", "ns", "other-resource", uidN(9)})
+	store := map[string]string{"kept": uidN(1), "recreated": uidN(7)}
+	got := s.Missing("cms", func(ns, name string) (string, bool) {
+		u, ok := store[name]
+		return u, ok
+	})
+	want := []Key{{"cms", "ns", "gone", uidN(0)}, {"cms", "ns", "recreated", uidN(2)}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Missing = %v, want %v", got, want)
+	}
+}
