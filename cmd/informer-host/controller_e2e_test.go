@@ -74,7 +74,7 @@ func ctlConfig(t *testing.T, plugins map[string][]byte, config string) string {
 func startCtl(t *testing.T, bin, cfg string, plugins int) *ctlDaemon {
 	t.Helper()
 	d := &ctlDaemon{t: t, logs: &testenv.LogBuffer{}, cfg: cfg}
-	d.cmd = exec.Command(bin, "run", "--config", cfg, "--drain-timeout", "10s")
+	d.cmd = exec.Command(bin, "run", "--config", cfg, "--drain-timeout", "10s", "--log-level", "debug")
 	d.cmd.Stderr = d.logs
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -113,6 +113,10 @@ type debugPlugins struct {
 			} `json:"nextRequeue"`
 		} `json:"controller"`
 	} `json:"plugins"`
+	Shard *struct {
+		Active  bool     `json:"active"`
+		Members []string `json:"members"`
+	} `json:"shard"`
 }
 
 func (d *ctlDaemon) debug() debugPlugins {
