@@ -441,3 +441,41 @@ func TestControllerFinalizerRunsAfterRestart(t *testing.T) {
 	})
 	converged(t, "the copies of the deleted sources pruned", src, dst)
 }
+
+// A source that leaves the controller's view (its sync label removed:
+// the resource's label selector no longer admits it) after the host put
+// its finalizer on it loses its copy and must not keep the finalizer: the
+// controller will never see it again, so a later delete would leave it
+// Terminating for ever.
+func TestControllerFinalizerLeavesWithTheObject(t *testing.T) {
+	env.Require(t)
+	bin := ctlBinary(t)
+	src, dst := env.Namespace(t), env.Namespace(t)
+	const finalizer = "copy.example.com/cleanup"
+	cfg := ctlConfig(t, map[string][]byte{"configmap-copy.wasm": examplePlugin(t, "configmap-copy")}, copyConfig(src, dst, finalizer))
+	s := cmAPI{t, src}
+	startCtl(t, bin, cfg, 1)
+	s.create("away", syncLabel, map[string]string{"v": "1"})
+	converged(t, "the copy", src, dst)
+	testenv.Eventually(t, "the finalizer on the source", func() bool {
+		cm, ok := s.get("away")
+		return ok && slices.Contains(cm.Finalizers, finalizer)
+	})
+	s.update("away", func(cm *corev1.ConfigMap) { delete(cm.Labels, "sync") })
+	converged(t, "the copy pruned once the source left the view", src, dst)
+	waitFor(t, "the finalizer taken off the source that left the view", func() (bool, string) {
+		cm, ok := s.get("away")
+		if !ok {
+			t.Fatal("the source went before its delete")
+		}
+		return !slices.Contains(cm.Finalizers, finalizer), fmt.Sprintf("finalizers %v", cm.Finalizers)
+	})
+	s.delete("away")
+	waitFor(t, "the source gone after its delete", func() (bool, string) {
+		cm, ok := s.get("away")
+		if !ok {
+			return true, ""
+		}
+		return false, fmt.Sprintf("Terminating with finalizers %v", cm.Finalizers)
+	})
+}
