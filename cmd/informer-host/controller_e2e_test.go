@@ -159,7 +159,8 @@ plugins:
 
 // copyDiff compares dst with what configmap-copy must make of src: a
 // copy of each ConfigMap labelled sync=true that is not being deleted,
-// with its data and the source label, and nothing else. It returns what
+// with its data and the source label, and nothing else; and src with no
+// source left Terminating (its finalizer not removed). It returns what
 // is missing, extra and wrong, empty when converged.
 func copyDiff(t *testing.T, src, dst string) (missing, extra, wrong []string) {
 	t.Helper()
@@ -176,6 +177,9 @@ func copyDiff(t *testing.T, src, dst string) (missing, extra, wrong []string) {
 	for _, cm := range srcs.Items {
 		if cm.DeletionTimestamp == nil {
 			want[cm.Name] = cm
+		} else {
+			// Stuck, if it stays: the finalizer not removed.
+			wrong = append(wrong, "source Terminating: "+cm.Name)
 		}
 	}
 	have := map[string]bool{}
@@ -296,8 +300,19 @@ var syncLabel = map[string]string{"sync": "true"}
 func TestControllerCopyConvergesThroughSIGKILL(t *testing.T) {
 	env.Require(t)
 	bin := ctlBinary(t)
+	for _, tc := range []struct{ name, finalizer string }{
+		{"without finalizer", ""},
+		// Sources deleted while the daemon is down then wait in
+		// Terminating for the restarted daemon's cleanup reconcile.
+		{"with finalizer", "copy.example.com/cleanup"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { copyChurn(t, bin, tc.finalizer) })
+	}
+}
+
+func copyChurn(t *testing.T, bin, finalizer string) {
 	src, dst := env.Namespace(t), env.Namespace(t)
-	cfg := ctlConfig(t, map[string][]byte{"configmap-copy.wasm": examplePlugin(t, "configmap-copy")}, copyConfig(src, dst, ""))
+	cfg := ctlConfig(t, map[string][]byte{"configmap-copy.wasm": examplePlugin(t, "configmap-copy")}, copyConfig(src, dst, finalizer))
 	s, d := cmAPI{t, src}, cmAPI{t, dst}
 	daemon := startCtl(t, bin, cfg, 1)
 
