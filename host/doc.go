@@ -41,6 +41,9 @@
 //	       │              through controllerwrites.Writer
 //	       ├ delivery.Queue  the buffer between the listeners and the
 //	       │                 worker (host/internal/delivery)
+//	       ├ missedDeletes   the keys the plugin has, remembered across
+//	       │                 restarts in internal/seenkeys, and the
+//	       │                 deletes it missed (missed.go)
 //	       └ engine.Instance the running module; the worker's alone, and
 //	                         replaced on a failure (restart)
 //
@@ -111,8 +114,9 @@
 // never taken under it. shardState.callsMu, convergence.mu,
 // reconciler.mapMu and reconciler.initialMu (and reconcile.Queue's own), the
 // memReleaser's (taken under the queue's lock, by its onReleased), the
-// recording's and the directory watch's locks, and viewKeys.mu and each
-// keyTable.mu (the plugins' views' shared keys, view.go), are leaves:
+// recording's and the directory watch's locks, viewKeys.mu and each
+// keyTable.mu (the plugins' views' shared keys, view.go), and the seen
+// keys' (internal/seenkeys: its Store's lock, then a Set's), are leaves:
 // nothing else is taken under them. PluginSlot.mu is never held
 // while taking regsMu or calling into the pipeline; Status copies what it
 // needs from the slot and reads the generation after unlocking. Each

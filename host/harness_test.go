@@ -75,7 +75,6 @@ type observed struct {
 	Unknown  bool
 	Code     engine.Code
 	Failure  engine.Kind // 0 when the call completed
-	UID      string
 	Resource string
 }
 
@@ -101,6 +100,9 @@ type recorder struct {
 	by      map[string][]observed
 	gates   map[string]chan struct{}
 	blocked map[string]chan struct{} // receives each time a gated worker is held
+	// uids holds, by plugin, the uid of each observed call's object, in
+	// the order of by ("" for an ih_synced call).
+	uids map[string][]string
 	// probe, when set (before the host starts), runs on the worker after
 	// each observed call, before the call's outcome is acted on; the
 	// worker holds no lock then.
@@ -119,7 +121,7 @@ func (r *recorder) gate(plugin string) (held <-chan struct{}, open func()) {
 func (r *recorder) observe(plugin string, ev *event.Event, res engine.Result, err error) {
 	d := observed{Type: ev.Type, Initial: ev.IsInInitialList, Unknown: ev.FinalStateUnknown, Code: res.Code, Resource: ev.Resource.Name}
 	if ev.Object != nil { // nil for an ih_synced call
-		d.Key, d.RV, d.UID = ev.Key(), ev.Object.GetResourceVersion(), string(ev.Object.GetUID())
+		d.Key, d.RV = ev.Key(), ev.Object.GetResourceVersion()
 	}
 	if ev.OldObject != nil {
 		d.OldRV = ev.OldObject.GetResourceVersion()
@@ -132,8 +134,16 @@ func (r *recorder) observe(plugin string, ev *event.Event, res engine.Result, er
 	if r.probe != nil {
 		r.probe(plugin, d)
 	}
+	var uid string
+	if ev.Object != nil {
+		uid = string(ev.Object.GetUID())
+	}
 	r.mu.Lock()
 	r.by[plugin] = append(r.by[plugin], d)
+	if r.uids == nil {
+		r.uids = map[string][]string{}
+	}
+	r.uids[plugin] = append(r.uids[plugin], uid)
 	g, b := r.gates[plugin], r.blocked[plugin]
 	r.mu.Unlock()
 	if g != nil {
@@ -146,6 +156,14 @@ func (r *recorder) of(plugin string) []observed {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.by[plugin])
+}
+
+// uidsOf returns the uid of the object of each of plugin's observed
+// calls, in the order of of.
+func (r *recorder) uidsOf(plugin string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.uids[plugin])
 }
 
 // strings renders a plugin's deliveries.

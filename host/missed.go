@@ -87,13 +87,20 @@ func newMissedDeletes(slot *PluginSlot, settings config.PluginSettings) *missedD
 	return m
 }
 
-// keys returns the plugin's set, reading it on first use.
+// keys returns the plugin's set, reading it on first use (once per
+// plugin and daemon: the store keeps it), within seenKeysReadTimeout: a
+// set that cannot be read is an empty one, logged by the store.
 func (m *missedDeletes) keys() *seenkeys.Set {
 	if m.set == nil {
-		m.set = m.store.Set(context.Background(), m.plugin)
+		ctx, cancel := context.WithTimeout(context.Background(), seenKeysReadTimeout)
+		m.set = m.store.Set(ctx, m.plugin)
+		cancel()
 	}
 	return m.set
 }
+
+// seenKeysReadTimeout bounds the worker's wait for its plugin's set.
+const seenKeysReadTimeout = 30 * time.Second
 
 // arm makes every binding's remembered keys due for a comparison with the
 // store once it has synced: at the generation's start and when its
@@ -172,7 +179,7 @@ func (m *missedDeletes) check(g *generation) {
 			}
 			ref, _, found := reg.Get(k.StoreKey())
 			if found && g.shard.owns(k) {
-				continue // the same object (an initial add) or recreated (replayed, below)
+				continue // the same object (its initial add), or recreated (missedDeletes.replayed)
 			}
 			if ref == nil {
 				ref = reg.Ref()

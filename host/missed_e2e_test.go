@@ -146,15 +146,16 @@ func TestMissedDeletesAfterRestart(t *testing.T) {
 			}
 			// The stubs: the uids the plugin had, and nothing else of the
 			// object.
-			for _, d := range hs.rec.of("report.wasm")[observedBefore:] {
-				if d.Type != event.EventDelete {
+			uids := hs.rec.uidsOf("report.wasm")
+			for i, d := range hs.rec.of("report.wasm") {
+				if i < observedBefore || d.Type != event.EventDelete {
 					continue
 				}
 				name := strings.TrimPrefix(d.Key, hs.ns+"/")
-				if d.UID != old[name] || d.RV != "" || !d.Unknown {
-					t.Errorf("missed delete of %s: uid %q rv %q finalStateUnknown %v; want the old uid %q, no resourceVersion, unknown", name, d.UID, d.RV, d.Unknown, old[name])
+				if uids[i] != old[name] || d.RV != "" || !d.Unknown {
+					t.Errorf("missed delete of %s: uid %q rv %q finalStateUnknown %v; want the old uid %q, no resourceVersion, unknown", name, uids[i], d.RV, d.Unknown, old[name])
 				}
-				if d.UID == again {
+				if uids[i] == again {
 					t.Errorf("the recreated object's new uid was deleted")
 				}
 			}
@@ -309,12 +310,14 @@ plugins:
 		return false
 	})
 	var deletes []observed
-	for _, d := range hs.rec.of("poison.wasm")[n:] {
-		if d.Type == event.EventDelete {
-			deletes = append(deletes, d)
+	var uids []string
+	all := hs.rec.uidsOf("poison.wasm")
+	for i, d := range hs.rec.of("poison.wasm") {
+		if i >= n && d.Type == event.EventDelete {
+			deletes, uids = append(deletes, d), append(uids, all[i])
 		}
 	}
-	if len(deletes) != 1 || deletes[0].Key != hs.ns+"/a" || deletes[0].UID != string(a.UID) || deletes[0].RV != "" || !deletes[0].Unknown {
-		t.Fatalf("deletes after the file was replaced: %+v; want exactly a's, a stub with its uid %s", deletes, a.UID)
+	if len(deletes) != 1 || deletes[0].Key != hs.ns+"/a" || uids[0] != string(a.UID) || deletes[0].RV != "" || !deletes[0].Unknown {
+		t.Fatalf("deletes after the file was replaced: %+v (uids %q); want exactly a's, a stub with its uid %s", deletes, uids, a.UID)
 	}
 }

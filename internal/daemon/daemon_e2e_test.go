@@ -34,7 +34,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Helper()
 		text := testenv.DaemonConfig(ns, extraResources, bindings)
 		if cmsSelector != "" {
-			text = strings.Replace(text, "namespaces: ["+ns+"]}", "namespaces: ["+ns+"], labelSelector: "+cmsSelector+"}", 1)
+			text = strings.Replace(text, `labelSelector: "`+testenv.SeenKeysSelector+`"`, "labelSelector: "+cmsSelector, 1)
 		}
 		tmp := cfgPath + ".tmp"
 		if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {

@@ -61,7 +61,7 @@ func testWarmStandby(t *testing.T, crash bool) {
 	})
 	count := func() int {
 		t.Helper()
-		list, err := cms.List(context.Background(), metav1.ListOptions{})
+		list, err := cms.List(context.Background(), metav1.ListOptions{LabelSelector: testenv.SeenKeysSelector})
 		if err != nil {
 			t.Fatal(err)
 		}

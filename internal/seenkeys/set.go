@@ -46,9 +46,19 @@ type Set struct {
 func NewSet() *Set { return &Set{byRes: map[string]map[string]map[string]uid{}} }
 
 func parseUID(s string) (uid, bool) {
+	// Only the canonical form (36 characters, lower case) round-trips
+	// through 16 bytes; checked without allocating, as Add runs on every
+	// settled event.
+	if len(s) != 36 {
+		return uid{}, false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'F' {
+			return uid{}, false
+		}
+	}
 	u, err := uuid.Parse(s)
-	if err != nil || u.String() != s {
-		// Only the canonical lower-case form round-trips through 16 bytes.
+	if err != nil {
 		return uid{}, false
 	}
 	return uid(u), true
@@ -70,10 +80,10 @@ func (s *Set) Add(k Key) {
 	}
 	oddKey := Key{Resource: k.Resource, Namespace: k.Namespace, Name: k.Name}
 	old, had := names[k.Name]
-	if had && uidString(old, s.odd, oddKey) == k.UID {
-		return
-	}
 	u, ok := parseUID(k.UID)
+	if had && (ok && old == u && len(s.odd) == 0 || uidString(old, s.odd, oddKey) == k.UID) {
+		return // an update: nothing changes
+	}
 	names[k.Name] = u
 	if !ok {
 		if s.odd == nil {

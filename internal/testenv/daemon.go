@@ -43,7 +43,9 @@ func Get(t testing.TB, url string) (int, string) {
 }
 
 // DaemonConfig is the config file the daemon's end-to-end tests start
-// from: the configmaps of namespace ns as resource "cms", the resources
+// from: the configmaps of namespace ns as resource "cms" (but the
+// daemon's own, which keep the keys its plugins were handed when ns is
+// also its Leases' namespace: SeenKeysSelector), the resources
 // of extraResources (lines of the resources list) after them, every
 // plugin of the directory "plugins" bound to bindings (a YAML flow list's
 // items) with a short restart backoff, and the HTTP endpoint on a free
@@ -52,7 +54,7 @@ func DaemonConfig(ns, extraResources, bindings string) string {
 	return fmt.Sprintf(`apiVersion: informer-host/v1
 kubeconfig: kubeconfig
 resources:
-  - {name: cms, version: v1, resource: configmaps, namespaces: [%s]}
+  - {name: cms, version: v1, resource: configmaps, namespaces: [%s], labelSelector: "%s"}
 %s
 plugins:
   directory: plugins
@@ -61,5 +63,11 @@ plugins:
     limits: {restartBackoff: 10ms}
 server:
   address: 127.0.0.1:0
-`, ns, extraResources, bindings)
+`, ns, SeenKeysSelector, extraResources, bindings)
 }
+
+// SeenKeysSelector selects every ConfigMap but those in which a daemon
+// keeps the keys its plugins were handed (internal/seenkeys): a test that
+// compares a plugin's count of ConfigMaps with the cluster's lists with
+// it, as DaemonConfig watches with it.
+const SeenKeysSelector = "!seenkeys.informer-host.io/plugin"

@@ -1,5 +1,8 @@
 ;; counter: counts the objects it has been told about (add +1, delete -1)
-;; and logs "count=N" after every event; on shutdown it logs
+;; and logs "count=N" after every event; a missed delete (flag 0x20: an
+;; object a fresh instance never counted, deleted while the plugin was
+;; away) leaves the count alone and logs "missed=M", the missed deletes
+;; so far, instead; on shutdown it logs
 ;; "shutdown events=N", the number of events it handled. A fresh instance starts at zero
 ;; and rebuilds the count from the initial-list adds it receives, so its
 ;; count equals the cluster's object count whenever it is caught up. For
@@ -10,8 +13,10 @@
   (memory (export "memory") 1)
   (global $count (mut i32) (i32.const 0))
   (global $events (mut i32) (i32.const 0))
+  (global $missed (mut i32) (i32.const 0))
   (data (i32.const 0) "count=")
   (data (i32.const 64) "shutdown events=")
+  (data (i32.const 128) "missed=")
   (func (export "informer_host_abi_v1"))
   ;; itoa writes n (>= 0) in decimal at ptr and returns the length.
   (func $itoa (param $n i32) (param $ptr i32) (result i32)
@@ -42,6 +47,13 @@
     (drop (call $header_read (i32.const 1024) (local.get $len)))
     (local.set $type (i32.load8_u (i32.const 1025)))
     (global.set $events (i32.add (global.get $events) (i32.const 1)))
+    (if (i32.and (i32.eq (local.get $type) (i32.const 3))
+          (i32.ne (i32.and (i32.load8_u (i32.const 1026)) (i32.const 0x20)) (i32.const 0)))
+      (then
+        (global.set $missed (i32.add (global.get $missed) (i32.const 1)))
+        (drop (call $log (i32.const 1) (i32.const 128)
+          (i32.add (i32.const 7) (call $itoa (global.get $missed) (i32.const 135)))))
+        (return (i32.const 0))))
     (if (i32.eq (local.get $type) (i32.const 1))
       (then (global.set $count (i32.add (global.get $count) (i32.const 1)))))
     (if (i32.eq (local.get $type) (i32.const 3))
