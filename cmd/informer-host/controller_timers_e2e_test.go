@@ -176,7 +176,8 @@ func TestControllerRequeueTimersSurvive(t *testing.T) {
   retryPeriod: 200ms
 `))
 		var names []string
-		for i := range 8 {
+		// 16 keys: the chance that one member owns none is 2 in 65536.
+		for i := range 16 {
 			names = append(names, fmt.Sprintf("requ-%d", i))
 		}
 		a := startCtl(t, bin, cfg, 1)
