@@ -293,8 +293,9 @@ var syncLabel = map[string]string{"sync": "true"}
 // created, updated and deleted under churn, copies edited and deleted by
 // hand, the daemon SIGKILLed in the middle of a mass delete of sources
 // and kept down while more sources are deleted, updated and created,
-// then restarted: dst converges to exactly the copies the sources ask
-// for (nothing missing, extra or wrong). A source losing its sync label
+// then restarted, SIGKILLed again while it catches up and restarted:
+// dst converges to exactly the copies the sources ask for (nothing
+// missing, extra or wrong, no source stuck Terminating). A source losing its sync label
 // loses its copy (the children pruned when no longer wanted), and a mass
 // delete of every source empties dst.
 func TestControllerCopyConvergesThroughSIGKILL(t *testing.T) {
@@ -368,8 +369,19 @@ func copyChurn(t *testing.T, bin, finalizer string) {
 	if m, e, _ := copyDiff(t, src, dst); len(e) < 30 || len(m) < 10 {
 		t.Fatalf("while the daemon is down dst should lag (copies of deleted sources, none of the new): missing %v, extra %v", m, e)
 	}
+	// A second SIGKILL while the restarted daemon catches up, more
+	// deletes while it is down again.
 	daemon = startCtl(t, bin, cfg, 1)
-	converged(t, "after the SIGKILL and restart", src, dst)
+	waitFor(t, "the restarted daemon to begin catching up", func() (bool, string) {
+		_, ok := d.get("new-00")
+		return ok, "no copy of new-00 yet"
+	})
+	daemon.kill()
+	for _, name := range live()[:10] {
+		s.delete(name)
+	}
+	daemon = startCtl(t, bin, cfg, 1)
+	converged(t, "after two SIGKILLs and restarts", src, dst)
 
 	// Children pruned when no longer wanted: a source losing its label
 	// leaves the controller's view, its copy goes.
