@@ -149,6 +149,8 @@ plugins:
       controller: {for: configmaps-src, owns: [configmaps-dst]%[3]s}
       grants:
         writes:
+          qps: 50   # the default 5/s would make the churn's few hundred writes the test's pace
+          burst: 100
           resources:
             - {resource: configmaps-dst, verbs: [apply, delete]}
             - {resource: configmaps-src, verbs: [patch]}

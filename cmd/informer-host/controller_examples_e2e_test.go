@@ -14,13 +14,15 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiext "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 )
 
 // The kubebuilder book's CronJob as the cronjob example plugin, end to
@@ -37,9 +39,7 @@ func TestCronJobExampleRunsAMinuteTick(t *testing.T) {
 	env.Controllers(t)
 	bin := ctlBinary(t)
 	ns := env.Namespace(t)
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{"../../plugins/examples/cronjob/crd.yaml"}}); err != nil {
-		t.Fatal(err)
-	}
+	installCRD(t, "../../plugins/examples/cronjob/crd.yaml")
 	cfg := ctlConfig(t, map[string][]byte{"cronjob.wasm": examplePlugin(t, "cronjob")}, exampleConfig(t, "cronjob", ns))
 	startCtl(t, bin, cfg, 1)
 
@@ -107,6 +107,37 @@ func TestCronJobExampleRunsAMinuteTick(t *testing.T) {
 			}
 		}
 		return false, fmt.Sprintf("%d Pods, none of Job %s", len(pods.Items), job.Name)
+	})
+}
+
+// installCRD creates the CustomResourceDefinition of the file path
+// (kept if a test before made it: they are cluster-wide) and waits until
+// it is established.
+func installCRD(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(b, &crd); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	if _, err := crds.Create(context.Background(), &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	waitFor(t, "CRD "+crd.Name+" established", func() (bool, string) {
+		got, err := crds.Get(context.Background(), crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextv1.Established && c.Status == apiextv1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("conditions %v", got.Status.Conditions)
 	})
 }
 
