@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -587,6 +589,9 @@ func (r *reconciler) settleOK(st keyState, w *controllerwrites.Writer, call *con
 				err = fmt.Errorf("%s", childFailures(failed))
 			}
 		}
+		if err == nil && r.ctl.Finalizer != "" {
+			err = r.releaseLeft(ctx, w, st)
+		}
 	case st.deleting() && r.ctl.Finalizer != "" && slices.Contains(st.obj.GetFinalizers(), r.ctl.Finalizer):
 		err = w.RemoveFinalizer(ctx, st.obj)
 	case !st.deleting():
@@ -600,6 +605,23 @@ func (r *reconciler) settleOK(st keyState, w *controllerwrites.Writer, call *con
 		g.log.Warn("controller's write after the plugin's answer failed; the key waits out a backoff", "key", q.String(), "err", err)
 		r.queue.AddRateLimited(q)
 	}
+}
+
+// releaseLeft takes the managed finalizer off a primary absent from the
+// cache that still exists: it left the controller's view (the resource's
+// label or field selector no longer admits it), so no reconcile will see
+// it again and its delete would hang on the finalizer for ever. Its
+// children were just pruned, the cleanup an absent key gets. A primary
+// that is gone costs one read answered NotFound.
+func (r *reconciler) releaseLeft(ctx context.Context, w *controllerwrites.Writer, st keyState) error {
+	live, err := r.g.kw.Dynamic().Resource(st.ref.GroupVersionResource()).Namespace(st.q.Namespace).Get(ctx, st.q.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read %s %s, absent from the cache, to release its finalizer: %w", st.ref.Name, st.q.String(), err)
+	}
+	return w.RemoveFinalizer(ctx, live)
 }
 
 // requeueChanged reports whether the persisted due time (old, had) must

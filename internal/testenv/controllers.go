@@ -25,7 +25,7 @@ import (
 
 // ControllerNames are the kube-controller-manager controllers
 // StartControllers runs: what turns a Deployment into a ReplicaSet and its
-// Pods, a StatefulSet into its Pods, and what removes objects whose owner or namespace is gone. Nothing
+// Pods, a StatefulSet or a Job into its Pods, and what removes objects whose owner or namespace is gone. Nothing
 // that stands in for a node (no scheduler, no kubelet: Pods stay Pending)
 // nor needs a cloud or volumes. The ServiceAccount controllers are left
 // out because the apiserver runs without ServiceAccount admission (see
@@ -37,6 +37,7 @@ func ControllerNames() []string {
 		"garbage-collector-controller", // owner deleted -> dependents deleted (ownerReferences)
 		"namespace-controller",         // namespace deleted -> its objects deleted, the namespace finalized
 		"statefulset-controller",       // StatefulSet -> Pods (service-per-pod's e2e; Parallel: no kubelet makes a Pod Ready)
+		"job-controller",               // Job -> its Pods, and the Job's status from them (cronjob's e2e)
 	}
 }
 
