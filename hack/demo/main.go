@@ -30,7 +30,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiext "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/informer-host/informer-host/internal/config"
@@ -110,6 +113,11 @@ func run(hostBin, cfgPath string, period time.Duration) error {
 		return err
 	}
 	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// The cronjob example's primary resource is a CRD: served before the
+	// host starts, so its controller starts synced rather than pending.
+	if err := installCRD(ctx, env, cronJobCRD()); err != nil {
 		return err
 	}
 
@@ -404,6 +412,49 @@ func (r *reporter) readMetrics(ctx context.Context) {
 	for _, line := range changed {
 		say("metric %s", line)
 	}
+}
+
+// cronJobCRD serves the cronjob example's primary resource, so its
+// controller starts synced rather than pending. The demo makes no
+// CronJobs, so it needs the resource served, not the book's schema
+// (plugins/examples/cronjob/crd.yaml, which the example's tests install;
+// the demo runs from any directory and has no path to it).
+func cronJobCRD() *apiextv1.CustomResourceDefinition {
+	preserve := true
+	return &apiextv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "cronjobs.batch.tutorial.kubebuilder.io"},
+		Spec: apiextv1.CustomResourceDefinitionSpec{
+			Group: "batch.tutorial.kubebuilder.io",
+			Names: apiextv1.CustomResourceDefinitionNames{Kind: "CronJob", ListKind: "CronJobList", Plural: "cronjobs", Singular: "cronjob"},
+			Scope: apiextv1.NamespaceScoped,
+			Versions: []apiextv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Subresources: &apiextv1.CustomResourceSubresources{Status: &apiextv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: &preserve}},
+			}},
+		},
+	}
+}
+
+// installCRD creates crd and waits until it is established.
+func installCRD(ctx context.Context, env *testenv.Env, crd *apiextv1.CustomResourceDefinition) error {
+	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("CRD %s: %w", crd.Name, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextv1.Established && c.Status == apiextv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 }
 
 func say(format string, args ...any) {
