@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/controllerwrites"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // A reconcile's prune asks for its own primary's children: with the
@@ -66,15 +68,11 @@ func TestControllerOwnedListerByIndex(t *testing.T) {
 		if err := p.Apply(context.Background(), []config.Resource{spec}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for n := 0; n != len(objs); {
-			if time.Now().After(deadline) {
-				t.Fatalf("the owned cache holds %d objects after 30s, want %d", n, len(objs))
-			}
-			time.Sleep(10 * time.Millisecond)
-			n = 0
+		testenv.EventuallyWithin(t, 30*time.Second, fmt.Sprintf("the owned cache to hold %d objects", len(objs)), func() bool {
+			n := 0
 			p.CacheList("dst", "", nil, func(*unstructured.Unstructured) { n++ })
-		}
+			return n == len(objs)
+		})
 		return p
 	}
 	names := func(us []*unstructured.Unstructured) []string {

@@ -3,6 +3,7 @@ package informer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // A resource whose config asks for an Options.Indexers index is built
@@ -60,18 +62,11 @@ func TestCacheByIndexOptionsIndexers(t *testing.T) {
 	if err := p.Apply(context.Background(), specs); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.EventuallyWithin(t, 30*time.Second, fmt.Sprintf("the indexed resource's cache to hold %d objects", len(objs)), func() bool {
 		n := 0
 		p.CacheList("indexed", "", nil, func(*unstructured.Unstructured) { n++ })
-		if n == len(objs) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the indexed resource's cache holds %d objects after 30s, want %d", n, len(objs))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == len(objs)
+	})
 	var got []string
 	if err := p.CacheByIndex("indexed", index, "c", func(u *unstructured.Unstructured) { got = append(got, u.GetName()) }); err != nil {
 		t.Fatal(err)
