@@ -251,7 +251,7 @@ func (g *generation) prepare(d *delivery.Entry) (handing, verdict) {
 	if drop {
 		return h, droppedSelfNoop
 	}
-	h.flags = flags | g.missed.flags(ev)
+	h.flags = flags | g.missed.flags(ev, seen)
 	h.rv = rvOf(h.env, ev.Object)
 	g.conv.handing(d.Key, h.rv)
 	return h, hand
@@ -584,7 +584,7 @@ func (g *generation) initialDone(d *delivery.Entry) {
 // record notes ev as the plugin's view of its object; seen is the
 // object's entry (view.go), the zero one if it has none.
 func (g *generation) record(k delivery.Key, ev *event.Event, seen seenObject) {
-	g.missed.settled(g, k, ev)
+	g.missed.settled(g, k, ev, seen)
 	switch {
 	case ev.Type == event.EventDelete:
 		if seen.has() {

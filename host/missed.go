@@ -122,7 +122,7 @@ func (m *missedDeletes) arm(bindings []config.Binding) {
 // add or update is remembered, a delete (the object's own or a handed-over
 // one) forgotten. Only bindings that take deletes are remembered: the
 // others would never forget.
-func (m *missedDeletes) settled(g *generation, k delivery.Key, ev *event.Event) {
+func (m *missedDeletes) settled(g *generation, k delivery.Key, ev *event.Event, seen seenObject) {
 	if m == nil || ev.Object == nil {
 		return
 	}
@@ -136,8 +136,12 @@ func (m *missedDeletes) settled(g *generation, k delivery.Key, ev *event.Event) 
 		return
 	}
 	m.keys().Remove(sk)
-	if m.stubs[ev.Object] {
-		delete(m.stubs, ev.Object)
+	stub := ev.Object
+	if !m.stubs[stub] && seen.has() {
+		stub = seen.obj // the object's own delete, in the stub's place (flags)
+	}
+	if m.stubs[stub] {
+		delete(m.stubs, stub)
 		if m.again[k] {
 			delete(m.again, k)
 			g.queue.AddReplay([]delivery.Key{k}, false)
@@ -385,9 +389,17 @@ func (m *missedDeletes) reconciled(k delivery.Key, obj *unstructured.Unstructure
 	m.keys().Add(sk)
 }
 
-// flags returns the header flags ev carries as a missed delete.
-func (m *missedDeletes) flags(ev *event.Event) uint8 {
-	if m == nil || ev.Type != event.EventDelete || ev.HandedOver || !m.stubs[ev.Object] {
+// flags returns the header flags ev carries as a missed delete: a
+// delete of a stub, or a delete of an object the plugin's view holds as a
+// stub (seen). The second is the object's own live delete, reaching a
+// listener registered while the informer was handing it out (client-go
+// updates its store before it notifies): the plugin never had the object
+// either way, so it is the same missed delete.
+func (m *missedDeletes) flags(ev *event.Event, seen seenObject) uint8 {
+	if m == nil || ev.Type != event.EventDelete || ev.HandedOver {
+		return 0
+	}
+	if !m.stubs[ev.Object] && !(seen.has() && m.stubs[seen.obj]) {
 		return 0
 	}
 	return abi.FlagMissedDelete | abi.FlagFinalStateUnknown
