@@ -127,6 +127,11 @@ type Config struct {
 	Sharding Sharding `yaml:"sharding" json:"sharding"`
 	// Upstreams are the HTTP endpoints plugins may be granted (grants.http).
 	Upstreams []Upstream `yaml:"upstreams" json:"upstreams,omitempty"`
+	// PluginResources, Tenancy and Tracing run the daemon the Kubernetes
+	// way (kubenative.go).
+	PluginResources PluginResources `yaml:"pluginResources" json:"pluginResources"`
+	Tenancy         Tenancy         `yaml:"tenancy" json:"tenancy"`
+	Tracing         Tracing         `yaml:"tracing" json:"tracing"`
 	// File is the path the config was read from ("" when parsed from bytes
 	// without a name); Dir() is its directory, against which relative
 	// paths are resolved.
@@ -258,6 +263,12 @@ type PluginSettings struct {
 	// resource (ABI.md §18): it is handed keys through ih_reconcile, not
 	// events, and its bindings are derived from For, Owns and Watches.
 	Controller *Controller `yaml:"controller" json:"controller,omitempty"`
+
+	// Namespace, when set, confines the plugin to one namespace: it is a
+	// team's Plugin object's (internal/pluginresource sets it, never the
+	// file). Its bindings deliver, and its cache reads, writes, children
+	// and Events reach, only objects of that namespace.
+	Namespace string `yaml:"-" json:"-"`
 }
 
 // Controller is a controller-mode plugin's settings (README, "Writing a
