@@ -69,6 +69,8 @@ var (
 		"ih_handle calls that returned a result.", []string{"plugin"}, nil)
 	descDepth = prometheus.NewDesc("informer_host_plugin_buffer_depth",
 		"Events waiting in the plugin's buffer, retries included.", []string{"plugin"}, nil)
+	descCapacity = prometheus.NewDesc("informer_host_plugin_buffer_capacity",
+		"The plugin's buffer cap (delivery.bufferSize): once buffer_depth minus retrying reaches it, each new event drops the oldest.", []string{"plugin"}, nil)
 	descBufferDrops = prometheus.NewDesc("informer_host_plugin_buffer_dropped_total",
 		"Events dropped because the plugin's buffer was full; the plugin is then repaired from the cache.", []string{"plugin"}, nil)
 	descCoalesced = prometheus.NewDesc("informer_host_plugin_buffer_coalesced_total",
@@ -105,7 +107,7 @@ var allStates = []PluginState{StateLoading, StateStandby, StateRunning, StateRes
 
 // Describe implements prometheus.Collector.
 func (h *Host) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEvents, descDelivered, descDepth, descBufferDrops, descCoalesced,
+	for _, d := range []*prometheus.Desc{descEvents, descDelivered, descDepth, descCapacity, descBufferDrops, descCoalesced,
 		descRestarts, descSuperseded, descReloads, descState, descFiltered, descFilterErrors,
 		descDegraded, descRepairs, descReplay, descRetrying, descParked, descSynced, descFinalizerStuck} {
 		ch <- d
@@ -143,6 +145,9 @@ func (h *Host) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(descDelivered, c.Delivered, p)
 		ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(s.Queue.Depth), p)
+		if s.Queue.Capacity > 0 {
+			gauge(descCapacity, float64(s.Queue.Capacity), p)
+		}
 		counter(descBufferDrops, s.Queue.Dropped, p)
 		counter(descCoalesced, s.Queue.Coalesced, p)
 		counter(descRestarts, c.Restarts, p)

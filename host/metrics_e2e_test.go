@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/informer-host/informer-host/host/internal/engine"
+	"github.com/informer-host/informer-host/internal/config"
 )
 
 const metricsConfig = `
@@ -106,6 +107,11 @@ func TestPluginMetrics(t *testing.T) {
 		return hs.pluginMetric("informer_host_plugin_metric_calls_total", map[string]string{"plugin": "metrics.wasm"})
 	}
 	eventually(t, "events counted per namespace", func() bool { return byNS(hs.ns) == 2 && byNS(nsB) == 1 && calls() == 3 })
+	// The buffer's cap is exported next to its depth, so an alert can say
+	// "near full" (deploy/monitoring).
+	if v := hs.pluginMetric("informer_host_plugin_buffer_capacity", map[string]string{"plugin": "metrics.wasm"}); v != config.DefaultBufferSize {
+		t.Errorf("buffer capacity %v, want the default bufferSize %d", v, config.DefaultBufferSize)
+	}
 
 	// Not granted: the same module's calls are refused, logged as the
 	// plugin's error, and export nothing.

@@ -933,7 +933,10 @@ func (q *Queue) clearLocked() {
 
 // Stats is a snapshot of a queue's counters.
 type Stats struct {
-	Depth     int    // live events waiting, retries included
+	Depth int // live events waiting, retries included
+	// Capacity is the cap on live events (delivery.bufferSize): once
+	// Depth-Retrying reaches it, each new event drops the oldest.
+	Capacity  int
 	Replay    int    // keys in the replay cursor
 	Retrying  int    // objects waiting out a retry
 	Dropped   uint64 // events dropped because the queue was full
@@ -950,7 +953,7 @@ type Stats struct {
 func (q *Queue) Stats() Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return Stats{Depth: q.live + q.behind + len(q.retrying), Replay: len(q.replaySet), Retrying: len(q.retrying),
+	return Stats{Depth: q.live + q.behind + len(q.retrying), Capacity: q.cap, Replay: len(q.replaySet), Retrying: len(q.retrying),
 		Dropped: q.dropped, Coalesced: q.coalesced, Superseded: q.superseded, Degraded: q.overflowed || q.repairing}
 }
 

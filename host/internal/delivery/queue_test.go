@@ -80,6 +80,23 @@ func TestDeliveryQueueEveryKeepsOrderAndDropsOldestPastCap(t *testing.T) {
 	}
 }
 
+// Capacity is the bound Depth-Retrying is held to, so a dashboard's
+// "buffer near full" divides the right two numbers: a full buffer shows
+// them equal, and the next event is a drop.
+func TestDeliveryQueueStatsCapacityIsTheDropPoint(t *testing.T) {
+	q := New(Every, 3, nil)
+	for _, ev := range []*event.Event{add("a", "1"), add("b", "2"), add("c", "3")} {
+		q.Push(ev, nil)
+	}
+	if st := q.Stats(); st.Capacity != 3 || st.Depth-st.Retrying != st.Capacity || st.Dropped != 0 {
+		t.Fatalf("full, nothing dropped yet: stats %+v", st)
+	}
+	q.Push(add("d", "4"), nil)
+	if st := q.Stats(); st.Depth-st.Retrying != st.Capacity || st.Dropped != 1 {
+		t.Errorf("one past full: stats %+v; want depth at capacity and 1 dropped", st)
+	}
+}
+
 func TestDeliveryQueueLatestCoalesces(t *testing.T) {
 	initial := add("a", "1")
 	initial.IsInInitialList = true
