@@ -47,27 +47,34 @@ func (e *RateLimitedError) Error() string {
 // once when ctx's deadline comes before the token, ctx's error when ctx
 // ends while it waits (the token is given back either way).
 func (b *Budget) Wait(ctx context.Context) error {
+	_, err := b.wait(ctx)
+	return err
+}
+
+// wait is Wait that also says how long the bucket made the caller wait
+// (0: a token was there), for the metrics of a plugin's writes client.
+func (b *Budget) wait(ctx context.Context) (time.Duration, error) {
 	now := time.Now()
 	r := b.lim.ReserveN(now, 1)
 	if !r.OK() {
-		return &RateLimitedError{Wait: rate.InfDuration, QPS: float64(b.lim.Limit()), Burst: b.lim.Burst()}
+		return 0, &RateLimitedError{Wait: rate.InfDuration, QPS: float64(b.lim.Limit()), Burst: b.lim.Burst()}
 	}
 	d := r.DelayFrom(now)
 	if d == 0 {
-		return nil
+		return 0, nil
 	}
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(now) < d {
 		r.CancelAt(now)
-		return &RateLimitedError{Wait: d, Left: dl.Sub(now), QPS: float64(b.lim.Limit()), Burst: b.lim.Burst()}
+		return 0, &RateLimitedError{Wait: d, Left: dl.Sub(now), QPS: float64(b.lim.Limit()), Burst: b.lim.Burst()}
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
+		return d, nil
 	case <-ctx.Done():
 		r.Cancel()
-		return ctx.Err()
+		return time.Since(now), ctx.Err()
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/informer-host/informer-host/internal/testenv"
 )
 
@@ -39,5 +41,48 @@ func TestBudgetWait(t *testing.T) {
 	}
 	if after := b.Tokens(); after < -0.01 {
 		t.Fatalf("%.3f tokens after the canceled wait, want ~0: the token was not given back", after)
+	}
+}
+
+// The writes client's rate limiter counts what the budget held back: a
+// token there counts nothing, a wait counts one waited and its time, a
+// refusal one refused; Forget drops the plugin's series.
+func TestMeteredBudgetCounts(t *testing.T) {
+	c := &Client{metrics: newMetrics()}
+	m := c.metrics.meter("p.wasm", NewBudget(50, 1)) // a token every 20ms
+	limited := func(outcome string) float64 {
+		return testutil.ToFloat64(c.metrics.limited.WithLabelValues("p.wasm", outcome))
+	}
+	if err := m.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if w, r := limited("waited"), limited("refused"); w != 0 || r != 0 {
+		t.Fatalf("a token was there: waited %v, refused %v; want 0, 0", w, r)
+	}
+	if err := m.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if w := limited("waited"); w != 1 {
+		t.Fatalf("the bucket was empty: waited %v, want 1", w)
+	}
+	if s := testutil.ToFloat64(c.metrics.limitWait.WithLabelValues("p.wasm")); s <= 0 {
+		t.Errorf("wait seconds %v after a wait, want > 0", s)
+	}
+	// An hour's debt makes the next wait outlast any deadline: refused.
+	for range 180000 {
+		m.lim.Reserve()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var rl *RateLimitedError
+	if err := m.Wait(ctx); !errors.As(err, &rl) {
+		t.Fatalf("a wait of an hour with a minute left: %v, want a RateLimitedError", err)
+	}
+	if r := limited("refused"); r != 1 {
+		t.Errorf("refused %v, want 1", r)
+	}
+	c.Forget("p.wasm")
+	if n := testutil.CollectAndCount(c); n != 0 {
+		t.Errorf("%d series after Forget, want 0", n)
 	}
 }

@@ -106,7 +106,7 @@ func (c *Client) For(o PluginOptions) (*Writer, error) {
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	}
 	budget := NewBudget(qps, burst)
-	cfg.RateLimiter, cfg.QPS, cfg.Burst = budget, float32(qps), burst
+	cfg.RateLimiter, cfg.QPS, cfg.Burst = c.metrics.meter(o.Plugin, budget), float32(qps), burst
 	dyn, err := dynjson.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: writes client: %w", o.Plugin, err)
