@@ -170,7 +170,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	// The guard comes first, so requests it refuses take no slot.
 	refused := newRefused()
-	reg.MustRegister(refused)
+	reg.MustRegister(refused, readyMetrics{s})
 	metrics := newBounded("/metrics", log, o.MaxConcurrentScrapes, o.ScrapeTimeout, metricsLimit,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), refused)
 	debug := newBounded("/debug/plugins", log, o.MaxConcurrentScrapes, o.ScrapeTimeout,
@@ -398,18 +398,10 @@ func notReady(p *informer.Pipeline, h *host.Host, src Sources) []string {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	s.mu.Lock()
-	p, h, waiting, standby, src := s.pipeline, s.host, s.waiting, s.standby, s.sources
-	s.mu.Unlock()
-	if p == nil && standby {
-		fmt.Fprintln(w, waiting)
+	why, standby := s.readiness()
+	if standby {
+		fmt.Fprintln(w, why[0])
 		return
-	}
-	var why []string
-	if p == nil {
-		why = []string{waiting}
-	} else {
-		why = notReady(p, h, src)
 	}
 	if len(why) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -419,6 +411,51 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "ok")
+}
+
+// readiness is what /readyz answers: why the daemon is not ready (none:
+// ready), or standby with its one reason, which is ready too.
+func (s *Server) readiness() (why []string, standby bool) {
+	s.mu.Lock()
+	p, h, waiting, sb, src := s.pipeline, s.host, s.waiting, s.standby, s.sources
+	s.mu.Unlock()
+	if p == nil && sb {
+		return []string{waiting}, true
+	}
+	if p == nil {
+		return []string{waiting}, false
+	}
+	return notReady(p, h, src), false
+}
+
+var (
+	descReady = prometheus.NewDesc("informer_host_ready",
+		"1 while /readyz answers 200 (a standby included), 0 while it answers 503 and says why.", nil, nil)
+	descStandby = prometheus.NewDesc("informer_host_standby",
+		"1 while the replica is a standby (another replica leads, or it waits to join the shards), else 0.", nil, nil)
+)
+
+// readyMetrics exports /readyz's answer, so an alert sees a replica that
+// stays unready without probing it.
+type readyMetrics struct{ s *Server }
+
+func (r readyMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descReady
+	ch <- descStandby
+}
+
+func (r readyMetrics) Collect(ch chan<- prometheus.Metric) {
+	why, standby := r.s.readiness()
+	ready := 0.0
+	if standby || len(why) == 0 {
+		ready = 1
+	}
+	sb := 0.0
+	if standby {
+		sb = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)
+	ch <- prometheus.MustNewConstMetric(descStandby, prometheus.GaugeValue, sb)
 }
 
 func (s *Server) debugPlugins(w http.ResponseWriter, r *http.Request) {
