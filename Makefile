@@ -42,16 +42,19 @@ $(CONTROLPLANE_BINARIES):
 -include mk/toolkit.mk
 -include mk/race.mk
 -include mk/clients.mk
+-include mk/monitoring.mk
 
 # Every test, the e2e ones against the real apiserver included (and the
 # interop ones against oras and cosign, mk/clients.mk), the
 # concurrent ones again under the race detector (mk/race.mk), then every
-# benchmark once with tiny sizes so they keep working (no time is asserted).
+# benchmark once with tiny sizes so they keep working (no time is asserted),
+# and the dashboard's and alert rules' queries (mk/monitoring.mk).
 test: deps controlplane clients plugins fixtures
 	$(GO) vet ./... ./abi/...
 	$(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./... ./abi/...
 	$(MAKE) test-race
 	$(MAKE) bench-smoke
+	$(MAKE) monitoring-check
 
 # The unit tests, both modules, in minutes: under -short testenv.Run starts
 # no control plane and every test that needs one skips, as do the tests
