@@ -53,9 +53,14 @@ var histograms = []string{
 	"workqueue_work_duration_seconds",
 }
 
-var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+var (
+	fqName         = regexp.MustCompile(`fqName: "([^"]+)"`)
+	varLabels      = regexp.MustCompile(`variableLabels: \{([^}]*)\}`)
+	constLabels    = regexp.MustCompile(`constLabels: \{([^}]*)\}`)
+	constLabelName = regexp.MustCompile(`(?:^|,)([a-zA-Z_][a-zA-Z0-9_]*)=`)
+)
 
-// The series names /metrics can serve, from the registry a daemon's
+// The series /metrics can serve, with their label names, from the registry a daemon's
 // server builds (Start) with what the daemon attaches to it (a Host with
 // a writes client, its plugins' own metrics, the resources' counts, the
 // plugin sources): every family each collector describes, a histogram as
@@ -87,13 +92,23 @@ func TestMetricNames(t *testing.T) {
 		prometheus.NewCounterVec(prometheus.CounterOpts{Name: "promhttp_metric_handler_errors_total"}, []string{"cause"}),
 		newRefused(), readyMetrics{s}, h, s.counts, src,
 	}
-	described := map[string]bool{}
+	described := map[string][]string{} // name: label names
 	add := func(d *prometheus.Desc) {
-		m := fqName.FindStringSubmatch(d.String())
-		if m == nil {
-			t.Fatalf("no name in %s", d)
+		ds := d.String()
+		m, v, c := fqName.FindStringSubmatch(ds), varLabels.FindStringSubmatch(ds), constLabels.FindStringSubmatch(ds)
+		if m == nil || v == nil || c == nil {
+			t.Fatalf("no name or labels in %s", d)
 		}
-		described[m[1]] = true
+		var ls []string
+		for l := range strings.SplitSeq(v[1], ",") {
+			if l = strings.TrimSuffix(strings.TrimPrefix(l, "c("), ")"); l != "" {
+				ls = append(ls, l)
+			}
+		}
+		for _, l := range constLabelName.FindAllStringSubmatch(c[1], -1) {
+			ls = append(ls, l[1])
+		}
+		described[m[1]] = ls
 	}
 	for _, c := range cs {
 		ch := make(chan *prometheus.Desc, 64)
@@ -112,7 +127,7 @@ func TestMetricNames(t *testing.T) {
 		add(m.Desc())
 	}
 	for name := range kinds {
-		if !described[name] {
+		if _, ok := described[name]; !ok {
 			t.Errorf("/metrics serves %s, which none of the collectors this test lists describes: add the collector that serves it", name)
 		}
 	}
@@ -123,24 +138,28 @@ func TestMetricNames(t *testing.T) {
 	}
 
 	var names []string
-	for name := range described {
+	line := func(name string, labels []string, extra ...string) string {
+		ls := slices.Sorted(slices.Values(append(slices.Clone(labels), extra...)))
+		return strings.Join(append([]string{name}, ls...), " ")
+	}
+	for name, ls := range described {
 		kind, gathered := kinds[name]
 		switch {
 		case gathered && kind == dto.MetricType_HISTOGRAM || !gathered && slices.Contains(histograms, name):
-			names = append(names, name+"_bucket", name+"_sum", name+"_count")
+			names = append(names, line(name+"_bucket", ls, "le"), line(name+"_sum", ls), line(name+"_count", ls))
 		case gathered && kind == dto.MetricType_SUMMARY:
-			names = append(names, name, name+"_sum", name+"_count")
+			names = append(names, line(name, ls, "quantile"), line(name+"_sum", ls), line(name+"_count", ls))
 		default:
-			names = append(names, name)
+			names = append(names, line(name, ls))
 		}
 	}
 	for _, name := range histograms {
-		if !described[name] {
+		if _, ok := described[name]; !ok {
 			t.Errorf("histogram %s is no longer exposed: drop it from this test's list", name)
 		}
 	}
 	slices.Sort(names)
-	want := "# The series names informer-host's /metrics serves, one a line: written by\n# " + regenerate +
+	want := "# The series informer-host's /metrics serves, one a line: the name, then\n# its label names (the scrape adds its own). Written by\n# " + regenerate +
 		"\n# and read by deploy/monitoring/check. Do not edit by hand.\n" + strings.Join(names, "\n") + "\n"
 	if os.Getenv("UPDATE_METRIC_NAMES") != "" {
 		if err := os.WriteFile(metricNamesFile, []byte(want), 0o644); err != nil {

@@ -26,88 +26,148 @@ const dir = ".."
 
 // synthetic are series a query may name that Prometheus makes, not the
 // daemon: up is the scrape's own.
-var synthetic = map[string]bool{"up": true}
+var synthetic = map[string][]string{"up": nil}
 
-// exposed reads metrics.txt: the series names the daemon serves.
-func exposed(t *testing.T) map[string]bool {
+// targetLabels are the labels the scrape adds to every series: instance
+// and job always, the rest as the Prometheus Operator's ServiceMonitor
+// and Kubernetes service discovery's usual relabeling set them.
+var targetLabels = map[string]bool{"instance": true, "job": true, "namespace": true, "pod": true,
+	"service": true, "endpoint": true, "container": true}
+
+// series are the names a query may use, each with its label names.
+type series map[string]map[string]bool
+
+// exposed reads metrics.txt: the series the daemon serves, each line a
+// name and its label names.
+func exposed(t *testing.T) series {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, "metrics.txt"))
 	if err != nil {
 		t.Fatalf("%v: write it with UPDATE_METRIC_NAMES=1 go test ./internal/server -run TestMetricNames (in the repository's root)", err)
 	}
 	defer f.Close()
-	names := maps.Clone(synthetic)
+	known := series{}
+	add := func(name string, labels []string) {
+		known[name] = map[string]bool{}
+		for _, l := range labels {
+			known[name][l] = true
+		}
+	}
+	for name, ls := range synthetic {
+		add(name, ls)
+	}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if l := strings.TrimSpace(sc.Text()); l != "" && !strings.HasPrefix(l, "#") {
-			names[l] = true
+			fs := strings.Fields(l)
+			add(fs[0], fs[1:])
 		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(names) < 20 {
-		t.Fatalf("metrics.txt lists %d names: not the daemon's list", len(names))
+	if len(known) < 20 {
+		t.Fatalf("metrics.txt lists %d names: not the daemon's list", len(known))
 	}
-	return names
+	return known
 }
 
 var promql = parser.NewParser(parser.Options{})
 
-// metricNames parses expr and returns the metric name of each of its
-// vector and matrix selectors (a selector without a name is an error:
-// a query should say which series it means).
-func metricNames(expr string) ([]string, error) {
+// problems parses expr and says what in it is wrong: it does not parse,
+// a selector names no metric or one the daemon does not expose, a
+// selector matches on a label its series do not have, an aggregation
+// groups by or a binary operation matches on a label none of the series
+// under it has.
+func problems(expr string, known series) []string {
 	e, err := promql.ParseExpr(expr)
 	if err != nil {
-		return nil, err
+		return []string{err.Error()}
 	}
-	var names []string
-	var bad error
+	var out []string
+	selectors := 0
 	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
-		vs, ok := n.(*parser.VectorSelector)
-		if !ok {
-			return nil
-		}
-		name := vs.Name
-		for _, m := range vs.LabelMatchers {
-			if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
-				name = m.Value
+		switch n := n.(type) {
+		case *parser.VectorSelector:
+			selectors++
+			name := selectorName(n)
+			ls, ok := known[name]
+			switch {
+			case name == "":
+				out = append(out, fmt.Sprintf("selector %s names no metric", n))
+				return nil
+			case !ok:
+				out = append(out, name+" is not a series the daemon exposes (metrics.txt; a histogram's are name_bucket, _sum, _count)")
+				return nil
+			}
+			for _, m := range n.LabelMatchers {
+				if m.Name != labels.MetricName && !ls[m.Name] && !targetLabels[m.Name] {
+					out = append(out, fmt.Sprintf("%s has no label %s (it has %s)", name, m.Name, labelList(ls)))
+				}
+			}
+		case *parser.AggregateExpr:
+			if !n.Without {
+				out = append(out, missing("by", n.Grouping, under(n.Expr, known))...)
+			}
+		case *parser.BinaryExpr:
+			if n.VectorMatching != nil && n.VectorMatching.On {
+				out = append(out, missing("on", n.VectorMatching.MatchingLabels, under(n, known))...)
 			}
 		}
-		if name == "" {
-			bad = fmt.Errorf("selector %s names no metric", vs)
-		}
-		names = append(names, name)
 		return nil
 	})
-	return names, bad
+	if selectors == 0 && len(out) == 0 {
+		out = append(out, "the query names no series")
+	}
+	return out
 }
 
-// checkExpr reports a query that does not parse or names a series the
-// daemon does not expose.
-func checkExpr(t *testing.T, where, expr string, known map[string]bool) {
+func selectorName(vs *parser.VectorSelector) string {
+	name := vs.Name
+	for _, m := range vs.LabelMatchers {
+		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			name = m.Value
+		}
+	}
+	return name
+}
+
+// under is the label names of the exposed series the selectors under n
+// name, with the scrape's.
+func under(n parser.Node, known series) map[string]bool {
+	out := maps.Clone(targetLabels)
+	parser.Inspect(n, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			maps.Copy(out, known[selectorName(vs)])
+		}
+		return nil
+	})
+	return out
+}
+
+func missing(clause string, want []string, have map[string]bool) []string {
+	var out []string
+	for _, l := range want {
+		if !have[l] {
+			out = append(out, fmt.Sprintf("%s (%s): no series under it has the label %s", clause, strings.Join(want, ", "), l))
+		}
+	}
+	return out
+}
+
+func labelList(ls map[string]bool) string {
+	if len(ls) == 0 {
+		return "none but the scrape's"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(ls)), ", ")
+}
+
+// checkExpr reports what problems finds in expr.
+func checkExpr(t *testing.T, where, expr string, known series) {
 	t.Helper()
 	for _, p := range problems(expr, known) {
 		t.Errorf("%s: %s\n\t%s", where, p, expr)
 	}
-}
-
-func problems(expr string, known map[string]bool) []string {
-	names, err := metricNames(expr)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	if len(names) == 0 {
-		return []string{"the query names no series"}
-	}
-	var out []string
-	for _, n := range names {
-		if !known[n] {
-			out = append(out, n+" is not a series the daemon exposes (metrics.txt; a histogram's are name_bucket, _sum, _count)")
-		}
-	}
-	return out
 }
 
 func loadRules(t *testing.T, b []byte, what string) *rulefmt.RuleGroups {
@@ -337,20 +397,26 @@ func TestDashboard(t *testing.T) {
 	}
 }
 
-// The check itself: a query naming a series the daemon does not expose,
-// one that does not parse, and one that names no metric are each caught.
+// The check itself: each kind of mistake is caught, and right queries
+// pass.
 func TestCheckCatches(t *testing.T) {
-	known := map[string]bool{"a_total": true, "h_bucket": true}
+	known := series{"a_total": {"plugin": true, "result": true}, "h_bucket": {"plugin": true, "le": true}, "g": {}}
 	for _, tc := range []struct {
 		expr string
 		ok   bool
 	}{
-		{`sum by (plugin) (rate(a_total{plugin=~"x"}[5m]))`, true},
-		{`histogram_quantile(0.99, sum by (le) (rate(h_bucket[5m])))`, true},
-		{`rate(b_total[5m])`, false},
-		{`histogram_quantile(0.99, rate(h[5m]))`, false},
-		{`sum(rate(a_total[5m])`, false},
-		{`{plugin="x"}`, false},
+		{`sum by (plugin) (rate(a_total{plugin=~"x", result="ok"}[5m]))`, true},
+		{`histogram_quantile(0.99, sum by (plugin, le) (rate(h_bucket[5m])))`, true},
+		{`g == 0 unless on (instance) a_total`, true},
+		{`sum by (pod) (g)`, true},
+		{`rate(b_total[5m])`, false},                     // not exposed
+		{`histogram_quantile(0.99, rate(h[5m]))`, false}, // the histogram's name, not its _bucket
+		{`sum(rate(a_total[5m])`, false},                 // does not parse
+		{`{plugin="x"}`, false},                          // no metric name
+		{`a_total{outcome="refused"}`, false},            // no such label
+		{`sum by (outcome) (a_total)`, false},            // grouped by a label none has
+		{`g unless on (plugin) g`, false},                // matched on a label none has
+		{`vector(1)`, false},                             // names no series
 	} {
 		if got := problems(tc.expr, known); (len(got) == 0) != tc.ok {
 			t.Errorf("%s: problems %q, want ok %v", tc.expr, got, tc.ok)
