@@ -286,6 +286,17 @@ func TestWriterRateLimit(t *testing.T) {
 	if took, least := time.Since(start), time.Duration(n-g.Burst)*time.Second/time.Duration(g.QPS); took < least {
 		t.Fatalf("%d writes took %s, less than the %s the rate allows", n, took, least)
 	}
+	// The writes client's limiter is the metered budget: the writes past
+	// the burst are counted as waits, with their time.
+	limited := func(w *Writer, outcome string) float64 {
+		return testutil.ToFloat64(w.metrics.limited.WithLabelValues(w.plugin, outcome))
+	}
+	if waited := limited(w, "waited"); waited < n-float64(g.Burst) {
+		t.Errorf("%v requests counted as waiting for a token, want at least the %d past the burst", waited, n-g.Burst)
+	}
+	if s := testutil.ToFloat64(w.metrics.limitWait.WithLabelValues(w.plugin)); s <= 0 {
+		t.Errorf("%v seconds waited counted, want > 0", s)
+	}
 
 	g.QPS, g.Burst = 1, 1
 	g.Timeout = config.NewDuration(50 * time.Millisecond)
@@ -300,6 +311,9 @@ func TestWriterRateLimit(t *testing.T) {
 	}
 	if sent := proxy.Writes.Load() - before; sent != 0 {
 		t.Fatalf("%d requests sent for a write the budget refused", sent)
+	}
+	if refused := limited(w, "refused"); refused != 1 {
+		t.Errorf("%v requests counted as refused by the budget, want 1", refused)
 	}
 }
 
