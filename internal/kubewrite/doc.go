@@ -8,7 +8,8 @@
 // decides: the resources, verbs, subresources and namespaces it may
 // write, its API budget (a REST client of its own whose rate limiter is
 // a Budget at the grant's qps and burst: writes past it wait within the
-// I/O timeout), its I/O timeout, its identity (the daemon's, or a
+// I/O timeout, and the waits and refusals are counted per plugin), its
+// I/O timeout, its identity (the daemon's, or a
 // ServiceAccount it impersonates) and dry run. Every write carries
 // the field manager "informer-host/<plugin>", so managedFields and the
 // audit log say which plugin wrote what.

@@ -1,7 +1,8 @@
 // Package server is informer-host's HTTP endpoint: Prometheus metrics,
 // liveness, readiness and a JSON view of the plugins.
 //
-//	/metrics         Prometheus metrics of the plugins, the resources, the Go runtime
+//	/metrics         Prometheus metrics of the plugins, the resources, the Go runtime,
+//	                 and /readyz's answer (informer_host_ready, informer_host_standby)
 //	/healthz         200 while the process runs
 //	/readyz          200 once every resource has synced and every plugin is
 //	                 loaded and synced, or deliberately quarantined, and no
@@ -15,6 +16,11 @@
 // The JSON shape of /debug/plugins is this package's (plugins.go): the
 // host reports facts (host.PluginStatus, host.ShardStatus) without tags,
 // and the server decides how an operator reads them.
+//
+// deploy/monitoring/metrics.txt lists every series name and label the
+// registry Start builds can serve with what the daemon attaches to it;
+// TestMetricNames writes it and fails when it is stale, and the
+// dashboard's and alerts' queries are checked against it.
 //
 // Rule of direction: imported by the daemon (cmd/informer-host) only; it
 // reads the host and the informer pipeline, which never import it.
