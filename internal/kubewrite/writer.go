@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +23,7 @@ import (
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/dynjson"
+	"github.com/informer-host/informer-host/internal/tracing"
 )
 
 // Options configure a Client.
@@ -218,8 +220,15 @@ func checkApplyBody(body []byte) (int32, string) {
 // with its message, and counts the outcome in the write metrics.
 func (w *Writer) Do(parent context.Context, r *Request) (map[string]any, int32, string) {
 	start := time.Now()
-	obj, code, msg := w.do(parent, r)
+	ctx, sp, traced := tracing.Child(parent, "k8s "+abi.WriteVerb(r.Op)+" "+r.Resource, trace.SpanKindClient)
+	obj, code, msg := w.do(ctx, r)
 	w.metrics.observe(w.plugin, abi.WriteVerb(r.Op), r.Resource, code, time.Since(start))
+	if traced {
+		sp.SetAttributes(tracing.AttrPlugin.String(w.plugin), tracing.AttrVerb.String(abi.WriteVerb(r.Op)), tracing.AttrResource.String(r.Resource),
+			tracing.AttrNamespace.String(r.Namespace), tracing.AttrName.String(r.Name), tracing.AttrSubresource.String(r.Sub),
+			tracing.AttrResult.String(Result(code)))
+		tracing.End(sp, code, msg)
+	}
 	return obj, code, msg
 }
 
@@ -401,6 +410,9 @@ func (w *Writer) codeOf(parent context.Context, err error, r *Request) (int32, s
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {
 		return abi.ErrUnavailable, msg // no answer: connection refused, reset, TLS
+	}
+	if sp := trace.SpanFromContext(parent); sp.IsRecording() {
+		sp.SetAttributes(tracing.AttrStatusCode.Int(int(st.Status().Code)))
 	}
 	switch {
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
