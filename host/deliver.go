@@ -176,8 +176,15 @@ func (g *generation) deliverBatch(inst *engine.Instance, batch []*delivery.Entry
 	}
 	g.batchItems = items
 	ctx := g.shard.callContext(nil)
+	var tb tracedBatch
+	if tr := g.slot.h.tracer; tr != nil {
+		ctx, tb = startTracedBatch(ctx, tr, g.slot.name, ents, hs)
+	}
 	results, err := inst.HandleBatch(ctx, items, g.batchResults)
 	g.shard.callEnded()
+	if tb.call != nil {
+		tb.end(results, err)
+	}
 	clear(items)
 	var failure *engine.Failure
 	if err != nil && !errors.As(err, &failure) && (g.stopping() || ctx.Err() != nil) {

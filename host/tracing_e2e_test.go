@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -240,4 +241,161 @@ func TestTracesOff(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The deliveries one ih_handle_batch call hands are a trace each; the
+// call's span is the first one's child and links to the others.
+func TestTracesBatch(t *testing.T) {
+	col := tracingtest.New(t)
+	prov, err := tracing.New(context.Background(), config.Tracing{Endpoint: col.URL}, "v-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held <-chan struct{}
+	var open func()
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: cms, version: v1, resource: configmaps, namespaces: [NS], labelSelector: trace=me}
+plugins:
+  directory: DIR
+  default:
+    bindings: [{resource: cms}]
+`, map[string][]byte{"batch.wasm": fixture(t, "batch")}, func(hs *harness) {
+		held, open = hs.rec.gate("batch.wasm")
+		hs.tracer = prov.Tracer()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(name string) {
+		if _, err := env.Client.CoreV1().ConfigMaps(hs.ns).Create(context.Background(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"trace": "me"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("a0")
+	<-held
+	for _, n := range []string{"b1", "b2", "b3"} {
+		create(n)
+	}
+	eventually(t, "three events to wait", func() bool { return hs.status("batch.wasm").Queue.Depth == 3 })
+	open()
+	eventually(t, "the backlog to be handled", func() bool { return len(hs.rec.of("batch.wasm")) == 4 })
+	if got := batchSizes(hs); !slices.Equal(got, []string{"1", "3"}) {
+		t.Fatalf("the guest saw calls of %q events, want [1 3]", got)
+	}
+	if err := prov.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := col.Spans()
+	roots := map[string]tracingtest.Span{} // by object name
+	traces := map[string]bool{}
+	for _, s := range spans {
+		if s.ParentID == "" {
+			roots[s.Attrs["k8s.object.name"]] = s
+			if traces[s.TraceID] {
+				t.Errorf("two deliveries in trace %s", s.TraceID)
+			}
+			traces[s.TraceID] = true
+		}
+	}
+	if len(roots) != 4 {
+		t.Fatalf("root spans for %v, want a0 b1 b2 b3", roots)
+	}
+	var batch []tracingtest.Span
+	for _, s := range spans {
+		if s.Name == "ih_handle_batch" {
+			batch = append(batch, s)
+		}
+	}
+	if len(batch) != 1 {
+		t.Fatalf("%d ih_handle_batch spans, want 1", len(batch))
+	}
+	call := batch[0]
+	var parent string
+	for name, r := range roots {
+		if r.SpanID == call.ParentID && r.TraceID == call.TraceID {
+			parent = name
+		}
+	}
+	if parent == "" || parent == "a0" {
+		t.Fatalf("ih_handle_batch's parent is %q, want one of b1 b2 b3", parent)
+	}
+	var linked []string
+	for name, r := range roots {
+		if slices.Contains(call.Links, r.SpanID) {
+			linked = append(linked, name)
+		}
+		if name != "a0" {
+			if r.Attrs["informer_host.result"] != "OK" {
+				t.Errorf("%s's delivery span: result %q, want OK", name, r.Attrs["informer_host.result"])
+			}
+		}
+	}
+	slices.Sort(linked)
+	want := slices.DeleteFunc([]string{"b1", "b2", "b3"}, func(n string) bool { return n == parent })
+	if !slices.Equal(linked, want) {
+		t.Errorf("ih_handle_batch links to %q, want %q", linked, want)
+	}
+}
+
+// A controller's reconcile of a key is a trace too: its root names the
+// key, ih_reconcile is its child and the children the plugin applied are
+// writes under that.
+func TestTracesReconcile(t *testing.T) {
+	col := tracingtest.New(t)
+	prov, err := tracing.New(context.Background(), config.Tracing{Endpoint: col.URL}, "v-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := controllerHarness(t, "{for: cms, owns: [secrets]}", "{}", func(hs *harness) { hs.tracer = prov.Tracer() })
+	cm := hs.createPrimary("kids-a")
+	eventually(t, "the child Secret", func() bool { _, ok := hs.getSecret("kids-a"); return ok })
+	eventually(t, "a reconcile answered OK", func() bool {
+		for _, d := range hs.reconciles("kids-a") {
+			if d.Failure == 0 && d.Code == 0 {
+				return true
+			}
+		}
+		return false
+	})
+	if err := prov.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := col.Spans()
+	traces := map[string]bool{}
+	wrote := false
+	for _, root := range spans {
+		if root.ParentID != "" || root.Attrs["k8s.object.name"] != "kids-a" {
+			continue
+		}
+		if traces[root.TraceID] {
+			t.Errorf("two reconciles in trace %s", root.TraceID)
+		}
+		traces[root.TraceID] = true
+		if root.Name != "reconcile cms" || root.Attrs["informer_host.event.type"] != "reconcile" || root.Attrs["k8s.namespace.name"] != cm.Namespace ||
+			root.Attrs["informer_host.plugin"] != reconcilerPlugin {
+			t.Errorf("reconcile root span %q %v", root.Name, root.Attrs)
+		}
+		for _, call := range spans {
+			if call.ParentID != root.SpanID || call.TraceID != root.TraceID {
+				continue
+			}
+			if call.Name != "ih_reconcile" {
+				t.Errorf("child %q of a reconcile's root, want ih_reconcile", call.Name)
+			}
+			for _, w := range spans {
+				if w.ParentID == call.SpanID && w.Attrs["k8s.resource"] == "secrets" && w.Attrs["k8s.object.name"] == "kids-a" && w.Attrs["informer_host.result"] == "ok" {
+					wrote = true
+				}
+			}
+		}
+	}
+	if len(traces) == 0 {
+		t.Fatalf("no reconcile trace of kids-a among %+v", spans)
+	}
+	if !wrote {
+		t.Errorf("no write of the child Secret under an ih_reconcile span: %+v", spans)
+	}
 }

@@ -51,18 +51,14 @@ type Provider struct {
 }
 
 // New builds the provider of cfg, or returns nil (tracing off) when cfg
-// has no endpoint. Nothing is sent until a span ends; an unreachable
+// has no endpoint. Spans go to <endpoint>/v1/traces. Nothing is sent until a span ends; an unreachable
 // collector costs dropped spans and the exporter's log lines, never a
 // delivery.
 func New(ctx context.Context, cfg config.Tracing, version string) (*Provider, error) {
 	if !cfg.Enabled() {
 		return nil, nil
 	}
-	opts, err := exporterOptions(cfg.Endpoint)
-	if err != nil {
-		return nil, err
-	}
-	exp, err := otlptracehttp.New(ctx, opts...)
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(strings.TrimSuffix(cfg.Endpoint, "/")+"/v1/traces"))
 	if err != nil {
 		return nil, fmt.Errorf("tracing: the OTLP/HTTP exporter to %s: %w", cfg.Endpoint, err)
 	}
@@ -70,16 +66,15 @@ func New(ctx context.Context, cfg config.Tracing, version string) (*Provider, er
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.Ratio()))),
+		sdktrace.WithSampler(sampler(cfg)),
 	)
-	return &Provider{tp: tp, tracer: &Tracer{t: tp.Tracer(scope)}}, nil
+	return &Provider{tp: tp, tracer: NewTracer(tp)}, nil
 }
 
-// exporterOptions turns tracing.endpoint (validated by config: an http(s)
-// base URL) into the exporter's: spans go to <endpoint>/v1/traces.
-func exporterOptions(endpoint string) ([]otlptracehttp.Option, error) {
-	p := strings.TrimSuffix(endpoint, "/") + "/v1/traces"
-	return []otlptracehttp.Option{otlptracehttp.WithEndpointURL(p)}, nil
+// sampler samples a delivery by tracing.sampleRatio; what it calls
+// follows it (the parent's decision), so a trace is whole or absent.
+func sampler(cfg config.Tracing) sdktrace.Sampler {
+	return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.Ratio()))
 }
 
 // Tracer is what the host starts spans with; nil on a nil Provider.
@@ -138,12 +133,13 @@ func (t *Tracer) StartDelivery(ctx context.Context, start time.Time, d Delivery)
 
 // StartCall starts the span of the guest call export (ih_handle,
 // ih_reconcile) under ctx's delivery span.
-func (t *Tracer) StartCall(ctx context.Context, export string) (context.Context, trace.Span) {
-	return t.t.Start(ctx, export, trace.WithSpanKind(trace.SpanKindInternal))
+func (t *Tracer) StartCall(ctx context.Context, export string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return t.t.Start(ctx, export, append(opts, trace.WithSpanKind(trace.SpanKindInternal))...)
 }
 
 // EndCall ends a guest-call span with the plugin's answer (result: "OK",
-// "RETRY", ...) or the call's failure.
+// "RETRY", ...; "" for a batch, whose answers are its deliveries') or the
+// call's failure.
 func EndCall(sp trace.Span, result string, err error) {
 	if err != nil {
 		sp.RecordError(err)
@@ -152,7 +148,9 @@ func EndCall(sp trace.Span, result string, err error) {
 	} else if result == "ERROR" {
 		sp.SetStatus(codes.Error, "the plugin answered ERROR")
 	}
-	sp.SetAttributes(AttrResult.String(result))
+	if result != "" {
+		sp.SetAttributes(AttrResult.String(result))
+	}
 	sp.End()
 }
 

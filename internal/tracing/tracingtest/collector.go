@@ -30,6 +30,8 @@ type Span struct {
 	Resource map[string]string
 	// Error is set when the span's status is an error.
 	Error bool
+	// Links are the span ids the span links to.
+	Links []string
 }
 
 // Collector is an OTLP/HTTP receiver on 127.0.0.1.
@@ -87,7 +89,11 @@ func (c *Collector) serve(w http.ResponseWriter, r *http.Request) {
 		res := attrs(rs.GetResource().GetAttributes())
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
-				got = append(got, Span{
+				var links []string
+				for _, l := range s.Links {
+					links = append(links, hex.EncodeToString(l.SpanId))
+				}
+				got = append(got, Span{Links: links,
 					TraceID: hex.EncodeToString(s.TraceId), SpanID: hex.EncodeToString(s.SpanId), ParentID: hex.EncodeToString(s.ParentSpanId),
 					Name: s.Name, Kind: strings.TrimPrefix(s.Kind.String(), "SPAN_KIND_"),
 					StartUnixNano: s.StartTimeUnixNano, EndUnixNano: s.EndTimeUnixNano,
