@@ -188,7 +188,7 @@ func TestTraces(t *testing.T) {
 			t.Errorf("children of ih_handle: %v, want the write, the Event and the request", ops)
 		}
 		want(ops["k8s patch configmaps"], map[string]string{"k8s.verb": "patch", "k8s.resource": "configmaps", "k8s.namespace.name": cm.Namespace,
-			"k8s.object.name": cm.Name, "informer_host.result": "ok", "informer_host.plugin": "traced.wasm"})
+			"k8s.object.name": cm.Name, "informer_host.result": "ok", "informer_host.plugin": "traced.wasm", "http.response.status_code": "200"})
 		want(ops["event Traced"], map[string]string{"k8s.event.reason": "Traced", "informer_host.event.type": "Normal", "k8s.object.kind": "ConfigMap",
 			"k8s.namespace.name": cm.Namespace, "k8s.object.name": cm.Name, "informer_host.result": "ok"})
 		want(ops["http POST u"], map[string]string{"informer_host.upstream": "u", "http.request.method": "POST", "http.response.status_code": "200"})

@@ -58,6 +58,8 @@ func New(o Options) (*Client, error) {
 	// The daemon's limit is the daemon's: a plugin's writes neither wait
 	// on it nor take from it (For sets the plugin's own).
 	base.RateLimiter, base.QPS, base.Burst = nil, 0, 0
+	// A traced write's span gets the apiserver's status, whatever it is.
+	base.Wrap(tracing.RecordStatus)
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
@@ -410,9 +412,6 @@ func (w *Writer) codeOf(parent context.Context, err error, r *Request) (int32, s
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {
 		return abi.ErrUnavailable, msg // no answer: connection refused, reset, TLS
-	}
-	if sp := trace.SpanFromContext(parent); sp.IsRecording() {
-		sp.SetAttributes(tracing.AttrStatusCode.Int(int(st.Status().Code)))
 	}
 	switch {
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):

@@ -180,3 +180,19 @@ func End(sp trace.Span, code int32, msg string) {
 func Inject(ctx context.Context, h http.Header) {
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
 }
+
+// RecordStatus wraps a client's transport so that a request made under a
+// recording span sets the span's http.response.status_code to the
+// answer's, success included (client-go's typed and dynamic clients do
+// not return it). Under any other context it only looks the span up.
+func RecordStatus(rt http.RoundTripper) http.RoundTripper { return statusRecorder{rt} }
+
+type statusRecorder struct{ next http.RoundTripper }
+
+func (s statusRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.next.RoundTrip(req)
+	if sp := trace.SpanFromContext(req.Context()); err == nil && sp.IsRecording() {
+		sp.SetAttributes(AttrStatusCode.Int(resp.StatusCode))
+	}
+	return resp, err
+}

@@ -3,6 +3,7 @@ package tracing
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -122,5 +123,37 @@ func BenchmarkOn(b *testing.B) {
 		if _, sp, ok := Child(ctx, "k8s patch configmaps", trace.SpanKindClient); ok {
 			End(sp, 0, "")
 		}
+	}
+}
+
+// RecordStatus puts the answer's status on a traced request's span, and
+// nothing anywhere for an untraced one.
+func TestRecordStatus(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
+	defer srv.Close()
+	c := &http.Client{Transport: RecordStatus(http.DefaultTransport)}
+	rec := tracetest.NewSpanRecorder()
+	ctx, root := NewTracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))).StartDelivery(context.Background(), time.Now(), Delivery{})
+	for _, ctx := range []context.Context{ctx, context.Background()} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	root.End()
+	got := rec.Ended()[0].Attributes()
+	n := 0
+	for _, kv := range got {
+		if kv.Key == AttrStatusCode {
+			n++
+			if kv.Value.AsInt64() != http.StatusCreated {
+				t.Errorf("status %v, want 201", kv.Value.AsInt64())
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d status attributes on the span, want 1: %v", n, got)
 	}
 }
