@@ -14,6 +14,7 @@ import (
 	"github.com/informer-host/informer-host/host/internal/engine"
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/kubewrite"
+	"github.com/informer-host/informer-host/internal/tracing"
 )
 
 // One entry's way from the queue into the plugin and back, in the order
@@ -175,8 +176,15 @@ func (g *generation) deliverBatch(inst *engine.Instance, batch []*delivery.Entry
 	}
 	g.batchItems = items
 	ctx := g.shard.callContext(nil)
+	var tb tracedBatch
+	if tr := g.slot.h.tracer; tr != nil {
+		ctx, tb = startTracedBatch(ctx, tr, g.slot.name, ents, hs)
+	}
 	results, err := inst.HandleBatch(ctx, items, g.batchResults)
 	g.shard.callEnded()
+	if tb.call != nil {
+		tb.end(results, err)
+	}
 	clear(items)
 	var failure *engine.Failure
 	if err != nil && !errors.As(err, &failure) && (g.stopping() || ctx.Err() != nil) {
@@ -417,8 +425,16 @@ func selfNoop(old, cur *unstructured.Unstructured) bool {
 // act: not the plugin's failure, and nothing to settle.
 func (g *generation) call(inst *engine.Instance, d *delivery.Entry, h *handing) (res engine.Result, cut bool, err error) {
 	ctx := g.shard.callContext(&d.Key)
+	var tc tracedCall
+	if tr := g.slot.h.tracer; tr != nil {
+		ctx, tc = startTraced(ctx, tr, d.Enqueued, tracing.Delivery{Plugin: g.slot.name, Resource: d.Key.Resource,
+			Namespace: d.Key.Namespace, Name: d.Key.Name, ResourceVersion: h.rv, Type: h.ev.Type.String()}, abi.ExportHandle)
+	}
 	res, err = inst.HandleWith(ctx, h.env, h.flags)
 	g.shard.callEnded()
+	if tc.root != nil {
+		tc.end(res, err)
+	}
 	if err != nil && (g.stopping() || ctx.Err() != nil) && !errors.As(err, new(*engine.Failure)) {
 		g.unrecorded(false)
 		return res, true, err

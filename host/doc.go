@@ -54,7 +54,9 @@
 // and back is generation.deliver (deliver.go), read as prepare → call →
 // settle. In controller mode the listeners hand events to the
 // reconciler instead, and generation.run runs reconciler.run, read as
-// key → call → settle (reconcile.go).
+// key → call → settle (reconcile.go). With Options.Tracer, each call is
+// a trace (tracing.go): a root span per delivery or reconcile and the
+// guest call's span, whose context the engine hands the capabilities.
 //
 // # Goroutines
 //

@@ -23,6 +23,7 @@ import (
 	"github.com/informer-host/informer-host/internal/seenkeys"
 	"github.com/informer-host/informer-host/internal/shard"
 	"github.com/informer-host/informer-host/internal/testenv"
+	"github.com/informer-host/informer-host/internal/tracing"
 )
 
 // env is the package's control plane (testenv.Run); nil under -short,
@@ -215,6 +216,9 @@ type harness struct {
 	// onDeliver, when a setup function sets it, is the host's sharding
 	// test hook (shardState.onDeliver), set before any plugin loads.
 	onDeliver func(plugin string, ev *event.Event, a *shard.Assignment, at time.Time)
+	// tracer, when a setup function sets it, traces the deliveries
+	// (Options.Tracer).
+	tracer *tracing.Tracer
 }
 
 // newHarness parses cfgYAML (with NS and DIR replaced by the test's
@@ -266,7 +270,7 @@ func (hs *harness) start() error {
 		t.Fatal(err)
 	}
 	hs.h, err = New(context.Background(), Options{Pipeline: hs.p, Config: cfg, Logger: log, observe: hs.rec.observe, RESTConfig: restConfig,
-		StartTimeout: time.Second, Standby: hs.standby, Writes: writes, logRate: hs.logRate, SeenKeys: hs.seenKeys})
+		StartTimeout: time.Second, Standby: hs.standby, Writes: writes, logRate: hs.logRate, SeenKeys: hs.seenKeys, Tracer: hs.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}

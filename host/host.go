@@ -30,6 +30,7 @@ import (
 	"github.com/informer-host/informer-host/internal/pluginmetrics"
 	"github.com/informer-host/informer-host/internal/seenkeys"
 	"github.com/informer-host/informer-host/internal/state"
+	"github.com/informer-host/informer-host/internal/tracing"
 )
 
 // Options configure a Host.
@@ -64,6 +65,9 @@ type Options struct {
 	// namespace. nil: the state file when plugins.state.path is set,
 	// else memory. The host closes it on Stop.
 	SeenKeys *seenkeys.Store
+	// Tracer traces deliveries and reconciles (internal/tracing). nil:
+	// tracing off, and a call pays one nil check.
+	Tracer *tracing.Tracer
 
 	// observe, when set, is told of every call into a plugin's ih_handle
 	// and its outcome, and of every ih_synced call (an event with only a
@@ -88,6 +92,7 @@ type Host struct {
 	logRate   engine.LogRate
 	envelopes *envelopeCache
 	writes    *kubewrite.Client // nil: no writes
+	tracer    *tracing.Tracer   // nil: tracing off
 	// viewKeys interns the keys of the plugins' views of the cache,
 	// shared by every generation (view.go).
 	viewKeys *viewKeys
@@ -200,7 +205,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
 		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{}, paths: map[string]string{},
 		pluginMetrics: pluginmetrics.New(pluginmetrics.Options{}), reconcileMetrics: reconcile.NewMetrics(),
-		writes: opts.Writes, orphans: newOrphanedFinalizers(),
+		writes: opts.Writes, orphans: newOrphanedFinalizers(), tracer: opts.Tracer,
 	}
 	if h.outbound, err = newOutbound(opts, log); err != nil {
 		_ = eng.Close(context.Background())

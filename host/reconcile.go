@@ -26,6 +26,7 @@ import (
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/controllerwrites"
 	"github.com/informer-host/informer-host/internal/shard"
+	"github.com/informer-host/informer-host/internal/tracing"
 )
 
 // The controller loop (ABI.md §18): a controller-mode generation's way
@@ -394,9 +395,17 @@ func (r *reconciler) reconcileKey(inst *engine.Instance, q reconcile.Request) *e
 	start := time.Now()
 	idle := r.metrics.WorkerActive(r.name)
 	ctx := g.shard.callContext(&st.k)
+	var tc tracedCall
+	if tr := g.slot.h.tracer; tr != nil {
+		ctx, tc = startTraced(ctx, tr, start, tracing.Delivery{Plugin: g.slot.name, Resource: st.k.Resource,
+			Namespace: q.Namespace, Name: q.Name, ResourceVersion: st.rv, Type: "reconcile"}, abi.ExportReconcile)
+	}
 	ctl, recorded := recordReconcile(g.slot.h.recording, g.slot.name, st.ref, q.Namespace, q.Name, st.obj, st.flags, call)
 	res, err := inst.Reconcile(ctx, &engine.ReconcileRequest{Env: env, Flags: st.flags, Call: ctl})
 	g.shard.callEnded()
+	if tc.root != nil {
+		tc.end(res, err)
+	}
 	idle()
 	if err != nil && !errors.As(err, new(*engine.Failure)) && (g.stopping() || ctx.Err() != nil) {
 		// Stopped, or fenced: not the plugin's failure. A fenced key is

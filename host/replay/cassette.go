@@ -164,8 +164,8 @@ type cassetteEvents struct {
 	c    *Cassette
 }
 
-func (e cassetteEvents) Record(obj map[string]any, eventType, reason, message string) (int32, string) {
-	code, msg := e.next.Record(obj, eventType, reason, message)
+func (e cassetteEvents) Record(ctx context.Context, obj map[string]any, eventType, reason, message string) (int32, string) {
+	code, msg := e.next.Record(ctx, obj, eventType, reason, message)
 	e.c.add(abi.ImportEventRecord, eventRequestOf(obj, eventType, reason, message), nil, code, msg)
 	return code, msg
 }

@@ -45,7 +45,7 @@ func (liveHTTP) Do(_ context.Context, r *engine.HTTPRequest, resp *engine.HTTPRe
 
 type liveEvents struct{}
 
-func (liveEvents) Record(obj map[string]any, _, reason, _ string) (int32, string) {
+func (liveEvents) Record(_ context.Context, obj map[string]any, _, reason, _ string) (int32, string) {
 	if reason == "" {
 		return abi.ErrInvalid, "a reason is required"
 	}
@@ -107,11 +107,11 @@ func TestCassetteAnswersAsLive(t *testing.T) {
 			return answer{Code: code, Msg: msg}
 		}},
 		{"event", func(o engine.InstanceOptions) answer {
-			code, msg := o.Events.Record(pod, "Normal", "Seen", "seen it")
+			code, msg := o.Events.Record(context.Background(), pod, "Normal", "Seen", "seen it")
 			return answer{Code: code, Msg: msg}
 		}},
 		{"event refused", func(o engine.InstanceOptions) answer {
-			code, msg := o.Events.Record(pod, "Normal", "", "")
+			code, msg := o.Events.Record(context.Background(), pod, "Normal", "", "")
 			return answer{Code: code, Msg: msg}
 		}},
 	}

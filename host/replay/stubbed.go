@@ -264,7 +264,7 @@ func eventRequestOf(obj map[string]any, eventType, reason, message string) event
 		Object: objectRef{APIVersion: str(obj, "apiVersion"), Kind: str(obj, "kind"), Namespace: str(meta, "namespace"), Name: str(meta, "name")}}
 }
 
-func (s stubEvents) Record(obj map[string]any, eventType, reason, message string) (int32, string) {
+func (s stubEvents) Record(_ context.Context, obj map[string]any, eventType, reason, message string) (int32, string) {
 	_, code, msg := s.calls.Serve(abi.ImportEventRecord, eventRequestOf(obj, eventType, reason, message))
 	return code, msg
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/filewatch"
 	"github.com/informer-host/informer-host/internal/server"
+	"github.com/informer-host/informer-host/internal/tracing"
 )
 
 // Options are what `informer-host run` takes beyond the config file: its
@@ -185,8 +186,13 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 	if err != nil {
 		return err
 	}
+	traces, err := tracing.New(ctx, cfg.Tracing, o.Version)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(log, traces) // after the host's stop, which ends every span
 	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, StartTimeout: o.StartTimeout, RESTConfig: restCfg,
-		Standby: el.standby(), Writes: writes, SeenKeys: seen})
+		Standby: el.standby(), Writes: writes, SeenKeys: seen, Tracer: traces.Tracer()})
 	if err != nil {
 		return err
 	}
@@ -343,5 +349,15 @@ func eventLogger(log *slog.Logger) informer.ListenerFunc {
 			attrs = append(attrs, "finalStateUnknown", true)
 		}
 		log.Info("event", attrs...)
+	}
+}
+
+// shutdownTracing flushes the spans still queued, within a bound: a
+// collector that is down must not hold the daemon's exit.
+func shutdownTracing(log *slog.Logger, p *tracing.Provider) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		log.Warn("the last spans were not exported", "err", err)
 	}
 }

@@ -13,6 +13,6 @@
 // see the plugin; a plugin in dry run (grants.dryRun) has its Events
 // logged instead of recorded.
 //
-// Rule of direction: kubeevents imports abi, config and kubewrite (for
-// the writes' identity and client); only host imports it.
+// Rule of direction: kubeevents imports abi, config, tracing and
+// kubewrite (for the writes' identity and client); only host imports it.
 package kubeevents

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +27,7 @@ import (
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/kubewrite"
+	"github.com/informer-host/informer-host/internal/tracing"
 )
 
 // Options configure Recorders.
@@ -211,8 +213,16 @@ func (rec *Recorder) stop() {
 // Events API would refuse, or abi.ErrTooLarge for a message over
 // abi.MaxEventMessage, with the result message. The Event is sent in the
 // background: 0 means it was queued.
-func (rec *Recorder) Record(obj map[string]any, eventType, reason, message string) (int32, string) {
+// ctx's span, when it records, gets a child for the Event.
+func (rec *Recorder) Record(ctx context.Context, obj map[string]any, eventType, reason, message string) (int32, string) {
 	code, msg := rec.record(obj, eventType, reason, message)
+	if _, sp, ok := tracing.Child(ctx, "event "+reason, trace.SpanKindProducer); ok {
+		u := unstructured.Unstructured{Object: obj}
+		sp.SetAttributes(tracing.AttrPlugin.String(rec.plugin), tracing.AttrReason.String(reason), tracing.AttrEventType.String(eventType),
+			tracing.AttrKind.String(u.GetKind()), tracing.AttrNamespace.String(u.GetNamespace()), tracing.AttrName.String(u.GetName()),
+			tracing.AttrResult.String(kubewrite.Result(code)))
+		tracing.End(sp, code, msg)
+	}
 	switch {
 	case code != 0:
 		rec.count(kubewrite.Result(code))

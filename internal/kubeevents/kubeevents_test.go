@@ -1,6 +1,8 @@
 package kubeevents
 
 import (
+	"context"
+
 	"bytes"
 	"log/slog"
 	"strings"
@@ -52,7 +54,7 @@ func TestRecord(t *testing.T) {
 		{"long message", cm, "R", strings.Repeat("m", abi.MaxEventMessage+1), abi.ErrTooLarge},
 		{"no kind", map[string]any{"metadata": map[string]any{"name": "c"}}, "R", "m", abi.ErrInvalid},
 	} {
-		if code, msg := rec.Record(tc.obj, "Warning", tc.reason, tc.msg); code != tc.code {
+		if code, msg := rec.Record(context.Background(), tc.obj, "Warning", tc.reason, tc.msg); code != tc.code {
 			t.Errorf("%s: %d (%s), want %d", tc.name, code, msg, tc.code)
 		}
 	}

@@ -1,6 +1,8 @@
 package kubeevents
 
 import (
+	"context"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -78,11 +80,11 @@ func TestEventRefusedLoggedAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, reason := range []string{"Fine", "Refused"} {
-		if code, msg := rec.Record(configMap, "Warning", reason, "m"); code != 0 {
+		if code, msg := rec.Record(context.Background(), configMap, "Warning", reason, "m"); code != 0 {
 			t.Fatalf("%s: %d %s", reason, code, msg)
 		}
 	}
-	if code, _ := rec.Record(configMap, "Warning", "Bad reason", "m"); code == 0 {
+	if code, _ := rec.Record(context.Background(), configMap, "Warning", "Bad reason", "m"); code == 0 {
 		t.Fatal("a reason with a space was queued")
 	}
 	testenv.Eventually(t, "both Events to be sent", func() bool {
@@ -142,7 +144,7 @@ func TestEventsBudgetPerPlugin(t *testing.T) {
 		t.Fatalf("budgets %v and %v; want one each, a's at its grant's rate", a.budget, b.budget)
 	}
 	for _, reason := range []string{"First", "Second", "Third"} {
-		if code, msg := a.Record(configMap, "Normal", reason, "m"); code != 0 {
+		if code, msg := a.Record(context.Background(), configMap, "Normal", reason, "m"); code != 0 {
 			t.Fatalf("%s: %d %s", reason, code, msg)
 		}
 	}
@@ -154,7 +156,7 @@ func TestEventsBudgetPerPlugin(t *testing.T) {
 	if got := srv.stored(); strings.Join(got, ",") != "First,Second" {
 		t.Fatalf("stored %q, want the burst only", got)
 	}
-	if code, _ := b.Record(configMap, "Normal", "Other", "m"); code != 0 {
+	if code, _ := b.Record(context.Background(), configMap, "Normal", "Other", "m"); code != 0 {
 		t.Fatal(code)
 	}
 	testenv.Eventually(t, "the other plugin's Event, not held up by the first's budget", func() bool { return len(srv.stored()) == 3 })

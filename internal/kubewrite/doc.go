@@ -22,6 +22,7 @@
 // write returned for each object, in bounded memory, so the host can
 // mark the events those writes cause (header flag FlagSelfWrite).
 //
-// Rule of direction: kubewrite imports abi and config; host, host/replay
-// and kubeevents import it. It knows requests, not plugins or the engine.
+// Rule of direction: kubewrite imports abi, config and tracing (a write
+// made during a traced call is a span); host, host/replay and kubeevents
+// import it. It knows requests, not plugins or the engine.
 package kubewrite

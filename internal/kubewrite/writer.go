@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +23,7 @@ import (
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/dynjson"
+	"github.com/informer-host/informer-host/internal/tracing"
 )
 
 // Options configure a Client.
@@ -56,6 +58,8 @@ func New(o Options) (*Client, error) {
 	// The daemon's limit is the daemon's: a plugin's writes neither wait
 	// on it nor take from it (For sets the plugin's own).
 	base.RateLimiter, base.QPS, base.Burst = nil, 0, 0
+	// A traced write's span gets the apiserver's status, whatever it is.
+	base.Wrap(tracing.RecordStatus)
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
@@ -218,8 +222,15 @@ func checkApplyBody(body []byte) (int32, string) {
 // with its message, and counts the outcome in the write metrics.
 func (w *Writer) Do(parent context.Context, r *Request) (map[string]any, int32, string) {
 	start := time.Now()
-	obj, code, msg := w.do(parent, r)
+	ctx, sp, traced := tracing.Child(parent, "k8s "+abi.WriteVerb(r.Op)+" "+r.Resource, trace.SpanKindClient)
+	obj, code, msg := w.do(ctx, r)
 	w.metrics.observe(w.plugin, abi.WriteVerb(r.Op), r.Resource, code, time.Since(start))
+	if traced {
+		sp.SetAttributes(tracing.AttrPlugin.String(w.plugin), tracing.AttrVerb.String(abi.WriteVerb(r.Op)), tracing.AttrResource.String(r.Resource),
+			tracing.AttrNamespace.String(r.Namespace), tracing.AttrName.String(r.Name), tracing.AttrSubresource.String(r.Sub),
+			tracing.AttrResult.String(Result(code)))
+		tracing.End(sp, code, msg)
+	}
 	return obj, code, msg
 }
 

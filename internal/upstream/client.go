@@ -13,10 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/informer-host/informer-host/abi"
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/tracing"
 )
 
 // Request is one call of a plugin: an upstream by name, a method, a path
@@ -126,8 +128,20 @@ func (c *Client) Do(ctx context.Context, req *Request, resp *Response) (code int
 	defer func() { <-c.slots }()
 
 	start := time.Now()
+	ctx, sp, traced := tracing.Child(ctx, "http "+req.Method+" "+ep.name, trace.SpanKindClient)
+	if traced {
+		// The upstream joins the delivery's trace (W3C traceparent).
+		tracing.Inject(ctx, hdr)
+	}
 	code, msg = c.roundTrip(parent, ctx, ep, u, req, hdr, resp)
 	c.set.metrics.observe(c.plugin, ep.name, code, time.Since(start))
+	if traced {
+		sp.SetAttributes(tracing.AttrPlugin.String(c.plugin), tracing.AttrUpstream.String(ep.name), tracing.AttrMethod.String(req.Method))
+		if code >= 100 {
+			sp.SetAttributes(tracing.AttrStatusCode.Int(int(code)))
+		}
+		tracing.End(sp, code, msg)
+	}
 	return code, msg
 }
 

@@ -17,6 +17,7 @@
 // in flight, and its metrics (requests by status class, latency) in the
 // Set's collector.
 //
-// Rule of direction: upstream imports abi and config; only host imports
-// it.
+// Rule of direction: upstream imports abi, config and tracing (a request
+// made during a traced call is a span, and carries its traceparent); only
+// host imports it.
 package upstream

@@ -20,8 +20,9 @@ type EventRecorder interface {
 	// during the call only, never kept or changed). It returns 0, or
 	// abi.ErrInvalid (a reason or message the Events API refuses, an
 	// object without kind or name) or abi.ErrTooLarge, with the result
-	// message.
-	Record(obj map[string]any, eventType, reason, message string) (code int32, msg string)
+	// message. ctx is the call's: it carries the delivery's trace, and
+	// nothing waits on it.
+	Record(ctx context.Context, obj map[string]any, eventType, reason, message string) (code int32, msg string)
 }
 
 // event_record(which, type, reason_ptr, reason_len, msg_ptr, msg_len i32) -> i32
@@ -60,7 +61,11 @@ func eventRecord(ctx context.Context, mod api.Module, stack []uint64) {
 		setI32(stack, code)
 		return
 	}
-	code, m := st.events.Record(obj, eventType, string(reason), string(msg))
+	cctx := st.callCtx
+	if cctx == nil {
+		cctx = ctx
+	}
+	code, m := st.events.Record(cctx, obj, eventType, string(reason), string(msg))
 	st.setResult(m)
 	setI32(stack, code)
 }

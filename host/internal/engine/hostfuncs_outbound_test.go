@@ -43,7 +43,7 @@ type fakeEvents struct {
 	got []string
 }
 
-func (f *fakeEvents) Record(obj map[string]any, eventType, reason, message string) (int32, string) {
+func (f *fakeEvents) Record(_ context.Context, obj map[string]any, eventType, reason, message string) (int32, string) {
 	if reason == "Bad" {
 		return abi.ErrInvalid, "bad reason"
 	}
