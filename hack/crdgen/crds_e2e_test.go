@@ -57,7 +57,12 @@ func install(t *testing.T) {
 
 // Both CRDs are accepted by the real apiserver (structural, their CEL
 // rules compiled within the cost budget) and become Established.
-func TestCRDsAreEstablished(t *testing.T) {
+func TestCRDsAreEstablished(t *testing.T) { established(t) }
+
+// established installs the CRDs and waits until the apiserver serves
+// them.
+func established(t *testing.T) {
+	t.Helper()
 	install(t)
 	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
 	for _, name := range []string{"plugins." + v1alpha1.Group, "clusterplugins." + v1alpha1.Group} {
@@ -93,7 +98,7 @@ func object(t *testing.T, manifest string) *unstructured.Unstructured {
 // not dropped).
 func create(t *testing.T, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	t.Helper()
-	TestCRDsAreEstablished(t)
+	established(t)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	opts := metav1.CreateOptions{FieldValidation: "Strict"}
 	if u.GetKind() == v1alpha1.KindPlugin {
