@@ -37,6 +37,10 @@
 //     Events are made as that ServiceAccount, so the daemon itself is not
 //     given them: they become that ServiceAccount's own RBAC (an
 //     Identity: ClusterRole and Roles by the same rules, bound to it);
+//   - get on the ConfigMap (by name, in its namespace) of each
+//     configmap:// source, for the identity that reads it: the
+//     grants.impersonate ServiceAccount when the module has one, else
+//     the daemon (internal/pluginsource reads it as that identity);
 //   - with Options.ServerAuth (run --server-auth=kubernetes), create on
 //     tokenreviews and subjectaccessreviews.
 //

@@ -239,6 +239,7 @@ func Generate(ctx context.Context, cfg *config.Config, o Options) (*RBAC, error)
 		}
 		errs = append(errs, acts.actions(cfg, p, plural, w)...)
 	}
+	b.configMapSources(cfg, idents)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
