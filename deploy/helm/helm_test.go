@@ -9,9 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -122,33 +119,12 @@ func renderText(t *testing.T, ns string, args ...string) (string, error) {
 	return run(t, ".", nil, helmBin(t), append([]string{"template", "informer-host", chart, "--namespace", ns, "--include-crds"}, args...)...)
 }
 
-// decode returns the objects of a stream of YAML documents.
 func decode(t *testing.T, text string) []*unstructured.Unstructured {
 	t.Helper()
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(text), 4096)
-	for {
-		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("%v in:\n%s", err, text)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, &u)
-		}
-	}
-	return out
+	return testenv.DecodeObjects(t, "helm template", text)
 }
 
-func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
-	for _, u := range objs {
-		if u.GetKind() == kind && u.GetName() == name {
-			return u
-		}
-	}
-	return nil
-}
+var find = testenv.FindObject
 
 func kinds(objs []*unstructured.Unstructured) []string {
 	var out []string
@@ -207,69 +183,14 @@ func podConfig(t *testing.T, objs []*unstructured.Unstructured) *config.Config {
 	return cfg
 }
 
-// podView lays out the files the daemon's container sees in its config
-// volume (the projected ConfigMap, Secret and trust ConfigMap, as the
-// kubelet writes them from the rendered objects) under a temporary root
+// podView lays out the files the daemon's container sees (its config
+// volume: the projected ConfigMap, Secret and trust ConfigMap), as the
+// kubelet writes them from the rendered objects, under a temporary root
 // and returns the path there of the file --config names.
 func podView(t *testing.T, objs []*unstructured.Unstructured) string {
 	t.Helper()
 	dep, c := deployment(t, objs)
-	root := t.TempDir()
-	data := func(kind, name string) map[string][]byte {
-		u := find(objs, kind, name)
-		if u == nil {
-			t.Fatalf("the pod mounts %s %s, which the chart does not render", kind, name)
-		}
-		out := map[string][]byte{}
-		var cm corev1.ConfigMap
-		var s corev1.Secret
-		if kind == "Secret" {
-			typed(t, u, &s)
-			return s.Data
-		}
-		typed(t, u, &cm)
-		for k, v := range cm.Data {
-			out[k] = []byte(v)
-		}
-		return out
-	}
-	write := func(dir string, d map[string][]byte, items []corev1.KeyToPath) {
-		files := d
-		if len(items) > 0 {
-			files = map[string][]byte{}
-			for _, it := range items {
-				v, ok := d[it.Key]
-				if !ok {
-					t.Fatalf("the pod mounts key %s, which its object lacks: the kubelet would not start it", it.Key)
-				}
-				files[it.Path] = v
-			}
-		}
-		for p, v := range files {
-			f := filepath.Join(root, dir, p)
-			if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(f, v, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for _, m := range c.VolumeMounts {
-		for _, v := range dep.Spec.Template.Spec.Volumes {
-			if v.Name != m.Name || v.Projected == nil {
-				continue
-			}
-			for _, src := range v.Projected.Sources {
-				switch {
-				case src.ConfigMap != nil:
-					write(m.MountPath, data("ConfigMap", src.ConfigMap.Name), src.ConfigMap.Items)
-				case src.Secret != nil:
-					write(m.MountPath, data("Secret", src.Secret.Name), src.Secret.Items)
-				}
-			}
-		}
-	}
+	root := testenv.PodFiles(t, dep, c, objs)
 	i := slices.Index(c.Args, "--config")
 	if i < 0 || i+1 >= len(c.Args) {
 		t.Fatalf("the container's args %q name no --config", c.Args)

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "write the chart's files/rbac-<mode>.yaml and .config.sha256 (make helm-rbac)")
@@ -155,11 +155,11 @@ func readFile(t *testing.T, f string) string {
 func TestRBACIsInformerHostRBAC(t *testing.T) {
 	check := func(t *testing.T, ns string, args []string) {
 		objs := render(t, ns, args...)
-		want := rbacObjects(decode(t, podRBAC(t, ns, args...)))
+		want := testenv.RBACObjects(decode(t, podRBAC(t, ns, args...)))
 		if len(want) == 0 {
 			t.Fatal("informer-host rbac printed no objects")
 		}
-		if got := rbacObjects(objs); !reflect.DeepEqual(got, want) {
+		if got := testenv.RBACObjects(objs); !reflect.DeepEqual(got, want) {
 			t.Errorf("the chart's RBAC in %s:\n%v\nwant what informer-host rbac prints:\n%v", ns, got, want)
 		}
 	}
@@ -169,16 +169,4 @@ func TestRBACIsInformerHostRBAC(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode+" in another namespace", func(t *testing.T) { check(t, "team-ops", []string{"--set", "mode=" + mode}) })
 	}
-}
-
-// rbacObjects returns the RBAC objects of objs by kind, namespace and name.
-func rbacObjects(objs []*unstructured.Unstructured) map[string]map[string]any {
-	out := map[string]map[string]any{}
-	for _, u := range objs {
-		switch u.GetKind() {
-		case "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			out[u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName()] = u.Object
-		}
-	}
-	return out
 }

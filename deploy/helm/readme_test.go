@@ -9,8 +9,6 @@ import (
 
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/testenv"
@@ -92,17 +90,7 @@ func TestREADMEInstallWithHelm(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	sa := rest.CopyConfig(env.Config)
-	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:informer-host:informer-host"}
-	cs := kubernetes.NewForConfigOrDie(sa)
-	may := func(attrs authzv1.ResourceAttributes) bool {
-		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
-			&authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Status.Allowed
-	}
+	may := env.ServiceAccountMay(t, "informer-host", "informer-host")
 	deployments := authzv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "list"}
 	pods := authzv1.ResourceAttributes{Resource: "pods", Verb: "watch"}
 	deployment := func() (int32, *config.Config) {
