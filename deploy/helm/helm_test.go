@@ -661,3 +661,35 @@ func installCRDs(t *testing.T) map[string]bool {
 	})
 	return names
 }
+
+// Credentials in a Secret that exists: the chart makes none and projects
+// that one's .dockerconfigjson where config.plugins.dockerConfig points,
+// relative to the config's folder whether the path is written relative or
+// absolute; a path outside that folder is refused.
+func TestRegistryExistingSecret(t *testing.T) {
+	for _, path := range []string{"registry/config.json", "/etc/informer-host/registry/config.json"} {
+		objs := render(t, "informer-host", "--set", "registry.existingSecret=creds", "--set", "config.plugins.dockerConfig="+path, "--set", "rbac.create=false")
+		if s := find(objs, "Secret", "informer-host-registry"); s != nil {
+			t.Errorf("dockerConfig %s: the chart renders a Secret beside the existing one", path)
+		}
+		dep, _ := deployment(t, objs)
+		var items []corev1.KeyToPath
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Name != "config" || v.Projected == nil {
+				continue
+			}
+			for _, src := range v.Projected.Sources {
+				if src.Secret != nil && src.Secret.Name == "creds" {
+					items = src.Secret.Items
+				}
+			}
+		}
+		if want := []corev1.KeyToPath{{Key: ".dockerconfigjson", Path: "registry/config.json"}}; !slices.Equal(items, want) {
+			t.Errorf("dockerConfig %s: Secret creds is projected as %+v, want %+v", path, items, want)
+		}
+	}
+	out, err := renderText(t, "informer-host", "--set", "registry.existingSecret=creds", "--set", "config.plugins.dockerConfig=/var/run/creds.json", "--set", "rbac.create=false")
+	if err == nil || !strings.Contains(out, "name a path relative to it") {
+		t.Errorf("dockerConfig outside /etc/informer-host: %v\n%s; want it refused", err, out)
+	}
+}
