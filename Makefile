@@ -43,13 +43,15 @@ $(CONTROLPLANE_BINARIES):
 -include mk/race.mk
 -include mk/clients.mk
 -include mk/monitoring.mk
+-include mk/helm.mk
 
 # Every test, the e2e ones against the real apiserver included (and the
-# interop ones against oras and cosign, mk/clients.mk), the
+# interop ones against oras and cosign, mk/clients.mk, and the chart's
+# with Helm, mk/helm.mk), the
 # concurrent ones again under the race detector (mk/race.mk), then every
 # benchmark once with tiny sizes so they keep working (no time is asserted),
 # and the dashboard's and alert rules' queries (mk/monitoring.mk).
-test: deps controlplane clients plugins fixtures
+test: deps controlplane clients helm plugins fixtures
 	$(GO) vet ./... ./abi/...
 	$(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./... ./abi/...
 	$(MAKE) test-race

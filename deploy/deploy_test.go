@@ -8,10 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -30,9 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
@@ -107,14 +102,7 @@ func merge(t *testing.T, file string, obj, patch map[string]any) map[string]any 
 	return out
 }
 
-func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
-	for _, u := range objs {
-		if u.GetKind() == kind && u.GetName() == name {
-			return u
-		}
-	}
-	return nil
-}
+var find = testenv.FindObject
 
 // decodeAll returns the objects of a YAML file of one or more documents.
 func decodeAll(t *testing.T, file string) []*unstructured.Unstructured {
@@ -123,20 +111,7 @@ func decodeAll(t *testing.T, file string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	for {
-		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, &u)
-		}
-	}
-	return out
+	return testenv.DecodeObjects(t, file, string(b))
 }
 
 func TestManifestsApplyAndGrantWhatTheDaemonNeeds(t *testing.T) {
@@ -250,17 +225,7 @@ func apply(t *testing.T, dir string, operatorObjs ...*unstructured.Unstructured)
 
 	// Ask the apiserver, as the daemon's service account, whether it may
 	// do what the shipped config makes it do.
-	sa := rest.CopyConfig(env.Config)
-	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:informer-host:informer-host"}
-	cs := kubernetes.NewForConfigOrDie(sa)
-	may := func(attrs authzv1.ResourceAttributes) bool {
-		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
-			&authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Status.Allowed
-	}
+	may := env.ServiceAccountMay(t, "informer-host", "informer-host")
 	plural := map[string]string{"Pod": "pods"}
 	for _, r := range shipped.Resources {
 		res := r.Resource
@@ -370,89 +335,7 @@ func mustYAML(t *testing.T, b []byte) []byte {
 func podView(t *testing.T, objs []*unstructured.Unstructured) string {
 	t.Helper()
 	dep, c := daemon(t, objs)
-	root := t.TempDir()
-	object := func(kind, name string, optional *bool) map[string][]byte {
-		u := find(objs, kind, name)
-		if u == nil {
-			if optional != nil && *optional {
-				return nil
-			}
-			t.Fatalf("the pod mounts %s %s, which neither the manifests nor the operator create: the kubelet would not start it", kind, name)
-		}
-		data := map[string][]byte{}
-		switch kind {
-		case "ConfigMap":
-			var cm corev1.ConfigMap
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cm); err != nil {
-				t.Fatal(err)
-			}
-			for k, v := range cm.Data {
-				data[k] = []byte(v)
-			}
-			maps.Copy(data, cm.BinaryData)
-		case "Secret":
-			var s corev1.Secret
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s); err != nil {
-				t.Fatal(err)
-			}
-			maps.Copy(data, s.Data)
-			for k, v := range s.StringData {
-				data[k] = []byte(v)
-			}
-		}
-		return data
-	}
-	write := func(dir, kind, name string, items []corev1.KeyToPath, optional *bool) {
-		data := object(kind, name, optional)
-		if data == nil {
-			return
-		}
-		files := map[string][]byte{}
-		if len(items) == 0 {
-			files = data
-		}
-		for _, it := range items {
-			v, ok := data[it.Key]
-			if !ok {
-				t.Fatalf("the pod mounts key %s of %s %s, which it lacks: the kubelet would not start it", it.Key, kind, name)
-			}
-			files[it.Path] = v
-		}
-		for p, v := range files {
-			f := filepath.Join(root, dir, p)
-			if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(f, v, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	volumes := map[string]corev1.Volume{}
-	for _, v := range dep.Spec.Template.Spec.Volumes {
-		volumes[v.Name] = v
-	}
-	for _, m := range c.VolumeMounts {
-		v, ok := volumes[m.Name]
-		if !ok {
-			t.Fatalf("the container mounts volume %s, which the pod lacks", m.Name)
-		}
-		switch {
-		case v.ConfigMap != nil:
-			write(m.MountPath, "ConfigMap", v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional)
-		case v.Secret != nil:
-			write(m.MountPath, "Secret", v.Secret.SecretName, v.Secret.Items, v.Secret.Optional)
-		case v.Projected != nil:
-			for _, src := range v.Projected.Sources {
-				switch {
-				case src.ConfigMap != nil:
-					write(m.MountPath, "ConfigMap", src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional)
-				case src.Secret != nil:
-					write(m.MountPath, "Secret", src.Secret.Name, src.Secret.Items, src.Secret.Optional)
-				}
-			}
-		}
-	}
+	root := testenv.PodFiles(t, dep, c, objs)
 	i := slices.Index(c.Args, "--config")
 	if i < 0 || i+1 >= len(c.Args) {
 		t.Fatalf("the container's args %q name no --config", c.Args)
@@ -633,7 +516,7 @@ func TestRegistryOverlay(t *testing.T) {
 	if out.String() != string(want) {
 		t.Errorf("the overlay's config needs other RBAC than deploy/base/rbac.yaml:\n%s", out.String())
 	}
-	if got, base := rbacObjects(objs), rbacObjects(manifests(t, ".")); !reflect.DeepEqual(got, base) {
+	if got, base := testenv.RBACObjects(objs), testenv.RBACObjects(manifests(t, ".")); !reflect.DeepEqual(got, base) {
 		t.Errorf("the overlay's RBAC objects differ from the base's:\n%v\nwant\n%v", got, base)
 	}
 	for _, verb := range []string{"get", "list", "watch"} {
@@ -661,16 +544,4 @@ func trustConfigMap(t *testing.T) *unstructured.Unstructured {
 		"metadata": map[string]any{"name": "informer-host-trust", "namespace": "informer-host"},
 		"data":     map[string]any{"cosign.pub": string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))},
 	}}
-}
-
-// rbacObjects returns the RBAC objects of objs by kind and name.
-func rbacObjects(objs []*unstructured.Unstructured) map[string]map[string]any {
-	out := map[string]map[string]any{}
-	for _, u := range objs {
-		switch u.GetKind() {
-		case "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			out[u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName()] = u.Object
-		}
-	}
-	return out
 }

@@ -35,6 +35,12 @@
 // loopback proxy in front of the apiserver that a test can use to cut
 // watches and force a relist.
 //
+// For the tests of manifests (deploy/, deploy/helm/): DecodeObjects,
+// FindObject and RBACObjects read what a kustomization or a chart renders,
+// PodFiles lays out the files a pod would see in its ConfigMap, Secret and
+// projected volumes, and env.ServiceAccountMay asks the apiserver what a
+// ServiceAccount may do.
+//
 // Rule of direction: testenv imports nothing of informer-host; tests and
 // the development commands (hack/cluster, hack/demo, bench) import it,
 // never a package the daemon links.
