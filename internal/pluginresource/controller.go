@@ -125,6 +125,9 @@ func (c *Controller) Run(ctx context.Context) {
 		if served {
 			break
 		}
+		if told {
+			c.o.Logger.Debug("plugin resources: not served yet", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
