@@ -165,14 +165,9 @@ func (c *Controller) watch(ctx context.Context) {
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { changed() },
 		UpdateFunc: func(before, after any) {
-			// The status writer's updates leave the generation as it was;
-			// reloading on them would reload on every status write.
-			b, okB := before.(*unstructured.Unstructured)
-			a, okA := after.(*unstructured.Unstructured)
-			if okB && okA && b.GetGeneration() == a.GetGeneration() {
-				return
+			if specChanged(before, after) {
+				changed()
 			}
-			changed()
 		},
 		DeleteFunc: func(any) { changed() },
 	}
@@ -198,6 +193,15 @@ func (c *Controller) watch(ctx context.Context) {
 	c.o.Logger.Info("plugin resources watched", "group", v1alpha1.Group+"/"+v1alpha1.Version)
 	changed()
 	<-ctx.Done()
+}
+
+// specChanged reports whether an update changed an object's spec. The
+// status writer's updates leave metadata.generation as it was: reloading
+// on them would reload on every status write.
+func specChanged(before, after any) bool {
+	b, okB := before.(*unstructured.Unstructured)
+	a, okA := after.(*unstructured.Unstructured)
+	return !okB || !okA || b.GetGeneration() != a.GetGeneration()
 }
 
 // Modules returns the modules of the admitted plugin objects, read under

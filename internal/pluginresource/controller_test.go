@@ -312,3 +312,15 @@ func TestRefusalLoggedOncePerGeneration(t *testing.T) {
 		t.Errorf("the log does not name the field:\n%s", logs)
 	}
 }
+
+func TestOnlySpecChangesReload(t *testing.T) {
+	spec := map[string]any{"source": map[string]any{"oci": "ghcr.io/org/x:v1"}}
+	withStatus := object("", "x", 1, spec)
+	withStatus.Object["status"] = map[string]any{"observedGeneration": int64(1)}
+	if specChanged(object("", "x", 1, spec), withStatus) {
+		t.Error("a status update (same generation) reloads")
+	}
+	if !specChanged(object("", "x", 1, spec), object("", "x", 2, spec)) {
+		t.Error("a new generation does not reload")
+	}
+}
