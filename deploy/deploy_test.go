@@ -282,8 +282,8 @@ var resources = map[string]string{
 	"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
 	"ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
 	"ConfigMap": "configmaps", "Secret": "secrets", "Deployment": "deployments", "Service": "services",
-	"PodDisruptionBudget": "poddisruptionbudgets",
-	"FlowSchema":          "flowschemas", "PriorityLevelConfiguration": "prioritylevelconfigurations",
+	"PodDisruptionBudget": "poddisruptionbudgets", "CustomResourceDefinition": "customresourcedefinitions",
+	"FlowSchema": "flowschemas", "PriorityLevelConfiguration": "prioritylevelconfigurations",
 }
 
 // createOrUpdate creates u, or updates it when it exists: the tests of the

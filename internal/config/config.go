@@ -224,11 +224,12 @@ type Module struct {
 	File string `yaml:"file" json:"file"` // base name in the plugin directory, e.g. "pod-logger.wasm"; unique; must end in .wasm and contain no '/'
 	// Source, when set, is where the module comes from instead of the
 	// plugin directory: oci://registry/repo:tag, oci://registry/repo@sha256:...,
-	// https://... (with SHA256) or file://path. File is then the plugin's
+	// https://... (with SHA256), file://path or
+	// configmap://namespace/name/key. File is then the plugin's
 	// name, and a same-named file in the directory is ignored (sources.go).
 	Source string `yaml:"source" json:"source,omitempty"`
 	// SHA256 pins the module's bytes: required for https://, allowed for
-	// file://. "sha256:<hex>" or the bare hex; Load stores "sha256:<hex>".
+	// file:// and configmap://. "sha256:<hex>" or the bare hex; Load stores "sha256:<hex>".
 	SHA256 string `yaml:"sha256" json:"sha256,omitempty"`
 	// PullPolicy is Always, IfNotPresent or Never (PullAlways...); default
 	// IfNotPresent for a pinned source, Always for a tag or an unpinned file.

@@ -233,7 +233,7 @@ func TestParseProblems(t *testing.T) {
 
 		// Plugin sources (sources.go).
 		{"source with an unknown scheme", withHead("plugins:", "  modules:", "  - file: a.wasm", "    source: ftp://host/a.wasm"),
-			[]string{`config.yaml:9: plugins.modules[0].source: "ftp://host/a.wasm": unknown scheme "ftp"; use oci://, https:// or file://`}},
+			[]string{`config.yaml:9: plugins.modules[0].source: "ftp://host/a.wasm": unknown scheme "ftp"; use oci://, https://, file:// or configmap://`}},
 		{"source without a scheme", withHead("plugins:", "  modules:", "  - file: a.wasm", "    source: ghcr.io/org/a:v1"),
 			[]string{`config.yaml:9: plugins.modules[0].source: "ghcr.io/org/a:v1" has no scheme`}},
 		{"source over plain http", withHead("plugins:", "  modules:", "  - file: a.wasm", "    source: http://example.com/a.wasm"),

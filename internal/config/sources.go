@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Plugins from sources: a plugins.modules entry with a source gets its
@@ -49,7 +51,17 @@ const (
 	SchemeOCI   = "oci"
 	SchemeHTTPS = "https"
 	SchemeFile  = "file"
+	// SchemeConfigMap is configmap://<namespace>/<name>/<key>: a module
+	// kept in a ConfigMap key (binaryData, else data), read through the
+	// Kubernetes API as the module's grants.impersonate identity when it
+	// has one.
+	SchemeConfigMap = "configmap"
 )
+
+// DefaultConfigMapRefreshInterval is how often an unpinned configmap://
+// source is read again when the module does not say: a ConfigMap is
+// edited in place, like a file, and a read costs the apiserver one GET.
+const DefaultConfigMapRefreshInterval = 30 * time.Second
 
 // Verify is a sourced module's signature policy (sigstore: keys or keyless
 // identities). A module with required: true is not loaded unless a
@@ -101,7 +113,7 @@ type Registry struct {
 // SourceRef is a parsed modules[].source.
 type SourceRef struct {
 	Raw    string // as written
-	Scheme string // SchemeOCI, SchemeHTTPS or SchemeFile
+	Scheme string // SchemeOCI, SchemeHTTPS, SchemeFile or SchemeConfigMap
 	// OCI: Registry ("ghcr.io", "localhost:5000"), Repository
 	// ("org/plugins/pod-logger") and one of Tag and Digest
 	// ("sha256:<hex>").
@@ -110,6 +122,8 @@ type SourceRef struct {
 	URL string
 	// Path is the file:// path, resolved against the config file.
 	Path string
+	// ConfigMap: Namespace, Name and the Key holding the module.
+	Namespace, Name, Key string
 }
 
 // Repo is the OCI repository with its registry ("ghcr.io/org/x"); for the
@@ -132,7 +146,7 @@ func ParseSource(raw, dir string) (SourceRef, error) {
 	ref := SourceRef{Raw: raw}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return ref, fmt.Errorf("%q has no scheme; write oci://registry/repo:tag, oci://registry/repo@sha256:..., https://... or file://path", raw)
+		return ref, fmt.Errorf("%q has no scheme; write oci://registry/repo:tag, oci://registry/repo@sha256:..., https://..., file://path or configmap://namespace/name/key", raw)
 	}
 	ref.Scheme = scheme
 	switch scheme {
@@ -174,12 +188,38 @@ func ParseSource(raw, dir string) (SourceRef, error) {
 			p = filepath.Join(dir, p)
 		}
 		ref.Path = p
+	case SchemeConfigMap:
+		if err := parseConfigMapSource(&ref, rest); err != nil {
+			return ref, err
+		}
 	case "http":
 		return ref, fmt.Errorf("%q: plain http:// is refused; use https:// with sha256, or an OCI registry", RedactSource(raw))
 	default:
-		return ref, fmt.Errorf("%q: unknown scheme %q; use oci://, https:// or file://", raw, scheme)
+		return ref, fmt.Errorf("%q: unknown scheme %q; use oci://, https://, file:// or configmap://", raw, scheme)
 	}
 	return ref, nil
+}
+
+// parseConfigMapSource fills ref from the "<namespace>/<name>/<key>"
+// after configmap://, each part checked as the apiserver would, so a typo
+// is reported at load and not as a NotFound on every refresh.
+func parseConfigMapSource(ref *SourceRef, rest string) error {
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return fmt.Errorf("%q: a ConfigMap source is configmap://<namespace>/<name>/<key>, e.g. configmap://team-a/labeler/labeler.wasm", ref.Raw)
+	}
+	ns, name, key := parts[0], parts[1], parts[2]
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("%q: namespace %q is not valid: %s", ref.Raw, ns, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("%q: ConfigMap name %q is not valid: %s", ref.Raw, name, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsConfigMapKey(key); len(errs) > 0 {
+		return fmt.Errorf("%q: key %q is not valid: %s", ref.Raw, key, strings.Join(errs, "; "))
+	}
+	ref.Namespace, ref.Name, ref.Key = ns, name, key
+	return nil
 }
 
 // normaliseDigest accepts "sha256:<hex>" or the bare hex and returns
@@ -281,6 +321,9 @@ func (m *Module) applySourceDefaults(c *Config, p *problems, mp path) {
 		m.RefreshInterval = NewDuration(0)
 		if !pinned && m.PullPolicy == PullAlways {
 			m.RefreshInterval = NewDuration(DefaultRefreshInterval)
+			if ref, err := ParseSource(m.Source, ""); err == nil && ref.Scheme == SchemeConfigMap {
+				m.RefreshInterval = NewDuration(DefaultConfigMapRefreshInterval)
+			}
 		}
 	}
 	if m.FailurePolicy == "" {
@@ -294,7 +337,7 @@ func validateModuleSource(p *problems, mp path, m *Module) {
 	if m.Source == "" {
 		for _, k := range []string{"sha256", "pullPolicy", "refreshInterval", "failurePolicy", "verify"} {
 			if p.present(mp.key(k)) {
-				p.add(mp.key(k), "applies only to a module with a source (oci://, https:// or file://); this one is read from plugins.directory")
+				p.add(mp.key(k), "applies only to a module with a source (oci://, https://, file:// or configmap://); this one is read from plugins.directory")
 			}
 		}
 		return
@@ -322,10 +365,11 @@ func validateModuleSource(p *problems, mp path, m *Module) {
 		if m.SHA256 != "" {
 			p.add(mp.key("sha256"), "an OCI source is pinned by its digest: write %s@sha256:<manifest digest> instead of sha256:", ref.Registry+"/"+ref.Repository)
 		}
-	case SchemeFile:
+	case SchemeFile, SchemeConfigMap:
 		// Not checked for existence: like a registry, the file (a mounted
-		// volume) may be missing for a while, and the source then runs
-		// from its cached last good version, degraded, until it is back.
+		// volume) or the ConfigMap may be missing for a while, and the
+		// source then runs from its cached last good version, degraded,
+		// until it is back.
 	}
 	pinned := m.SHA256 != "" || ref.Digest != ""
 	switch m.PullPolicy {

@@ -221,7 +221,7 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 	// names), and then refreshes on its own goroutine.
 	srcCtx, cancelSources := context.WithCancel(ctx)
 	defer cancelSources()
-	d.sources = &sources{d: d, ctx: srcCtx}
+	d.sources = &sources{d: d, ctx: srcCtx, rest: restCfg}
 	if err := d.sources.apply(cfg); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/pluginsource"
+	"k8s.io/client-go/rest"
 )
 
 // sources runs the plugins that come from sources (plugins.modules[].source):
@@ -15,6 +16,8 @@ type sources struct {
 	d   *Daemon
 	m   *pluginsource.Manager
 	ctx context.Context // the sources' goroutines end with it
+	// rest reaches the apiserver for configmap:// sources.
+	rest *rest.Config
 }
 
 // apply makes the sources follow cfg. Only the reload loop and run call it,
@@ -39,7 +42,7 @@ func (s *sources) apply(cfg *config.Config) error {
 			return fmt.Errorf("plugin sources: registry client: %w", err)
 		}
 		m, err := pluginsource.New(pluginsource.Options{Host: s.d.host, Store: store, Logger: s.d.log,
-			Fetcher: &pluginsource.Fetchers{OCI: oci, MaxBytes: cfg.ModuleSizeLimit(), Timeout: cfg.FetchTimeoutOrDefault()}, Verifier: pluginsource.NewSigstore(oci, pluginsource.WithBundleSignatures(dir))})
+			Fetcher: &pluginsource.Fetchers{OCI: oci, MaxBytes: cfg.ModuleSizeLimit(), Timeout: cfg.FetchTimeoutOrDefault(), RESTConfig: s.rest}, Verifier: pluginsource.NewSigstore(oci, pluginsource.WithBundleSignatures(dir))})
 		if err != nil {
 			return err
 		}

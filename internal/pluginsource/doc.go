@@ -1,9 +1,10 @@
 // Package pluginsource gets plugins from their sources (plugins.modules[]
-// with source: oci://, https:// or file://) into the host: for each
+// with source: oci://, https://, file:// or configmap://) into the host: for each
 // sourced plugin a goroutine resolves the source, fetches the bytes it
 // names, verifies their signature, keeps them in a content-addressed
 // cache, loads them into the host under the plugin's name
-// (host.LoadModule) and, for a movable source (a tag, an unpinned file),
+// (host.LoadModule) and, for a movable source (a tag, an unpinned file or
+// ConfigMap),
 // resolves it again every refreshInterval and hot-swaps the plugin through
 // the host's reload path when the digest moved.
 //
@@ -51,12 +52,16 @@
 // and maxModuleSize, the URL's user info and query kept out of errors), an
 // on-disk Store, the oci:// Fetcher over internal/ociartifact's client
 // (oci.go) and the Verifier over internal/sigverify (sigstore.go) are
-// here; the tests use fakes of each beside the real ones.
+// here, and configmap:// (configmap.go: a ConfigMap key read through
+// client-go as the module's grants.impersonate ServiceAccount when it has
+// one, so a tenant's plugin reads only what its identity may; the digest
+// is the bytes' sha256, as a file's); the tests use fakes of each beside
+// the real ones.
 //
 // Rule of direction: imported by internal/daemon (which runs a Manager
 // beside the host) and internal/server (which reports its Status); it
 // imports internal/config, internal/ociartifact, internal/sigverify,
 // go-containerregistry's reference names (which sigverify's options
-// take) and client-go's workqueue, and reaches the host only through the Loader interface, so
+// take) and client-go's workqueue and clientset, and reaches the host only through the Loader interface, so
 // it does not import host and host does not import it.
 package pluginsource

@@ -13,13 +13,19 @@ import (
 
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/ociartifact"
+	"k8s.io/client-go/rest"
 )
 
 // Source is one plugin's source, as the config gives it.
 type Source struct {
 	Ref config.SourceRef
-	// SHA256 pins the module's bytes ("sha256:<hex>"; https, file).
+	// SHA256 pins the module's bytes ("sha256:<hex>"; https, file,
+	// configmap).
 	SHA256 string
+	// Impersonate is the user a configmap:// source is read as: the
+	// module's grants.impersonate ServiceAccount, so a tenant's plugin
+	// reads only what its own identity may; "" reads as the daemon.
+	Impersonate string
 }
 
 // Pinned returns the digest the source fixes, if it fixes one.
@@ -51,7 +57,8 @@ type Fetcher interface {
 // no OCI client was given (Fetchers.OCI).
 var ErrNoOCIClient = errors.New("oci:// sources need the OCI registry client, which this build does not wire in")
 
-// Fetchers is the Fetcher of every scheme: file:// and https:// here, and
+// Fetchers is the Fetcher of every scheme: file://, https:// and
+// configmap:// (configmap.go) here, and
 // oci:// through OCI (internal/ociartifact's client, adapted).
 type Fetchers struct {
 	// OCI fetches oci:// sources; nil refuses them (ErrNoOCIClient).
@@ -66,6 +73,12 @@ type Fetchers struct {
 	// (plugins.fetchTimeout); 0: HTTP's own Timeout, or
 	// ociartifact.DefaultTimeout when HTTP is nil.
 	Timeout time.Duration
+	// RESTConfig reaches the apiserver for configmap:// sources; nil
+	// refuses them (ErrNoRESTConfig).
+	RESTConfig *rest.Config
+
+	// cm caches the ConfigMap readers by identity (configmap.go).
+	cm configMapClients
 }
 
 // Resolve implements Fetcher.
@@ -88,6 +101,9 @@ func (f *Fetchers) Resolve(ctx context.Context, src Source) (string, error) {
 			return "", fmt.Errorf("%s has %s, but the config pins %s", src.Ref.Path, d, src.SHA256)
 		}
 		return d, nil
+	case config.SchemeConfigMap:
+		a, err := f.readConfigMap(ctx, src)
+		return a.Digest, err
 	}
 	return "", fmt.Errorf("unknown source scheme %q", src.Ref.Scheme)
 }
@@ -118,6 +134,9 @@ func (f *Fetchers) Fetch(ctx context.Context, src Source, digest string) (Artifa
 			return Artifact{}, fmt.Errorf("%s has %s, but the config pins %s", src.Ref.Path, d, src.SHA256)
 		}
 		return Artifact{Digest: d, Module: b}, nil
+	case config.SchemeConfigMap:
+		// Like a file, what is loaded is what was read now.
+		return f.readConfigMap(ctx, src)
 	}
 	return Artifact{}, fmt.Errorf("unknown source scheme %q", src.Ref.Scheme)
 }

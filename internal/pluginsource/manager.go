@@ -204,7 +204,11 @@ func specsOf(cfg *config.Config) map[string]spec {
 			}
 			v.TrustedRoot = cfg.ResolvePath(v.TrustedRoot)
 		}
-		sp := spec{name: m.File, src: Source{Ref: ref, SHA256: m.SHA256}, key: m.Source, shown: config.RedactSource(m.Source),
+		src := Source{Ref: ref, SHA256: m.SHA256}
+		if m.Grants.Impersonate != nil && m.Grants.Impersonate.ServiceAccount != "" {
+			src.Impersonate = m.Grants.Impersonate.ServiceAccountUser()
+		}
+		sp := spec{name: m.File, src: src, key: m.Source, shown: config.RedactSource(m.Source),
 			pullPolicy: m.PullPolicy, failurePolicy: m.FailurePolicy, refresh: m.RefreshInterval.Duration, verify: v}
 		if fp, err := PolicyFingerprint(v); err != nil {
 			sp.policyErr = fmt.Sprintf("plugin %s: %v", m.File, err)
