@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 
 	"github.com/informer-host/informer-host/host"
 	"github.com/informer-host/informer-host/internal/pluginapi/v1alpha1"
@@ -197,12 +198,11 @@ func TestPluginResources(t *testing.T) {
 	// An invalid spec is refused, naming its field, and logged once per
 	// generation however often the daemon applies the objects again.
 	bad := name("resbad")
-	apply(plugin(bad, srcFile(1), map[string]any{"bindings": []any{map[string]any{"resource": "cmz"}}, "limitz": map[string]any{}}))
+	apply(plugin(bad, srcFile(1), map[string]any{"bindings": []any{map[string]any{"resource": "cmz"}}}))
 	testenv.Eventually(t, "the invalid spec to be refused", func() bool {
 		a, ok := admission(bad)
 		return ok && !a.Admitted && a.Reason == v1alpha1.ReasonRefused &&
-			strings.Contains(a.Message, `spec.bindings[0].resource: binding refers to resource "cmz", which is not configured (configured: cms)`) &&
-			strings.Contains(a.Message, `spec.limitz: unknown field; did you mean "limits"?`)
+			strings.Contains(a.Message, `spec.bindings[0].resource: binding refers to resource "cmz", which is not configured (configured: cms)`)
 	})
 	if _, ok := status(v1alpha1.PluginName("", bad)); ok {
 		t.Error("the refused ClusterPlugin's plugin is in the host")
@@ -254,30 +254,23 @@ func TestPluginResources(t *testing.T) {
 	}
 }
 
-// installPluginCRDs installs CRDs of Plugin and ClusterPlugin that keep
-// any spec, removed when the test ends, so the package's other daemons
-// run, as before, on an apiserver without them.
+// installPluginCRDs installs the committed CRDs of Plugin and
+// ClusterPlugin (deploy/crds), removed when the test ends, so the
+// package's other daemons run, as before, on an apiserver without them.
 func installPluginCRDs(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
-	keep := true
-	for _, c := range []struct {
-		plural, kind string
-		scope        apiextv1.ResourceScope
-	}{{"plugins", v1alpha1.KindPlugin, apiextv1.NamespaceScoped}, {"clusterplugins", v1alpha1.KindClusterPlugin, apiextv1.ClusterScoped}} {
-		crd := &apiextv1.CustomResourceDefinition{
-			ObjectMeta: metav1.ObjectMeta{Name: c.plural + "." + v1alpha1.Group},
-			Spec: apiextv1.CustomResourceDefinitionSpec{
-				Group: v1alpha1.Group, Scope: c.scope,
-				Names: apiextv1.CustomResourceDefinitionNames{Plural: c.plural, Singular: strings.ToLower(c.kind), Kind: c.kind, ListKind: c.kind + "List"},
-				Versions: []apiextv1.CustomResourceDefinitionVersion{{Name: v1alpha1.Version, Served: true, Storage: true,
-					Subresources: &apiextv1.CustomResourceSubresources{Status: &apiextv1.CustomResourceSubresourceStatus{}},
-					Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{
-						Type: "object", XPreserveUnknownFields: &keep}}}},
-			},
+	for _, plural := range []string{"plugins", "clusterplugins"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "crds", v1alpha1.Group+"_"+plural+".yaml"))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		var crd apiextv1.CustomResourceDefinition
+		if err := yaml.UnmarshalStrict(b, &crd); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := crds.Create(ctx, &crd, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = crds.Delete(context.Background(), crd.Name, metav1.DeleteOptions{}) })

@@ -155,6 +155,12 @@ func TestConversion(t *testing.T) {
 			reason: v1alpha1.ReasonRefused, want: "spec.source.configMap.namespace: a Plugin reads ConfigMaps of its own namespace team-a only"},
 		{name: "configMap of a ClusterPlugin without namespace", spec: map[string]any{"source": map[string]any{"configMap": map[string]any{"name": "m", "key": "x.wasm"}}, "bindings": pods},
 			reason: v1alpha1.ReasonRefused, want: "spec.source.configMap.namespace: required for a ClusterPlugin"},
+		{name: "configMap", ns: "team-a", spec: map[string]any{"source": map[string]any{"configMap": map[string]any{"name": "mods", "key": "x.wasm"}}, "bindings": pods, "serviceAccountName": "bot"},
+			check: func(t *testing.T, m config.Module) {
+				if m.Source != "configmap://team-a/mods/x.wasm" || m.Namespace != "team-a" {
+					t.Errorf("module %+v", m)
+				}
+			}},
 		{name: "public keys", spec: map[string]any{"source": map[string]any{"oci": "ghcr.io/org/x:v1"}, "bindings": pods,
 			"verify": map[string]any{"required": true, "publicKeys": []any{key, key}}},
 			check: func(t *testing.T, m config.Module) {
@@ -215,8 +221,7 @@ func TestConversion(t *testing.T) {
 	}
 }
 
-// The ConfigMap source's string (the source scheme is the crd part's;
-// ParseModule accepts it once config knows the scheme).
+// The ConfigMap source's string: a Plugin's namespace is its own.
 func TestConfigMapSourceString(t *testing.T) {
 	for _, tc := range []struct{ ns, cmNS, want string }{
 		{"team-a", "", "configmap://team-a/mods/x.wasm"},

@@ -228,7 +228,7 @@ func sourceString(src map[string]any, ns string, probs []string) (string, []stri
 		if key == "" {
 			bad("spec.source.configMap.key: required: the binaryData key holding the module")
 		}
-		out = "configmap://" + cmNS + "/" + cmName + "/" + key
+		out = config.SchemeConfigMap + "://" + cmNS + "/" + cmName + "/" + key
 	}
 	if len(kinds) != 1 {
 		allowed := "oci, https, configMap or file"
