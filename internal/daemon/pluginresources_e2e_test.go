@@ -252,6 +252,32 @@ func TestPluginResources(t *testing.T) {
 	if st, _ := status("counter.wasm"); st.State != host.StateRunning {
 		t.Errorf("config.yaml's plugin is %s after the objects changed", st.State)
 	}
+
+	// The CRDs deleted, the objects' plugins unload and the daemon stops
+	// watching, saying so once, and goes back to looking.
+	apply(plugin(res, srcFile(1), nil))
+	testenv.Eventually(t, "the ClusterPlugin to load again", func() bool {
+		st, ok := status(resFile)
+		return ok && st.State == host.StateRunning
+	})
+	uninstallPluginCRDs(t)
+	testenv.Eventually(t, "the plugin to unload with its CRD", func() bool {
+		_, ok := status(resFile)
+		return !ok && len(r.logs.Lines("plugin resources no longer served")) == 1
+	})
+	looks := len(r.logs.Lines("plugin resources: not served yet"))
+	testenv.Eventually(t, "discovery to be asked again", func() bool {
+		return len(r.logs.Lines("plugin resources: not served yet")) >= looks+3
+	})
+	if n := len(r.logs.Lines("level=INFO", "plugin resources not watched")); n != 2 {
+		t.Errorf("the missing CRDs were reported %d times over two absences, want twice", n)
+	}
+	if st, _ := status("counter.wasm"); st.State != host.StateRunning {
+		t.Errorf("config.yaml's plugin is %s without the CRDs", st.State)
+	}
+	if errs := r.logs.Lines("level=ERROR"); len(errs) > 0 {
+		t.Errorf("errors:\n%s", strings.Join(errs, "\n"))
+	}
 }
 
 // installPluginCRDs installs the committed CRDs of Plugin and
@@ -278,6 +304,22 @@ func installPluginCRDs(t *testing.T) {
 	testenv.Eventually(t, "the plugin CRDs to be served", func() bool {
 		list, err := env.Client.Discovery().ServerResourcesForGroupVersion(schema.GroupVersion{Group: v1alpha1.Group, Version: v1alpha1.Version}.String())
 		return err == nil && len(list.APIResources) >= 2
+	})
+}
+
+// uninstallPluginCRDs deletes the plugin CRDs and waits until the
+// apiserver no longer serves them.
+func uninstallPluginCRDs(t *testing.T) {
+	t.Helper()
+	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	for _, plural := range []string{"plugins", "clusterplugins"} {
+		if err := crds.Delete(context.Background(), plural+"."+v1alpha1.Group, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, "the plugin CRDs to be gone", func() bool {
+		_, err := env.Client.Discovery().ServerResourcesForGroupVersion(schema.GroupVersion{Group: v1alpha1.Group, Version: v1alpha1.Version}.String())
+		return apierrors.IsNotFound(err)
 	})
 }
 

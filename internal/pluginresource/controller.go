@@ -106,35 +106,39 @@ func New(o Options) (*Controller, error) {
 }
 
 // Run waits until the apiserver serves both plugin resources, looking
-// again every DiscoveryInterval, then watches them until ctx ends.
+// again every DiscoveryInterval, then watches them until ctx ends or they
+// are no longer served (their CRDs deleted), and then waits again.
 func (c *Controller) Run(ctx context.Context) {
+	for c.waitServed(ctx) {
+		c.watch(ctx)
+	}
+}
+
+// waitServed returns true once both resources are served, false when
+// ctx ended first. It says once that they are not, not at every look.
+func (c *Controller) waitServed(ctx context.Context) bool {
 	told := false
 	for {
 		served, err := c.served()
 		switch {
 		case served:
+			return true
 		case err != nil && !told:
 			c.o.Logger.Info("plugin resources not watched yet: cannot ask the apiserver whether it serves them; asking again every interval",
 				"group", v1alpha1.Group+"/"+v1alpha1.Version, "interval", c.o.DiscoveryInterval, "err", err)
-			told = true
 		case err == nil && !told:
 			c.o.Logger.Info("plugin resources not watched: the apiserver does not serve them (install the CRDs of deploy/crds); looking again every interval",
 				"group", v1alpha1.Group+"/"+v1alpha1.Version, "interval", c.o.DiscoveryInterval)
-			told = true
-		}
-		if served {
-			break
-		}
-		if told {
+		default:
 			c.o.Logger.Debug("plugin resources: not served yet", "err", err)
 		}
+		told = true
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(c.o.DiscoveryInterval):
 		}
 	}
-	c.watch(ctx)
 }
 
 // served reports whether discovery lists both resources of the group.
@@ -182,8 +186,12 @@ func (c *Controller) watch(ctx context.Context) {
 		informers[gvr] = gi.Lister()
 		synced = append(synced, gi.Informer().HasSynced)
 	}
-	f.Start(ctx.Done())
+	// The informers stop when watch returns: Shutdown waits for them
+	// once stop has ended their context (deferred calls run last first).
 	defer f.Shutdown()
+	informerCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	f.Start(informerCtx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
@@ -192,7 +200,25 @@ func (c *Controller) watch(ctx context.Context) {
 	c.mu.Unlock()
 	c.o.Logger.Info("plugin resources watched", "group", v1alpha1.Group+"/"+v1alpha1.Version)
 	changed()
-	<-ctx.Done()
+	// Deleted CRDs take their objects with them (the informers hand out
+	// the deletes), and then the informers' lists would fail on and on:
+	// they stop, and Run waits for the resources to be served again.
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.o.DiscoveryInterval):
+		}
+		if served, err := c.served(); err == nil && !served {
+			c.mu.Lock()
+			c.plugins, c.clusterPlugins = nil, nil
+			c.mu.Unlock()
+			c.o.Logger.Info("plugin resources no longer served: their plugins unload; looking again every interval",
+				"group", v1alpha1.Group+"/"+v1alpha1.Version, "interval", c.o.DiscoveryInterval)
+			changed()
+			return
+		}
+	}
 }
 
 // specChanged reports whether an update changed an object's spec. The
