@@ -266,7 +266,8 @@ func TestTenancyAndNames(t *testing.T) {
 			refused[a.Name] = a
 		}
 	}
-	if a := refused["taken"]; a.Reason != v1alpha1.ReasonNameConflict || !strings.Contains(a.Message, "config.yaml's plugins.modules has a plugin called taken.wasm") {
+	if a := refused["taken"]; a.Reason != v1alpha1.ReasonNameConflict || !strings.Contains(a.Message, "config.yaml's plugins.modules has a plugin called taken.wasm") ||
+		a.Source != "oci://ghcr.io/org/x:v1" {
 		t.Errorf("taken: %+v", a)
 	}
 	if a := refused["indir"]; a.Reason != v1alpha1.ReasonNameConflict || !strings.Contains(a.Message, "has a file called indir.wasm") {

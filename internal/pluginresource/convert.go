@@ -40,6 +40,9 @@ func (c *Controller) admit(ctx context.Context, base *config.Config, o *unstruct
 		return refuse(v1alpha1.ReasonRefused, []string{"spec: " + err.Error()})
 	}
 	_, a.VerifyPolicy = spec["verify"]
+	// Converted first so that every refusal shows the source.
+	s, probs := c.settings(spec, ns, base)
+	a.Source = config.RedactSource(s.source)
 	if _, ok := base.Module(a.Plugin); ok {
 		return refuse(v1alpha1.ReasonNameConflict, []string{fmt.Sprintf(
 			"config.yaml's plugins.modules has a plugin called %s, which wins; rename this object or that module", a.Plugin)})
@@ -48,8 +51,6 @@ func (c *Controller) admit(ctx context.Context, base *config.Config, o *unstruct
 		return refuse(v1alpha1.ReasonNameConflict, []string{fmt.Sprintf(
 			"the plugin directory %s has a file called %s, which wins; rename this object or that file", base.PluginDir(), a.Plugin)})
 	}
-	s, probs := c.settings(spec, ns, base)
-	a.Source = config.RedactSource(s.source)
 	if len(probs) > 0 {
 		return refuse(v1alpha1.ReasonRefused, probs)
 	}
