@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,7 +52,8 @@ func TestPluginResources(t *testing.T) {
 		return f
 	}
 	cfg := writeSourcesConfig(t, dir, ns, "")
-	r := startReplica(t, cfg, Options{resourcesDiscovery: 50 * time.Millisecond})
+	sighup := make(chan os.Signal, 1)
+	r := startReplica(t, cfg, Options{resourcesDiscovery: 50 * time.Millisecond, Reload: sighup})
 	d := r.d
 
 	cms := env.Client.CoreV1().ConfigMaps(ns)
@@ -193,6 +195,30 @@ func TestPluginResources(t *testing.T) {
 	}
 	if a, _ := admission(res); !a.Admitted || a.Generation != 7 {
 		t.Errorf("admission after 6 spec changes: %+v, want admitted at generation 7", a)
+	}
+
+	// A config file reload merges the objects again: a config.yaml
+	// module of the ClusterPlugin's name wins over it, and once that is
+	// gone the object's plugin runs again; a reload that changes nothing
+	// of it (SIGHUP) leaves it running as it was.
+	writeSourcesConfig(t, dir, ns, "  modules:\n    - {file: "+resFile+"}\n")
+	testenv.Eventually(t, "config.yaml's module of the same name to win", func() bool {
+		a, _ := admission(res)
+		_, running := status(resFile)
+		return a.Reason == v1alpha1.ReasonNameConflict && strings.Contains(a.Message, "config.yaml") && !running
+	})
+	writeSourcesConfig(t, dir, ns, "")
+	testenv.Eventually(t, "the ClusterPlugin's plugin to run again", func() bool {
+		st, ok := status(resFile)
+		a, _ := admission(res)
+		return ok && st.State == host.StateRunning && a.Admitted && lastCount(resFile) == len(list.Items)
+	})
+	before, _ := status(resFile)
+	reloads := len(r.logs.Lines("config reloaded", "reason=SIGHUP"))
+	sighup <- syscall.SIGHUP
+	testenv.Eventually(t, "SIGHUP to reload", func() bool { return len(r.logs.Lines("config reloaded", "reason=SIGHUP")) > reloads })
+	if st, _ := status(resFile); st.SHA256 != before.SHA256 || st.Counters.Reloads != before.Counters.Reloads || st.LoadedAt != before.LoadedAt {
+		t.Errorf("SIGHUP reloaded the unchanged ClusterPlugin: before %+v, after %+v", before.Counters, st.Counters)
 	}
 
 	// An invalid spec is refused, naming its field, and logged once per
