@@ -41,10 +41,17 @@
 //
 // Config reload (reload.go) is one operation: the new file is validated,
 // resources, plugin settings and the endpoint's event counters are
-// applied live, and the settings that need a restart are named.
+// applied live, and the settings that need a restart are named. The
+// configuration applied is the file's with the admitted Plugin and
+// ClusterPlugin objects' modules appended (pluginresources.go): a change
+// of an object's spec is applied by the same path, 200ms after the last
+// of a burst, so an object's plugin loads, reloads and unloads as a
+// config.yaml module's does. The objects' watch runs with the other
+// watches (4), once the apiserver serves their CRDs.
 //
 // Rule of direction: only cmd/informer-host (and its tests) import this
 // package. It imports host, informer and the internal packages of the
-// endpoint, the config, the file watch, sharding and the plugin sources;
+// endpoint, the config, the file watch, sharding, the plugin sources and
+// the plugin objects (internal/pluginresource);
 // none of them import it.
 package daemon
