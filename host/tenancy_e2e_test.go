@@ -1,0 +1,153 @@
+package host
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestConfinedPlugin runs the prober, a plugin trying to reach beyond
+// its namespace, twice against the real apiserver: confined to its
+// namespace (PluginSettings.Namespace, a team's Plugin object), and not
+// (the control, which shows each attempt would otherwise succeed). Both
+// have the daemon's own credentials and grants on every namespace: the
+// confinement alone stops the confined one. Its attempts, each refused
+// and reported:
+//
+//   - an event of another namespace's object: never delivered (initial
+//     list and live)
+//   - cache_get of another namespace's object: ERR_ABSENT, as if absent
+//   - cache_list of another namespace: nothing; of every namespace: its
+//     own objects only
+//   - cache_index by namespace of another: nothing
+//   - k8s_write merge patch, apply, delete, create in another namespace:
+//     ERR_DENIED without a request, counted in
+//     informer_host_plugin_denied_total
+func TestConfinedPlugin(t *testing.T) {
+	prober := testPlugin(t, "prober")
+	var other string
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+- {name: cms, version: v1, resource: configmaps}
+plugins:
+  directory: DIR
+  default:
+    bindings: [{resource: cms, filter: 'object.metadata.name.startsWith("t-")'}]
+    grants:
+      cache: [{resource: cms}]
+      writes: {resources: [{resource: cms, verbs: [create, patch, apply, delete]}]}
+  modules:
+  - file: confined.wasm
+    config: OTHER
+  - file: control.wasm
+    config: OTHER
+`, map[string][]byte{"confined.wasm": prober, "control.wasm": prober}, func(hs *harness) {
+		other = controlPlane(t).Namespace(t)
+		for i := range hs.cfg.Plugins.Modules {
+			m := &hs.cfg.Plugins.Modules[i]
+			m.Config = other
+			if m.File == "confined.wasm" {
+				m.Namespace = hs.ns
+			}
+		}
+		for _, name := range []string{"target", "t-theirs"} {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": "theirs"}}
+			if _, err := env.Client.CoreV1().ConfigMaps(other).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.createCM("t-mine", nil)
+	eventually(t, "both plugins to handle t-mine", func() bool {
+		return len(hs.logs.lines("plugin=confined.wasm", "create=")) > 0 && len(hs.logs.lines("plugin=control.wasm", "create=")) > 0
+	})
+	// A live event of the other namespace, after the initial list.
+	if _, err := env.Client.CoreV1().ConfigMaps(other).Create(context.Background(),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "t-theirs-later"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the control to be handed the other namespace's live event", func() bool {
+		for _, d := range hs.rec.of("control.wasm") {
+			if d.Key == other+"/t-theirs-later" {
+				return true
+			}
+		}
+		return false
+	})
+	// The confined plugin's events arrive in order with the control's
+	// (one informer); one more of its own after the other's shows it was
+	// past that event.
+	hs.createCM("t-mine-2", nil)
+	eventually(t, "the confined plugin to handle t-mine-2", func() bool {
+		for _, d := range hs.rec.of("confined.wasm") {
+			if d.Key == hs.ns+"/t-mine-2" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, d := range hs.rec.of("confined.wasm") {
+		if !strings.HasPrefix(d.Key, hs.ns+"/") {
+			t.Errorf("confined plugin was handed %s of another namespace", d)
+		}
+	}
+
+	// The control reaches everything; the confined plugin nothing.
+	firstValue := func(plugin, label string) string {
+		for _, l := range hs.logs.lines("plugin="+plugin, label) {
+			if i := strings.Index(l, label); i >= 0 {
+				v := l[i+len(label):]
+				if j := strings.IndexAny(v, " \""); j >= 0 {
+					v = v[:j]
+				}
+				return v
+			}
+		}
+		return "(none)"
+	}
+	atoi := func(v string) int {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("log value %q: %v", v, err)
+		}
+		return n
+	}
+	for _, c := range []struct {
+		label    string
+		confined int
+		control  func(int) bool // the attempt works unconfined, or the test proves nothing
+	}{
+		{"get=", -1, func(n int) bool { return n >= 2 }}, // ERR_ABSENT, as if absent; the control gets a handle
+		{"listother=", 0, func(n int) bool { return n >= 2 }},
+		{"index=", 0, func(n int) bool { return n >= 2 }},
+		{"patch=", -8, func(n int) bool { return n >= 0 }}, // ERR_DENIED; the control's result handle
+		{"apply=", -8, func(n int) bool { return n >= 0 }},
+		{"delete=", -8, func(n int) bool { return n >= 0 }},
+		{"create=", -8, func(n int) bool { return n >= 0 }},
+	} {
+		if got := atoi(firstValue("confined.wasm", c.label)); got != c.confined {
+			t.Errorf("confined %s%d, want %d", c.label, got, c.confined)
+		}
+		if got := atoi(firstValue("control.wasm", c.label)); !c.control(got) {
+			t.Errorf("control %s%d: the attempt fails unconfined too", c.label, got)
+		}
+	}
+	// Listing every namespace, the confined plugin sees its own only.
+	if all, own := firstValue("confined.wasm", "listall="), firstValue("confined.wasm", "indexown="); all != own || atoi(own) < 1 {
+		t.Errorf("confined listall=%s, want its own namespace's objects only (indexown=%s)", all, own)
+	}
+	if n := hs.metric("informer_host_plugin_denied_total", "confined.wasm"); n < 4 {
+		t.Errorf("denied_total{confined.wasm} = %v, want every refused write counted (>= 4)", n)
+	}
+	if l := hs.logs.lines("plugin=confined.wasm", "host function call denied", "function=k8s_write"); len(l) == 0 {
+		t.Error("the refused writes are not logged")
+	}
+}
