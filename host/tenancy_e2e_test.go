@@ -151,3 +151,76 @@ plugins:
 		t.Error("the refused writes are not logged")
 	}
 }
+
+// Two tenants' write budgets, through the host against the real
+// apiserver: tenant A's two plugins share their namespace's budget from
+// its ceiling (burst 2, next token in 1000s), tenant B's plugin has its
+// own namespace's. A's plugins try six writes and land two, the rest
+// refused ERR_RATE_LIMITED without a request; B's two writes, made after
+// A spent everything, land both: A cannot starve B. Counted, not timed.
+func TestTenantWriteBudgets(t *testing.T) {
+	writer := fixture(t, "writer")
+	var other string
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+- {name: cms, version: v1, resource: configmaps}
+tenancy:
+  ceilings:
+  - namespaces: [NS]
+    resources: [cms]
+    writes: [{resource: cms, verbs: [patch]}]
+    writesQPS: 0.001
+    writesBurst: 2
+plugins:
+  directory: DIR
+  default:
+    bindings: [{resource: cms, events: [add], filter: 'object.metadata.name.startsWith("w-")'}]
+    config: {metadata: {labels: {written: "yes"}}}
+    delivery: {maxRetries: 0}
+    grants:
+      writes: {resources: [{resource: cms, verbs: [patch]}], timeout: 1m}
+  modules:
+  - file: a1.wasm
+  - file: a2.wasm
+  - file: b.wasm
+`, map[string][]byte{"a1.wasm": writer, "a2.wasm": writer, "b.wasm": writer}, func(hs *harness) {
+		other = controlPlane(t).Namespace(t)
+		hs.cfg.Tenancy.Ceilings[0].Namespaces = []string{hs.ns, other}
+		for i := range hs.cfg.Plugins.Modules {
+			m := &hs.cfg.Plugins.Modules[i]
+			m.Namespace = hs.ns
+			if m.File == "b.wasm" {
+				m.Namespace = other
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"w-1", "w-2", "w-3"} {
+		hs.createCM(n, nil)
+	}
+	calls := func(plugin string) int { return len(hs.rec.of(plugin)) }
+	eventually(t, "tenant A's plugins to try all their writes", func() bool { return calls("a1.wasm") >= 3 && calls("a2.wasm") >= 3 })
+	wrote := func(plugins ...string) (n int) {
+		for _, p := range plugins {
+			n += len(hs.logs.lines("plugin="+p, "wrote"))
+		}
+		return n
+	}
+	eventually(t, "tenant A to land its namespace's burst, 2 writes", func() bool { return wrote("a1.wasm", "a2.wasm") == 2 })
+	if l := hs.logs.lines("write budget of namespace "+hs.ns); len(l) == 0 {
+		t.Error("tenant A's refused writes do not name its namespace's budget")
+	}
+	for _, n := range []string{"w-1", "w-2"} {
+		if _, err := env.Client.CoreV1().ConfigMaps(other).Create(context.Background(),
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "tenant B's plugin to land both its writes", func() bool { return wrote("b.wasm") == 2 })
+	if n := wrote("a1.wasm", "a2.wasm"); n != 2 {
+		t.Errorf("tenant A landed %d writes by the end, want 2", n)
+	}
+}
