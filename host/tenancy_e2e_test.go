@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // TestConfinedPlugin runs the prober, a plugin trying to reach beyond
@@ -222,5 +223,63 @@ plugins:
 	eventually(t, "tenant B's plugin to land both its writes", func() bool { return wrote("b.wasm") == 2 })
 	if n := wrote("a1.wasm", "a2.wasm"); n != 2 {
 		t.Errorf("tenant A landed %d writes by the end, want 2", n)
+	}
+}
+
+// A confined plugin whose buffer overflowed is repaired from the cache,
+// which holds every namespace's objects: the repair hands it its own
+// namespace's state, exactly, and nothing of the other's, which changed
+// meanwhile too.
+func TestConfinedRepair(t *testing.T) {
+	healthy := fixture(t, "healthy")
+	var open func()
+	var held <-chan struct{}
+	var other string
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: cms, version: v1, resource: configmaps}
+plugins:
+  directory: DIR
+  modules:
+    - {file: confined.wasm, bindings: [{resource: cms}], delivery: {bufferSize: 5}}
+`, map[string][]byte{"confined.wasm": healthy}, func(hs *harness) {
+		other = controlPlane(t).Namespace(t)
+		hs.cfg.Plugins.Modules[0].Namespace = hs.ns
+		held, open = hs.rec.gate("confined.wasm")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.createCM("hot", nil)
+	<-held
+	hs.createMany("o", 20)
+	for i := range 10 {
+		if _, err := env.Client.CoreV1().ConfigMaps(other).Create(context.Background(),
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs-" + strconv.Itoa(i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the confined plugin to overflow", func() bool { st := hs.status("confined.wasm"); return st.Queue.Dropped > 0 && st.Degraded })
+	want := hs.clusterCMs()
+	eventually(t, "the informer cache to hold the namespace's ConfigMaps", func() bool {
+		cached := map[string]string{}
+		hs.p.CacheList("cms", hs.ns, nil, func(u *unstructured.Unstructured) {
+			cached[u.GetNamespace()+"/"+u.GetName()] = u.GetResourceVersion()
+		})
+		return equalViews(cached, want)
+	})
+	open()
+	eventually(t, "the confined plugin to be repaired", func() bool { return !hs.status("confined.wasm").Degraded })
+	if got := view(hs.rec.of("confined.wasm"), "cms"); !equalViews(got, want) {
+		t.Errorf("after the repair the plugin holds %d objects, its namespace %d:\n got %v\nwant %v", len(got), len(want), got, want)
+	}
+	for _, d := range hs.rec.of("confined.wasm") {
+		if !strings.HasPrefix(d.Key, hs.ns+"/") {
+			t.Errorf("confined plugin was handed %s of another namespace", d)
+		}
+	}
+	if st := hs.status("confined.wasm"); st.Repairs == 0 {
+		t.Errorf("no repair: %+v", st)
 	}
 }
