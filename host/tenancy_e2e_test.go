@@ -57,10 +57,7 @@ plugins:
 			}
 		}
 		for _, name := range []string{"target", "t-theirs"} {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": "theirs"}}
-			if _, err := env.Client.CoreV1().ConfigMaps(other).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			createCMIn(t, other, name)
 		}
 	})
 	if err != nil {
@@ -71,10 +68,7 @@ plugins:
 		return len(hs.logs.lines("plugin=confined.wasm", "create=")) > 0 && len(hs.logs.lines("plugin=control.wasm", "create=")) > 0
 	})
 	// A live event of the other namespace, after the initial list.
-	if _, err := env.Client.CoreV1().ConfigMaps(other).Create(context.Background(),
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "t-theirs-later"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createCMIn(t, other, "t-theirs-later")
 	eventually(t, "the control to be handed the other namespace's live event", func() bool {
 		for _, d := range hs.rec.of("control.wasm") {
 			if d.Key == other+"/t-theirs-later" {
@@ -215,10 +209,7 @@ plugins:
 		t.Error("tenant A's refused writes do not name its namespace's budget")
 	}
 	for _, n := range []string{"w-1", "w-2"} {
-		if _, err := env.Client.CoreV1().ConfigMaps(other).Create(context.Background(),
-			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createCMIn(t, other, n)
 	}
 	eventually(t, "tenant B's plugin to land both its writes", func() bool { return wrote("b.wasm") == 2 })
 	if n := wrote("a1.wasm", "a2.wasm"); n != 2 {
@@ -255,10 +246,7 @@ plugins:
 	<-held
 	hs.createMany("o", 20)
 	for i := range 10 {
-		if _, err := env.Client.CoreV1().ConfigMaps(other).Create(context.Background(),
-			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs-" + strconv.Itoa(i)}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createCMIn(t, other, "theirs-" + strconv.Itoa(i))
 	}
 	eventually(t, "the confined plugin to overflow", func() bool { st := hs.status("confined.wasm"); return st.Queue.Dropped > 0 && st.Degraded })
 	want := hs.clusterCMs()
@@ -281,5 +269,14 @@ plugins:
 	}
 	if st := hs.status("confined.wasm"); st.Repairs == 0 {
 		t.Errorf("no repair: %+v", st)
+	}
+}
+
+// createCMIn creates ConfigMap ns/name, as the administrator.
+func createCMIn(t *testing.T, ns, name string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
