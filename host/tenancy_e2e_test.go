@@ -205,7 +205,7 @@ plugins:
 		return n
 	}
 	eventually(t, "tenant A to land its namespace's burst, 2 writes", func() bool { return wrote("a1.wasm", "a2.wasm") == 2 })
-	if l := hs.logs.lines("write budget of namespace "+hs.ns); len(l) == 0 {
+	if l := hs.logs.lines("write budget of namespace " + hs.ns); len(l) == 0 {
 		t.Error("tenant A's refused writes do not name its namespace's budget")
 	}
 	for _, n := range []string{"w-1", "w-2"} {
@@ -246,7 +246,7 @@ plugins:
 	<-held
 	hs.createMany("o", 20)
 	for i := range 10 {
-		createCMIn(t, other, "theirs-" + strconv.Itoa(i))
+		createCMIn(t, other, "theirs-"+strconv.Itoa(i))
 	}
 	eventually(t, "the confined plugin to overflow", func() bool { st := hs.status("confined.wasm"); return st.Queue.Dropped > 0 && st.Degraded })
 	want := hs.clusterCMs()
