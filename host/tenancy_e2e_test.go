@@ -280,3 +280,55 @@ func createCMIn(t *testing.T, ns, name string) {
 		t.Fatal(err)
 	}
 }
+
+// A confined controller reconciles its own namespace's primaries only:
+// a primary of another namespace is never a key, and a watched object of
+// its namespace whose mapping names a primary of another namespace
+// enqueues nothing (logged), while one naming its own does.
+func TestConfinedController(t *testing.T) {
+	var other string
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: cms, version: v1, resource: configmaps, labelSelector: role=primary}
+  - {name: secrets, version: v1, resource: secrets}
+plugins:
+  directory: DIR
+  modules:
+  - file: reconciler.wasm
+    controller: {for: cms, watches: [{resource: secrets, annotation: example.com/primary}]}
+    grants: {writes: {resources: [{resource: cms, verbs: [patch, apply]}]}}
+`, map[string][]byte{reconcilerPlugin: testPlugin(t, "reconciler")}, func(hs *harness) {
+		other = controlPlane(t).Namespace(t)
+		hs.cfg.Plugins.Modules[0].Namespace = hs.ns
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	primary := func(ns string) {
+		if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p",
+			Labels: map[string]string{"role": "primary"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	primary(other)
+	primary(hs.ns)
+	eventually(t, "the own primary to be reconciled", func() bool { return len(hs.reconciles("p")) >= 1 })
+	before := len(hs.reconciles("p"))
+	for i, target := range []string{other + "/p", hs.ns + "/p"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s" + strconv.Itoa(i), Annotations: map[string]string{"example.com/primary": target}}}
+		if _, err := env.Client.CoreV1().Secrets(hs.ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the secret naming the own primary to enqueue it", func() bool { return len(hs.reconciles("p")) > before })
+	for _, d := range hs.rec.of(reconcilerPlugin) {
+		if !strings.HasPrefix(d.Key, hs.ns+"/") {
+			t.Errorf("confined controller was handed %s of another namespace", d)
+		}
+	}
+	if l := hs.logs.lines("controller mapping named a primary outside the plugin's namespace", "key="+other+"/p"); len(l) == 0 {
+		t.Error("the mapping to another namespace's primary was not logged")
+	}
+}
