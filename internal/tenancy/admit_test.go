@@ -36,6 +36,8 @@ tenancy:
     maxCallTimeout: 200ms
     writesQPS: 2
     writesBurst: 4
+  - namespaces: [team-b]
+    resources: [pods]
 plugins:
   modules:
 `
@@ -83,6 +85,8 @@ func TestAdmitRefuses(t *testing.T) {
 			[]string{`spec.grants.writes.resources[0].subresources[0]: subresource "scale"`}},
 		{"write in another namespace", "team-a", 0, []string{"bindings: [{resource: pods}]", "grants: {writes: {resources: [{resource: configmaps, verbs: [patch], namespaces: [team-b]}]}}"}, v1alpha1.ReasonOverCeiling,
 			[]string{`spec.grants.writes.resources[0].namespaces[0]: namespace "team-b": a Plugin writes only in its own namespace, team-a`}},
+		{"events not allowed", "team-b", 0, []string{"bindings: [{resource: pods}]", "grants: {events: {}}"}, v1alpha1.ReasonOverCeiling,
+			[]string{`spec.grants.events: Events are not allowed`}},
 		{"state not allowed", "team-a", 0, []string{"bindings: [{resource: pods}]", "grants: {state: {}}"}, v1alpha1.ReasonOverCeiling,
 			[]string{`spec.grants.state: state is not allowed`}},
 		{"metrics not allowed", "team-a", 0, []string{"bindings: [{resource: pods}]", "grants: {metrics: {}}"}, v1alpha1.ReasonOverCeiling,
