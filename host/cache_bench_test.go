@@ -96,7 +96,7 @@ plugins:
 		changed      bool
 	}{{"noop", `"n"`, false}, {"get-field", `"g"`, false}, {"list-100", `"l"`, false}, {"list-100-changed", `"l"`, true}} {
 		b.Run(mode.name, func(b *testing.B) {
-			reader := newCacheReader(p, cfg.SettingsFor("x.wasm").Grants)
+			reader := newCacheReader(p, cfg.SettingsFor("x.wasm").Grants, "")
 			if mode.changed {
 				reader = changedReader{reader.(*cacheReader)}
 			}

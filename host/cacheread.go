@@ -23,6 +23,10 @@ import (
 type cacheReader struct {
 	p      *informer.Pipeline
 	grants map[string]config.CacheGrant // by resource name
+	// ns confines the reads to one namespace (a tenant's plugin): an
+	// object of another is absent, as if it did not exist, and a list
+	// or index read holds only ns's objects. "": not confined.
+	ns string
 	// lastSel and sel memoise the last label selector parsed: a plugin
 	// lists with the same few selectors over and over.
 	lastSel string
@@ -84,13 +88,13 @@ func (r *cacheReader) memoize(keys []string, from int, index bool, res, a, b []b
 
 var _ engine.CacheReader = (*cacheReader)(nil)
 
-// newCacheReader returns the reader for grants, or nil (cache reads
-// denied) when there are none.
-func newCacheReader(p *informer.Pipeline, g config.Grants) engine.CacheReader {
+// newCacheReader returns the reader for grants within namespace ns ("":
+// all), or nil (cache reads denied) when there are none.
+func newCacheReader(p *informer.Pipeline, g config.Grants, ns string) engine.CacheReader {
 	if len(g.Cache) == 0 {
 		return nil
 	}
-	r := &cacheReader{p: p, grants: make(map[string]config.CacheGrant, len(g.Cache))}
+	r := &cacheReader{p: p, grants: make(map[string]config.CacheGrant, len(g.Cache)), ns: ns}
 	for _, cg := range g.Cache {
 		r.grants[cg.Resource] = cg
 	}
@@ -114,6 +118,9 @@ func (r *cacheReader) Get(res, ns, name []byte) (map[string]any, int32) {
 	if !ok {
 		return nil, abi.ErrDenied
 	}
+	if !inReach(r.ns, string(ns)) {
+		return nil, abi.ErrAbsent
+	}
 	u, ok := r.p.CacheGet(g.Resource, string(ns), string(name))
 	if !ok {
 		return nil, abi.ErrAbsent
@@ -125,6 +132,15 @@ func (r *cacheReader) List(keys []string, res, ns, sel []byte) ([]string, int32)
 	g, ok := r.grants[string(res)]
 	if !ok {
 		return keys, abi.ErrDenied
+	}
+	if r.ns != "" {
+		// All namespaces, to a confined plugin, are its own.
+		if len(ns) == 0 {
+			ns = []byte(r.ns)
+		}
+		if string(ns) != r.ns {
+			return keys, 0
+		}
 	}
 	// The stamp before the read: a change during it moves the stamp
 	// again, so what is kept is never older than its stamp.
@@ -189,10 +205,16 @@ func (r *cacheReader) Index(keys []string, res, index, value []byte) ([]string, 
 		}
 	}
 	from := len(keys)
+	if string(index) == informer.NamespaceIndex && !inReach(r.ns, string(value)) {
+		return keys, 0
+	}
 	keys, err := r.p.CacheKeys(keys, g.Resource, string(index), string(value))
 	if err != nil {
 		return keys, abi.ErrInternal
 	}
+	// An owner's dependents may live in other namespaces (a
+	// cluster-scoped owner's do).
+	keys = storeKeysInReach(r.ns, keys, from)
 	if active {
 		r.memoize(keys, from, true, res, index, value, stamp)
 	}

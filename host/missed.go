@@ -178,6 +178,9 @@ func (m *missedDeletes) check(g *generation) {
 		var keys []delivery.Key
 		for _, sk := range m.keys().Keys(l.binding) {
 			k := delivery.Key{Resource: sk.Resource, Namespace: sk.Namespace, Name: sk.Name}
+			if !inReach(g.settings.Namespace, k.Namespace) {
+				continue // never the confined plugin's: not even its name is handed
+			}
 			if g.seen.get(k).has() {
 				continue // handed in this generation: the view decides
 			}

@@ -89,5 +89,8 @@ func (g *generation) eventRecorder() engine.EventRecorder {
 	if rec == nil {
 		return nil
 	}
+	if ns := g.settings.Namespace; ns != "" {
+		return confinedEvents{rec: rec, ns: ns}
+	}
 	return rec
 }

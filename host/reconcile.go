@@ -129,6 +129,11 @@ func (r *reconciler) offer(l *bindingListener, ev *event.Event) {
 		if q == wakeRequest {
 			continue
 		}
+		if ns := r.g.settings.Namespace; !inReach(ns, q.Namespace) {
+			r.warnLimited("confined/"+l.binding, "controller mapping named a primary outside the plugin's namespace; not enqueued",
+				"binding", l.binding, "key", q.String(), "namespace", ns)
+			continue
+		}
 		if primary && initial {
 			r.markInitial(q)
 			r.rearm(q, ev.Object)
@@ -874,6 +879,9 @@ func finalizerRelease(h *Host, name, why string) func(ctx context.Context) {
 		if r.Name == c.For {
 			namespaces = r.Namespaces
 		}
+	}
+	if ns := g.settings.Namespace; ns != "" {
+		namespaces = []string{ns}
 	}
 	return func(ctx context.Context) {
 		n, err := controllerwrites.Release(ctx, dyn, ref.GroupVersionResource(), c.Finalizer, false, namespaces...)

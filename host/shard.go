@@ -82,6 +82,9 @@ type shardView struct {
 	// the plugin's view over: the event delivery replays what moved, the
 	// controller loop enqueues the keys gained and forgets the ones lost.
 	moved func(old, cur *shard.Assignment)
+	// confined is the namespace of a confined plugin (tenancy.go): no
+	// object of another is ever its own. "": not confined.
+	confined string
 }
 
 func newShardView(st *shardState, stop, done <-chan struct{}) *shardView {
@@ -178,6 +181,9 @@ func (v *shardView) apply() {
 // owns reports whether this member owns k now, under the Assignment the
 // worker applied (applying a newer one first).
 func (v *shardView) owns(k delivery.Key) bool {
+	if !inReach(v.confined, k.Namespace) {
+		return false
+	}
 	v.apply()
 	a := v.applied
 	return a == nil || a.Owns(k.Namespace, k.Name, time.Now())

@@ -244,6 +244,9 @@ type bindingCounts struct {
 // to it, so an initial list of any size arrives whole however small the
 // buffer is.
 func (l *bindingListener) OnAdd(res *event.ResourceRef, obj *unstructured.Unstructured, isInInitialList bool) {
+	if !objectInReach(l.g.settings.Namespace, obj) {
+		return
+	}
 	if r := l.g.ctl; r != nil {
 		r.offer(l, &event.Event{Type: event.EventAdd, Resource: res, Object: obj, IsInInitialList: isInInitialList})
 		return
@@ -256,10 +259,16 @@ func (l *bindingListener) OnAdd(res *event.ResourceRef, obj *unstructured.Unstru
 }
 
 func (l *bindingListener) OnUpdate(res *event.ResourceRef, oldObj, newObj *unstructured.Unstructured) {
+	if !objectInReach(l.g.settings.Namespace, newObj) {
+		return
+	}
 	l.offer(&event.Event{Type: event.EventUpdate, Resource: res, Object: newObj, OldObject: oldObj})
 }
 
 func (l *bindingListener) OnDelete(res *event.ResourceRef, obj *unstructured.Unstructured, finalStateUnknown bool) {
+	if !objectInReach(l.g.settings.Namespace, obj) {
+		return
+	}
 	l.offer(&event.Event{Type: event.EventDelete, Resource: res, Object: obj, FinalStateUnknown: finalStateUnknown})
 }
 
@@ -353,6 +362,7 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 	}
 	g.conv = newConvergence(g.log, &slot.c, settings.Delivery, settings.Limits)
 	g.shard = newShardView(&slot.h.shard, g.stopCh, g.done)
+	g.shard.confined = settings.Namespace
 	g.shard.moved = func(old, cur *shard.Assignment) {
 		g.queue.AddReplay(movedKeys(g.bindings, g.seen, old, cur), true)
 	}
@@ -375,7 +385,7 @@ func newGeneration(slot *PluginSlot, mod *engine.Module, settings config.PluginS
 func (g *generation) instantiate(ctx context.Context) (*engine.Instance, error) {
 	h := g.slot.h
 	o := engine.InstanceOptions{Config: g.config, Logger: g.log, LogRate: h.logRate,
-		Cache:    newCacheReader(h.pipeline, g.settings.Grants),
+		Cache:    newCacheReader(h.pipeline, g.settings.Grants, g.settings.Namespace),
 		State:    h.stateFor(g.slot.name, g.settings, g.log),
 		Metrics:  g.metricSet(),
 		Writes:   g.writer(),
@@ -669,7 +679,7 @@ func (g *generation) repair() {
 			keys = append(keys, delivery.KeysOf(l.binding, reg.Keys())...)
 		}
 	}
-	keys = g.seen.appendKeys(keys)
+	keys = keysInReach(g.settings.Namespace, g.seen.appendKeys(keys))
 	st := g.queue.Stats()
 	if ok, suppressed := s.h.overflowWarnings.Allow(s.name); ok {
 		g.log.Warn("plugin's buffer overflowed: events were dropped; repairing the plugin from the cache",
@@ -815,7 +825,7 @@ func (g *generation) replayAll() {
 	}
 	for _, l := range g.bindings {
 		if reg := l.registration(); reg != nil {
-			g.queue.AddReplay(delivery.KeysOf(l.binding, reg.Keys()), true)
+			g.queue.AddReplay(keysInReach(g.settings.Namespace, delivery.KeysOf(l.binding, reg.Keys())), true)
 		}
 	}
 }

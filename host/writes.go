@@ -54,8 +54,13 @@ func (g *generation) writer() engine.ClusterWriter {
 		return nil
 	}
 	if g.kw == nil {
-		w, err := h.writes.For(kubewrite.PluginOptions{Plugin: g.slot.name, Grant: *wg, Impersonate: g.settings.Grants.Impersonate,
-			DryRun: g.settings.Grants.DryRunOn(), Self: g.slot.selfWrites(), Logger: g.log})
+		o := kubewrite.PluginOptions{Plugin: g.slot.name, Grant: *wg, Impersonate: g.settings.Grants.Impersonate,
+			DryRun: g.settings.Grants.DryRunOn(), Self: g.slot.selfWrites(), Logger: g.log}
+		if ns := g.settings.Namespace; ns != "" {
+			o.Grant, o.Namespace = confinedGrant(ns, *wg), ns
+			o.NamespaceQPS, o.NamespaceBurst = namespaceBudget(h.config(), ns)
+		}
+		w, err := h.writes.For(o)
 		if err != nil {
 			g.log.Error("plugin's writes client cannot be built; its writes return ERR_DENIED", "err", err)
 			return nil

@@ -326,6 +326,7 @@ func applyDefaults(c *Config, p *problems) {
 	le.RetryPeriod = NewDuration(orDefault(le.RetryPeriod, DefaultRetryPeriod))
 	c.Sharding.applyDefaults()
 	c.Tracing.applyDefaults()
+	c.Tenancy.applyDefaults()
 
 	for i := range c.Resources {
 		r := &c.Resources[i]

@@ -97,50 +97,7 @@ func validateWritesGrant(p *problems, gp path, g *WritesGrant, names map[string]
 	}
 	seen := map[string]int{}
 	for i := range g.Resources {
-		w := &g.Resources[i]
-		rp := wp.key("resources").index(i)
-		at := rp.key("resource")
-		_, configured := names[w.Resource]
-		switch {
-		case w.Resource == "":
-			p.add(at, "required: a configured resource's name or \"group/version/resource\" (\"v1/configmaps\", \"apps/v1/deployments\")")
-		case strings.Contains(w.Resource, "/"):
-			if _, ok := ParseGVR(w.Resource); !ok {
-				p.add(at, "%q is not \"group/version/resource\" nor \"version/resource\" for the core group "+
-					"(lower case, e.g. \"v1/configmaps\", \"apps/v1/deployments\")", w.Resource)
-			}
-		case !configured && complete:
-			p.add(at, "write grant names resource %q, which is neither a configured resource (%s) nor \"group/version/resource\"",
-				w.Resource, knownNames(names))
-		}
-		if w.Resource != "" {
-			if first, dup := seen[w.Resource]; dup {
-				p.add(at, "duplicate write grant for resource %q (first at line %d); list all its verbs in one grant", w.Resource, first)
-			} else {
-				seen[w.Resource] = p.line(at)
-			}
-		}
-		if len(w.Verbs) == 0 {
-			p.add(rp.key("verbs"), "required: the verbs the plugin may use (%s)", strings.Join(writeVerbs, ", "))
-		}
-		dupCheck(p, rp.key("verbs"), w.Verbs, func(v string) string {
-			if !slices.Contains(writeVerbs, v) {
-				return "unknown verb " + quote(v) + "; known: " + strings.Join(writeVerbs, ", ")
-			}
-			return ""
-		})
-		dupCheck(p, rp.key("subresources"), w.Subresources, func(s string) string {
-			if len(validation.IsDNS1123Label(s)) > 0 {
-				return quote(s) + " is not a subresource name (\"status\", \"scale\")"
-			}
-			return ""
-		})
-		dupCheck(p, rp.key("namespaces"), w.Namespaces, func(ns string) string {
-			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				return quote(ns) + " is not a namespace name: " + strings.Join(errs, "; ")
-			}
-			return ""
-		})
+		validateWriteGrant(p, wp.key("resources").index(i), &g.Resources[i], names, complete, seen)
 	}
 	if p.present(wp.key("qps")) && (g.QPS <= 0 || g.QPS > MaxWritesQPS) {
 		p.add(wp.key("qps"), "%g is out of range; use a rate above 0 and at most %g requests a second (default %g)", g.QPS, MaxWritesQPS, DefaultWritesQPS)
@@ -151,6 +108,53 @@ func validateWritesGrant(p *problems, gp path, g *WritesGrant, names map[string]
 	if d := g.Timeout; p.present(wp.key("timeout")) && (d.Duration <= 0 || d.Duration > MaxWritesTimeout) {
 		p.add(wp.key("timeout"), "%s is out of range; use a duration from 1ms to %s (default %s)", d.Duration, MaxWritesTimeout, DefaultWritesTimeout)
 	}
+}
+
+// validateWriteGrant checks one write grant at rp: a plugin's, or a
+// tenancy ceiling's. seen holds the resources named before it.
+func validateWriteGrant(p *problems, rp path, w *WriteGrant, names map[string]int, complete bool, seen map[string]int) {
+	at := rp.key("resource")
+	_, configured := names[w.Resource]
+	switch {
+	case w.Resource == "":
+		p.add(at, "required: a configured resource's name or \"group/version/resource\" (\"v1/configmaps\", \"apps/v1/deployments\")")
+	case strings.Contains(w.Resource, "/"):
+		if _, ok := ParseGVR(w.Resource); !ok {
+			p.add(at, "%q is not \"group/version/resource\" nor \"version/resource\" for the core group "+
+				"(lower case, e.g. \"v1/configmaps\", \"apps/v1/deployments\")", w.Resource)
+		}
+	case !configured && complete:
+		p.add(at, "write grant names resource %q, which is neither a configured resource (%s) nor \"group/version/resource\"",
+			w.Resource, knownNames(names))
+	}
+	if w.Resource != "" {
+		if first, dup := seen[w.Resource]; dup {
+			p.add(at, "duplicate write grant for resource %q (first at line %d); list all its verbs in one grant", w.Resource, first)
+		} else {
+			seen[w.Resource] = p.line(at)
+		}
+	}
+	if len(w.Verbs) == 0 {
+		p.add(rp.key("verbs"), "required: the verbs the plugin may use (%s)", strings.Join(writeVerbs, ", "))
+	}
+	dupCheck(p, rp.key("verbs"), w.Verbs, func(v string) string {
+		if !slices.Contains(writeVerbs, v) {
+			return "unknown verb " + quote(v) + "; known: " + strings.Join(writeVerbs, ", ")
+		}
+		return ""
+	})
+	dupCheck(p, rp.key("subresources"), w.Subresources, func(s string) string {
+		if len(validation.IsDNS1123Label(s)) > 0 {
+			return quote(s) + " is not a subresource name (\"status\", \"scale\")"
+		}
+		return ""
+	})
+	dupCheck(p, rp.key("namespaces"), w.Namespaces, func(ns string) string {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return quote(ns) + " is not a namespace name: " + strings.Join(errs, "; ")
+		}
+		return ""
+	})
 }
 
 func validateImpersonation(p *problems, gp path, i *Impersonation) {

@@ -69,6 +69,7 @@ func validate(p *problems, c *Config) {
 	validateSharding(p, c)
 	validateControllerGrants(p, c)
 	validateTracing(p, c.Tracing)
+	validateTenancy(p, c, names, complete)
 }
 
 // validateResources checks resources and returns the line of every

@@ -167,6 +167,13 @@ func newWriter(t *testing.T, plugin, finalizer string, owned OwnedLister, now fu
 
 func newWriterFor(t *testing.T, plugin string, primary Resource, finalizer string, owned OwnedLister, now func() time.Time) *Writer {
 	t.Helper()
+	return newConfinedWriter(t, plugin, primary, finalizer, owned, now, "")
+}
+
+// newConfinedWriter is newWriterFor for a plugin confined to namespace
+// ns ("": none), a tenant's.
+func newConfinedWriter(t *testing.T, plugin string, primary Resource, finalizer string, owned OwnedLister, now func() time.Time, ns string) *Writer {
+	t.Helper()
 	kc, err := kubewrite.New(kubewrite.Options{Config: env.Config, Resolve: func(name string) (schema.GroupVersionResource, bool) {
 		switch name {
 		case "widgets":
@@ -185,7 +192,7 @@ func newWriterFor(t *testing.T, plugin string, primary Resource, finalizer strin
 	kw, err := kc.For(kubewrite.PluginOptions{Plugin: plugin, Grant: config.WritesGrant{QPS: 1000, Burst: 1000, Resources: []config.WriteGrant{
 		{Resource: "widgets", Verbs: verbs, Subresources: []string{"status"}},
 		{Resource: "configmaps", Verbs: verbs},
-	}}})
+	}}, Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,13 @@ import (
 // plugin how long the wait would have been. client-go calls Wait before
 // each attempt of a request, 429 retries included, so a retry spends the
 // budget too.
-type Budget struct{ lim *rate.Limiter }
+type Budget struct {
+	lim *rate.Limiter
+	// within is the bucket this one draws from as well (a tenant
+	// namespace's, shared by all its plugins); nil: none. A request
+	// takes a token from both or from neither.
+	within *Budget
+}
 
 var _ flowcontrol.RateLimiter = (*Budget)(nil)
 
@@ -36,6 +42,9 @@ type RateLimitedError struct {
 	Wait, Left time.Duration
 	QPS        float64
 	Burst      int
+	// Shared says the bucket is a shared one (Within's), not the
+	// request's own.
+	Shared bool
 }
 
 func (e *RateLimitedError) Error() string {
@@ -55,17 +64,18 @@ func (b *Budget) Wait(ctx context.Context) error {
 // (0: a token was there), for the metrics of a plugin's writes client.
 func (b *Budget) wait(ctx context.Context) (time.Duration, error) {
 	now := time.Now()
-	r := b.lim.ReserveN(now, 1)
-	if !r.OK() {
-		return 0, &RateLimitedError{Wait: rate.InfDuration, QPS: float64(b.lim.Limit()), Burst: b.lim.Burst()}
+	rs, d, refused := b.reserve(now)
+	if refused != nil {
+		return 0, refused
 	}
-	d := r.DelayFrom(now)
 	if d == 0 {
 		return 0, nil
 	}
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(now) < d {
-		r.CancelAt(now)
-		return 0, &RateLimitedError{Wait: d, Left: dl.Sub(now), QPS: float64(b.lim.Limit()), Burst: b.lim.Burst()}
+		cancelAt(rs, now)
+		e := b.slowest(rs, now)
+		e.Wait, e.Left = d, dl.Sub(now)
+		return 0, e
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -73,16 +83,71 @@ func (b *Budget) wait(ctx context.Context) (time.Duration, error) {
 	case <-t.C:
 		return d, nil
 	case <-ctx.Done():
-		r.Cancel()
+		for _, r := range rs {
+			r.Cancel()
+		}
 		return time.Since(now), ctx.Err()
 	}
 }
 
-// TryAccept takes a token if one is there now.
-func (b *Budget) TryAccept() bool { return b.lim.Allow() }
+// reserve takes a reservation from b and every bucket it is within; d is
+// the longest wait. A bucket that can never grant one (burst 0) refuses,
+// and nothing is taken.
+func (b *Budget) reserve(now time.Time) (rs []*rate.Reservation, d time.Duration, refused *RateLimitedError) {
+	for c := b; c != nil; c = c.within {
+		r := c.lim.ReserveN(now, 1)
+		if !r.OK() {
+			cancelAt(rs, now)
+			return nil, 0, &RateLimitedError{Wait: rate.InfDuration, QPS: float64(c.lim.Limit()), Burst: c.lim.Burst(), Shared: c != b}
+		}
+		rs = append(rs, r)
+		d = max(d, r.DelayFrom(now))
+	}
+	return rs, d, nil
+}
+
+// slowest describes the bucket whose wait is the longest: the one a
+// person has to raise.
+func (b *Budget) slowest(rs []*rate.Reservation, now time.Time) *RateLimitedError {
+	c, at := b, b
+	var longest time.Duration
+	for _, r := range rs {
+		if w := r.DelayFrom(now); w > longest {
+			longest, at = w, c
+		}
+		c = c.within
+	}
+	return &RateLimitedError{QPS: float64(at.lim.Limit()), Burst: at.lim.Burst(), Shared: at != b}
+}
+
+func cancelAt(rs []*rate.Reservation, now time.Time) {
+	for _, r := range rs {
+		r.CancelAt(now)
+	}
+}
+
+// TryAccept takes a token if one is there now, from every bucket.
+func (b *Budget) TryAccept() bool {
+	now := time.Now()
+	rs, d, refused := b.reserve(now)
+	if refused != nil {
+		return false
+	}
+	if d > 0 {
+		cancelAt(rs, now)
+		return false
+	}
+	return true
+}
 
 // Accept waits for a token however long it takes.
-func (b *Budget) Accept() { _ = b.lim.Wait(context.Background()) }
+func (b *Budget) Accept() { _ = b.Wait(context.Background()) }
+
+// Within returns a bucket of b's rate drawing from shared as well: a
+// request waits for a token of both.
+func (b *Budget) Within(shared *Budget) *Budget {
+	return &Budget{lim: b.lim, within: shared}
+}
 
 // Stop implements flowcontrol.RateLimiter; a Budget holds no goroutine.
 func (b *Budget) Stop() {}

@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,6 +49,10 @@ type Client struct {
 	resolve func(string) (schema.GroupVersionResource, bool)
 	log     *slog.Logger
 	metrics *metrics
+
+	mu sync.Mutex
+	// namespaces are the tenant namespaces' shared budgets, by namespace.
+	namespaces map[string]*Budget
 }
 
 // New returns a Client.
@@ -77,6 +83,15 @@ type PluginOptions struct {
 	// writes; nil records nothing.
 	Self   *SelfWrites
 	Logger *slog.Logger // the plugin's; default the Client's
+	// Namespace, when set, confines the plugin (a tenant's): a write of
+	// any other namespace, or of a cluster-scoped object, is ErrDenied
+	// whatever the grant says, and every write takes a token from the
+	// namespace's budget too, a bucket of NamespaceQPS and NamespaceBurst
+	// shared by all the plugins of that namespace, so that one tenant's
+	// writes cannot use up what the daemon can send for another's.
+	Namespace      string
+	NamespaceQPS   float64
+	NamespaceBurst int
 }
 
 // Writer performs one plugin's writes within its grant. Check and Do are
@@ -95,6 +110,9 @@ type Writer struct {
 	log      *slog.Logger
 	metrics  *metrics
 	identity string // the impersonated user, for messages; "" = the daemon
+	// namespace confines every write, the host's own for the plugin
+	// included (PluginOptions.Namespace); "" = none.
+	namespace string
 }
 
 // For returns the Writer of one plugin, with a REST client of its own
@@ -110,6 +128,9 @@ func (c *Client) For(o PluginOptions) (*Writer, error) {
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	}
 	budget := NewBudget(qps, burst)
+	if o.Namespace != "" {
+		budget = budget.Within(c.NamespaceBudget(o.Namespace, o.NamespaceQPS, o.NamespaceBurst))
+	}
 	cfg.RateLimiter, cfg.QPS, cfg.Burst = c.metrics.meter(o.Plugin, budget), float32(qps), burst
 	dyn, err := dynjson.NewForConfig(cfg)
 	if err != nil {
@@ -118,7 +139,7 @@ func (c *Client) For(o PluginOptions) (*Writer, error) {
 	w := &Writer{
 		dyn: dyn, resolve: c.resolve, grants: map[string]config.WriteGrant{}, plugin: o.Plugin,
 		manager: "informer-host/" + o.Plugin, dryRun: o.DryRun, timeout: timeout, budget: budget,
-		self: o.Self, log: o.Logger, metrics: c.metrics, identity: user,
+		self: o.Self, log: o.Logger, metrics: c.metrics, identity: user, namespace: o.Namespace,
 	}
 	if w.log == nil {
 		w.log = c.log.With("plugin", o.Plugin)
@@ -127,6 +148,37 @@ func (c *Client) For(o PluginOptions) (*Writer, error) {
 		w.grants[g.Resource] = g
 	}
 	return w, nil
+}
+
+// NamespaceBudget returns the write budget shared by the plugins of
+// tenant namespace ns, made at qps and burst on first use and set to
+// them on every later one (a changed ceiling takes effect at once,
+// keeping the tokens spent).
+func (c *Client) NamespaceBudget(ns string, qps float64, burst int) *Budget {
+	if qps <= 0 {
+		qps = config.DefaultCeilingWritesQPS
+	}
+	if burst <= 0 {
+		burst = config.DefaultCeilingWritesBurst
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.namespaces[ns]
+	if b == nil {
+		if c.namespaces == nil {
+			c.namespaces = map[string]*Budget{}
+		}
+		b = NewBudget(qps, burst)
+		c.namespaces[ns] = b
+		return b
+	}
+	if b.lim.Limit() != rate.Limit(qps) {
+		b.lim.SetLimit(rate.Limit(qps))
+	}
+	if b.lim.Burst() != burst {
+		b.lim.SetBurst(burst)
+	}
+	return b
 }
 
 // Budget is the plugin's API budget, which its REST client waits on.
@@ -152,6 +204,9 @@ type Request struct {
 // subresource or the op's verb; then abi.ErrInvalid for arguments that
 // cannot work; else 0.
 func (w *Writer) Check(r *Request) (int32, string) {
+	if code, msg := w.confined(r); code != 0 {
+		return code, msg
+	}
 	g, ok := w.grants[r.Resource]
 	switch {
 	case !ok:
@@ -234,7 +289,23 @@ func (w *Writer) Do(parent context.Context, r *Request) (map[string]any, int32, 
 	return obj, code, msg
 }
 
+// confined refuses a write outside the plugin's namespace.
+func (w *Writer) confined(r *Request) (int32, string) {
+	if w.namespace == "" || r.Namespace == w.namespace {
+		return 0, ""
+	}
+	if r.Namespace == "" {
+		return abi.ErrDenied, fmt.Sprintf("the plugin is confined to namespace %q: it may not write cluster-scoped %q", w.namespace, r.Resource)
+	}
+	return abi.ErrDenied, fmt.Sprintf("the plugin is confined to namespace %q: it may not write in namespace %q", w.namespace, r.Namespace)
+}
+
 func (w *Writer) do(parent context.Context, r *Request) (map[string]any, int32, string) {
+	// The host's own writes for the plugin (a controller's finalizer and
+	// requeue patches) come here without Check.
+	if code, msg := w.confined(r); code != 0 {
+		return nil, code, msg
+	}
 	gvr, ok := w.gvr(r.Resource)
 	if !ok {
 		return nil, abi.ErrUnavailable, fmt.Sprintf("resource %q is not resolved yet (its informer has not started)", r.Resource)
@@ -403,6 +474,11 @@ func (w *Writer) codeOf(parent context.Context, err error, r *Request) (int32, s
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return abi.ErrTimeout, fmt.Sprintf("no answer within the write timeout (%s): %s", w.timeout, msg)
+	}
+	if rl := (*RateLimitedError)(nil); errors.As(err, &rl) && rl.Shared {
+		return abi.ErrRateLimited, fmt.Sprintf("the write budget of namespace %s, shared by its plugins (the tenancy ceiling's writesQPS %g, writesBurst %d), "+
+			"would have held the write %s, longer than its I/O timeout (grants.writes.timeout %s) allows: nothing was sent; answer RETRY",
+			w.namespace, rl.QPS, rl.Burst, rl.Wait.Round(time.Millisecond), w.timeout)
 	}
 	if rl := (*RateLimitedError)(nil); errors.As(err, &rl) {
 		return abi.ErrRateLimited, fmt.Sprintf("the plugin's write rate limit (grants.writes.qps %g, burst %d) would have held the write %s, "+

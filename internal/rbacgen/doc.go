@@ -42,7 +42,17 @@
 //     grants.impersonate ServiceAccount when the module has one, else
 //     the daemon (internal/pluginsource reads it as that identity);
 //   - with Options.ServerAuth (run --server-auth=kubernetes), create on
-//     tokenreviews and subjectaccessreviews.
+//     tokenreviews and subjectaccessreviews;
+//   - unless pluginResources.watch is off: get, list and watch on plugins
+//     and clusterplugins (group informer-host.io), update on their status
+//     subresources, and create and patch on events.events.k8s.io (the
+//     status writer's Events about them);
+//   - with tenancy ceilings (and plugin resources watched): impersonate on
+//     serviceaccounts in exactly the ceilings' namespaces (any name: a
+//     team's Plugin names any ServiceAccount of its namespace), in a Role
+//     each, in the ClusterRole for a "*" ceiling; and create on
+//     subjectaccessreviews, to review a tenant ServiceAccount's own access
+//     before its plugin runs (internal/tenancy).
 //
 // Discovery needs nothing: the apiserver's default system:discovery role
 // lets every authenticated user read it. A resource named by kind gets its

@@ -75,6 +75,22 @@ func mayFunc(t *testing.T, cs kubernetes.Interface) func(a authzv1.ResourceAttri
 	}
 }
 
+// checkAccess reports every action of granted that may refuses and of
+// refused that it allows.
+func checkAccess(t *testing.T, may func(authzv1.ResourceAttributes) bool, granted, refused []authzv1.ResourceAttributes) {
+	t.Helper()
+	for _, a := range granted {
+		if !may(a) {
+			t.Errorf("not allowed, but granted: %+v", a)
+		}
+	}
+	for _, a := range refused {
+		if may(a) {
+			t.Errorf("allowed, but not granted: %+v", a)
+		}
+	}
+}
+
 // The generated RBAC, applied to the real apiserver (RBAC authorization),
 // lets the daemon's ServiceAccount (authenticated by a TokenRequest token)
 // do every action the config grants, and refuses a sample of the ones it
@@ -160,16 +176,7 @@ plugins:
 		{Verb: "impersonate", Resource: "users", Name: "admin"}, {Verb: "impersonate", Resource: "groups", Name: "system:masters"},
 		{Verb: "get", Resource: "nodes"}, {Verb: "escalate", Group: "rbac.authorization.k8s.io", Resource: "clusterroles"},
 	}
-	for _, a := range granted {
-		if !may(a) {
-			t.Errorf("not allowed, but granted: %+v", a)
-		}
-	}
-	for _, a := range refused {
-		if may(a) {
-			t.Errorf("allowed, but not granted: %+v", a)
-		}
-	}
+	checkAccess(t, may, granted, refused)
 	// And every rule the generator printed holds, verb by verb.
 	for _, rule := range r.Cluster {
 		for _, res := range rule.Resources {

@@ -218,6 +218,8 @@ func Generate(ctx context.Context, cfg *config.Config, o Options) (*RBAC, error)
 		b.add(nil, "authorization.k8s.io", []string{"subjectaccessreviews"}, []string{"create"}, nil, why)
 	}
 
+	pluginResources(b, cfg)
+
 	idents := map[[2]string]*builder{} // by ServiceAccount namespace, name
 	for _, p := range plugins(cfg) {
 		acts := b // whose RBAC the plugin's writes and Events need
@@ -252,6 +254,49 @@ func Generate(ctx context.Context, cfg *config.Config, o Options) (*RBAC, error)
 	}
 	sort.Slice(out.Identities, func(i, j int) bool { return out.Identities[i].Name < out.Identities[j].Name })
 	return out, nil
+}
+
+// The API group of the Plugin and ClusterPlugin resources
+// (internal/pluginapi/v1alpha1, which rbacgen does not import).
+const pluginGroup = "informer-host.io"
+
+// pluginResources adds what running plugins from Plugin and
+// ClusterPlugin objects takes: reading them (internal/pluginresource),
+// writing their status and Events about them (internal/pluginstatus);
+// and, with tenancy ceilings, acting as a tenant's ServiceAccount in the
+// ceilings' namespaces (its writes, Events and ConfigMap source reads)
+// and asking the apiserver what that ServiceAccount may do
+// (internal/tenancy's SubjectAccessReviews).
+func pluginResources(b *builder, cfg *config.Config) {
+	if cfg.PluginResources.Watch == config.WatchOff {
+		return
+	}
+	why := "plugins from Plugin and ClusterPlugin objects (pluginResources)"
+	b.add(nil, pluginGroup, []string{"plugins", "clusterplugins"}, []string{"get", "list", "watch"}, nil, why)
+	b.add(nil, pluginGroup, []string{"plugins/status", "clusterplugins/status"}, []string{"update"}, nil, why+": their status")
+	b.add(nil, "events.k8s.io", []string{"events"}, []string{"create", "patch"}, nil, why+": Events about them")
+	if len(cfg.Tenancy.Ceilings) == 0 {
+		return
+	}
+	var namespaces []string
+	for _, c := range cfg.Tenancy.Ceilings {
+		for _, ns := range c.Namespaces {
+			if ns == config.AllNamespaces {
+				ns = "" // every namespace: the ClusterRole
+			}
+			namespaces = append(namespaces, ns)
+		}
+	}
+	if slices.Contains(namespaces, "") {
+		namespaces = []string{""}
+	}
+	slices.Sort(namespaces)
+	// A team's Plugin names any ServiceAccount of its namespace: none is
+	// known in advance.
+	b.add(slices.Compact(namespaces), "", []string{"serviceaccounts"}, []string{"impersonate"}, nil,
+		"tenants' plugins act as their ServiceAccounts (tenancy.ceilings)")
+	b.add(nil, "authorization.k8s.io", []string{"subjectaccessreviews"}, []string{"create"}, nil,
+		"what a tenant's ServiceAccount may do, reviewed before its plugin runs (tenancy)")
 }
 
 // actions adds what p's writes and Events need: its write grants' verbs

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -18,9 +19,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/informer-host/informer-host/internal/config"
+	"github.com/informer-host/informer-host/internal/pluginapi/v1alpha1"
 )
 
-const head = "apiVersion: informer-host/v1\n"
+// head leaves plugin resources out: their rules, always there with
+// pluginResources.watch auto, have tests of their own
+// (TestGeneratePluginResources).
+const head = "apiVersion: informer-host/v1\npluginResources: {watch: off}\n"
 
 // rulesText renders rules one a line, "scope group resources [names] verbs",
 // scope "*" for the ClusterRole; an identity's after the daemon's, as
@@ -537,5 +542,59 @@ func TestScalar(t *testing.T) {
 		if got := scalar(in); got != want {
 			t.Errorf("scalar(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+func TestGeneratePluginResources(t *testing.T) {
+	daemon := []string{
+		`* "events.k8s.io" events create,patch`,
+		`* "informer-host.io" clusterplugins,plugins get,list,watch`,
+		`* "informer-host.io" clusterplugins/status,plugins/status update`,
+	}
+	tests := []struct {
+		name, config string
+		want         []string
+	}{{
+		name: "watch off: nothing", config: "pluginResources: {watch: off}\n",
+	}, {
+		name: "watch auto (the default): read them, write their status and Events", config: "",
+		want: daemon,
+	}, {
+		name: "ceilings: impersonate in exactly their namespaces, and access reviews",
+		config: `tenancy:
+  ceilings:
+  - namespaces: [team-b, team-a]
+  - namespaces: [team-c]
+`,
+		want: append([]string{`* "authorization.k8s.io" subjectaccessreviews create`}, append(slices.Clone(daemon),
+			`team-a "" serviceaccounts impersonate`, `team-b "" serviceaccounts impersonate`, `team-c "" serviceaccounts impersonate`)...),
+	}, {
+		name: "a ceiling for every namespace: impersonate cluster-wide",
+		config: `tenancy:
+  ceilings:
+  - namespaces: [team-a]
+  - namespaces: ['*']
+`,
+		want: append([]string{`* "" serviceaccounts impersonate`, `* "authorization.k8s.io" subjectaccessreviews create`}, daemon...),
+	}, {
+		name: "ceilings with watch off: nothing", config: "pluginResources: {watch: off}\ntenancy: {ceilings: [{namespaces: [team-a]}]}\n",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := config.Parse("test.yaml", []byte("apiVersion: informer-host/v1\n"+tt.config))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Generate(context.Background(), cfg, Options{Namespace: "ih", ServiceAccount: "daemon"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rulesText(r); !slices.Equal(got, tt.want) {
+				t.Errorf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+	if pluginGroup != v1alpha1.Group {
+		t.Errorf("pluginGroup %q is not the plugin resources' group %q", pluginGroup, v1alpha1.Group)
 	}
 }

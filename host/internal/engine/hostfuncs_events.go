@@ -19,9 +19,10 @@ type EventRecorder interface {
 	// about obj, the object as the informer or the cache holds it (read
 	// during the call only, never kept or changed). It returns 0, or
 	// abi.ErrInvalid (a reason or message the Events API refuses, an
-	// object without kind or name) or abi.ErrTooLarge, with the result
-	// message. ctx is the call's: it carries the delivery's trace, and
-	// nothing waits on it.
+	// object without kind or name), abi.ErrTooLarge, or abi.ErrDenied
+	// (an object beyond the plugin's reach: another namespace than the
+	// one it is confined to), with the result message. ctx is the call's:
+	// it carries the delivery's trace, and nothing waits on it.
 	Record(ctx context.Context, obj map[string]any, eventType, reason, message string) (code int32, msg string)
 }
 
@@ -67,5 +68,8 @@ func eventRecord(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	code, m := st.events.Record(cctx, obj, eventType, string(reason), string(msg))
 	st.setResult(m)
+	if code == abi.ErrDenied {
+		code = st.denied(abi.CapabilityEvents, abi.ImportEventRecord)
+	}
 	setI32(stack, code)
 }

@@ -149,6 +149,7 @@ const (
 	ReasonOverCeiling      = "OverCeiling"  // a tenant's request exceeds its namespace's ceiling
 	ReasonNameConflict     = "NameConflict" // config.yaml or the directory has a plugin of this name
 	ReasonNotAllowed       = "NamespaceNotAllowed"
+	ReasonForbidden        = "Forbidden"    // the plugin's ServiceAccount may not do what its spec asks, by its own RBAC
 	ReasonLoadFailed       = "LoadFailed"   // the version asked for does not load
 	ReasonSourceFailed     = "SourceFailed" // the source cannot be fetched
 	ReasonNotVerified      = "NotVerified"  // its signature does not verify

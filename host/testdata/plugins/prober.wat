@@ -1,0 +1,103 @@
+;; prober: a tenant's plugin trying to reach beyond its namespace. Its
+;; config is the other namespace's name as a JSON string ("team-b"). On
+;; every event (of its own namespace) it tries, against the other
+;; namespace: cache_get of ConfigMap "target" (logs get=<code or
+;; handle>), cache_list there and everywhere (listother=<total>,
+;; listall=<total>), cache_index by namespace there and here
+;; (index=<total>, indexown=<total>), and k8s_write merge patch, apply,
+;; delete and create there (patch=, apply=, delete=, create=<code>).
+;; Resource "cms" throughout. For the confinement tests (tenancy).
+(module
+  (import "informer_host_v1" "header_read" (func $header_read (param i32 i32) (result i32)))
+  (import "informer_host_v1" "config_read" (func $config_read (param i32 i32) (result i32)))
+  (import "informer_host_v1" "log" (func $log (param i32 i32 i32) (result i32)))
+  (import "informer_host_v1" "cache_get" (func $cache_get (param i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "informer_host_v1" "cache_list" (func $cache_list (param i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i64)))
+  (import "informer_host_v1" "cache_index" (func $cache_index (param i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i64)))
+  (import "informer_host_v1" "k8s_write"
+    (func $k8s_write (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 2)
+  (data (i32.const 0) "cms")
+  (data (i32.const 16) "target")
+  (data (i32.const 32) "namespace")
+  (data (i32.const 48) "{}")
+  (data (i32.const 64) "planted")
+  (data (i32.const 400) "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"target\"},\"data\":{\"v\":\"taken\"}}")
+  (data (i32.const 600) "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"planted\"}}")
+  (data (i32.const 200) "get=")
+  (data (i32.const 216) "listother=")
+  (data (i32.const 232) "listall=")
+  (data (i32.const 248) "index=")
+  (data (i32.const 264) "patch=")
+  (data (i32.const 280) "apply=")
+  (data (i32.const 296) "delete=")
+  (data (i32.const 312) "create=")
+  (data (i32.const 328) "indexown=")
+  (func (export "informer_host_abi_v1"))
+  ;; itoa writes n in decimal at ptr and returns the length.
+  (func $itoa (param $n i32) (param $ptr i32) (result i32)
+    (local $len i32) (local $i i32) (local $t i32) (local $neg i32)
+    (if (i32.lt_s (local.get $n) (i32.const 0))
+      (then
+        (local.set $neg (i32.const 1))
+        (i32.store8 (local.get $ptr) (i32.const 0x2d))
+        (local.set $ptr (i32.add (local.get $ptr) (i32.const 1)))
+        (local.set $n (i32.sub (i32.const 0) (local.get $n)))))
+    (local.set $t (local.get $n))
+    (loop $digits
+      (local.set $len (i32.add (local.get $len) (i32.const 1)))
+      (local.set $t (i32.div_u (local.get $t) (i32.const 10)))
+      (br_if $digits (i32.ne (local.get $t) (i32.const 0))))
+    (local.set $i (local.get $len))
+    (loop $write
+      (local.set $i (i32.sub (local.get $i) (i32.const 1)))
+      (i32.store8 (i32.add (local.get $ptr) (local.get $i))
+        (i32.add (i32.const 0x30) (i32.rem_u (local.get $n) (i32.const 10))))
+      (local.set $n (i32.div_u (local.get $n) (i32.const 10)))
+      (br_if $write (i32.ne (local.get $i) (i32.const 0))))
+    (i32.add (local.get $len) (local.get $neg)))
+  ;; report logs the label at lp (ll bytes) followed by n.
+  (func $report (param $lp i32) (param $ll i32) (param $n i32)
+    (local $i i32)
+    (loop $copy
+      (i32.store8 (i32.add (i32.const 9000) (local.get $i)) (i32.load8_u (i32.add (local.get $lp) (local.get $i))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $copy (i32.lt_u (local.get $i) (local.get $ll))))
+    (drop (call $log (i32.const 1) (i32.const 9000)
+      (i32.add (local.get $ll) (call $itoa (local.get $n) (i32.add (i32.const 9000) (local.get $ll)))))))
+  ;; total is a page call's result: its code, or the total it reports.
+  (func $total (param $r i64) (result i32)
+    (if (result i32) (i64.lt_s (local.get $r) (i64.const 0))
+      (then (i32.wrap_i64 (local.get $r)))
+      (else (i32.wrap_i64 (i64.shr_u (local.get $r) (i64.const 32))))))
+  (func $write (param $op i32) (param $name i32) (param $nl i32) (param $body i32) (param $bl i32) (param $flags i32) (result i32)
+    (call $k8s_write (local.get $op)
+      (i32.const 0) (i32.const 3)
+      (i32.const 3001) (global.get $nsl)
+      (local.get $name) (local.get $nl)
+      (i32.const 0) (i32.const 0)
+      (local.get $body) (local.get $bl)
+      (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0)
+      (local.get $flags)))
+  (global $nsl (mut i32) (i32.const 0))
+  (func (export "ih_handle") (param $hl i32) (result i32)
+    (local $cl i32) (local $ownl i32)
+    (local.set $cl (call $config_read (i32.const 3000) (i32.const 256)))
+    (if (i32.or (i32.lt_u (local.get $cl) (i32.const 3)) (i32.gt_u (local.get $cl) (i32.const 256))) (then (return (i32.const 3))))
+    (global.set $nsl (i32.sub (local.get $cl) (i32.const 2)))
+    ;; its own namespace: header string 5, header at 1024
+    (if (i32.gt_u (local.get $hl) (i32.const 1900)) (then (return (i32.const 3))))
+    (drop (call $header_read (i32.const 1024) (local.get $hl)))
+    (local.set $ownl (i32.load (i32.const 1076)))
+    (call $report (i32.const 200) (i32.const 4) (call $cache_get (i32.const 0) (i32.const 3) (i32.const 3001) (global.get $nsl) (i32.const 16) (i32.const 6)))
+    (call $report (i32.const 216) (i32.const 10) (call $total (call $cache_list (i32.const 0) (i32.const 3) (i32.const 3001) (global.get $nsl) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 4096) (i32.const 4096))))
+    (call $report (i32.const 232) (i32.const 8) (call $total (call $cache_list (i32.const 0) (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 4096) (i32.const 4096))))
+    (call $report (i32.const 248) (i32.const 6) (call $total (call $cache_index (i32.const 0) (i32.const 3) (i32.const 32) (i32.const 9) (i32.const 3001) (global.get $nsl) (i32.const 0) (i32.const 4096) (i32.const 4096))))
+    (call $report (i32.const 328) (i32.const 9) (call $total (call $cache_index (i32.const 0) (i32.const 3) (i32.const 32) (i32.const 9)
+      (i32.add (i32.const 1024) (i32.load (i32.const 1072))) (local.get $ownl) (i32.const 0) (i32.const 4096) (i32.const 4096))))
+    (call $report (i32.const 264) (i32.const 6) (call $write (i32.const 2) (i32.const 16) (i32.const 6) (i32.const 48) (i32.const 2) (i32.const 0)))
+    (call $report (i32.const 280) (i32.const 6) (call $write (i32.const 4) (i32.const 16) (i32.const 6) (i32.const 400) (i32.const 88) (i32.const 1)))
+    (call $report (i32.const 296) (i32.const 7) (call $write (i32.const 5) (i32.const 16) (i32.const 6) (i32.const 0) (i32.const 0) (i32.const 0)))
+    (call $report (i32.const 312) (i32.const 7) (call $write (i32.const 1) (i32.const 64) (i32.const 7) (i32.const 600) (i32.const 68) (i32.const 0)))
+    (i32.const 0))
+)
