@@ -52,6 +52,7 @@
 // Rule of direction: only cmd/informer-host (and its tests) import this
 // package. It imports host, informer and the internal packages of the
 // endpoint, the config, the file watch, sharding, the plugin sources and
-// the plugin objects (internal/pluginresource);
+// the plugin objects (internal/pluginresource) and their tenancy
+// (internal/tenancy, whose Admit it hands the plugin objects);
 // none of them import it.
 package daemon

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/pluginresource"
+	"github.com/informer-host/informer-host/internal/tenancy"
 )
 
 // Plugin objects (Plugin, ClusterPlugin) add modules to the file's: the
@@ -32,6 +34,13 @@ func newPluginResources(d *Daemon, restCfg *rest.Config, discoveryInterval time.
 	if dir, err := d.fileCfg.SourceCacheDir(); err == nil {
 		keyDir = filepath.Join(dir, "keys")
 	}
+	kube, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, err
+	}
+	// A team's Plugin is admitted within its namespace's ceiling and its
+	// ServiceAccount's own RBAC (SubjectAccessReviews as the daemon).
+	rev := tenancy.NewReviewer(kube)
 	return pluginresource.New(pluginresource.Options{
 		RESTConfig: restCfg, Logger: d.log, KeyDir: keyDir, DiscoveryInterval: discoveryInterval,
 		OnChange: func() {
@@ -43,8 +52,13 @@ func newPluginResources(d *Daemon, restCfg *rest.Config, discoveryInterval time.
 		// Read by the reload loop, the only goroutine that calls Modules
 		// and swaps fileCfg.
 		Reserved: func() []string { return wasmFiles(d.fileCfg.PluginDir()) },
-		// Admit stays nil until tenancy is wired: every Plugin is then
-		// refused as NamespaceNotAllowed; ClusterPlugins run.
+		Admit: func(ctx context.Context, cfg *config.Config, ns, sa string, m config.Module, running int) (config.Module, *pluginresource.Refusal) {
+			out, r := tenancy.Admit(ctx, cfg, rev, ns, sa, m, running)
+			if r != nil {
+				return out, &pluginresource.Refusal{Reason: r.Reason, Problems: r.Problems}
+			}
+			return out, nil
+		},
 	})
 }
 
