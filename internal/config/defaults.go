@@ -325,6 +325,7 @@ func applyDefaults(c *Config, p *problems) {
 	le.RenewDeadline = NewDuration(orDefault(le.RenewDeadline, DefaultRenewDeadline))
 	le.RetryPeriod = NewDuration(orDefault(le.RetryPeriod, DefaultRetryPeriod))
 	c.Sharding.applyDefaults()
+	c.PluginResources.applyDefaults()
 
 	for i := range c.Resources {
 		r := &c.Resources[i]

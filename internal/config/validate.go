@@ -68,6 +68,7 @@ func validate(p *problems, c *Config) {
 	validateLeaderElection(p, c.LeaderElection)
 	validateSharding(p, c)
 	validateControllerGrants(p, c)
+	validatePluginResources(p, c.PluginResources)
 }
 
 // validateResources checks resources and returns the line of every
