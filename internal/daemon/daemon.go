@@ -18,6 +18,7 @@ import (
 	"github.com/informer-host/informer-host/informer"
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/filewatch"
+	"github.com/informer-host/informer-host/internal/pluginresource"
 	"github.com/informer-host/informer-host/internal/server"
 )
 
@@ -70,6 +71,9 @@ type Options struct {
 	// election has joined, before any plugin loads; blocking in it stands
 	// in for plugins that take long to compile or pull (tests).
 	beforeLoad func(*host.Host)
+	// resourcesDiscovery is how often a daemon whose apiserver does not
+	// serve the plugin resources looks again (tests; default a minute).
+	resourcesDiscovery time.Duration
 	// abandonLease makes a leader or a shard member that stops keep its
 	// Lease until it expires, as a crashed one does (tests).
 	abandonLease bool
@@ -88,8 +92,13 @@ type Daemon struct {
 	pipeline *informer.Pipeline
 	host     *host.Host
 	server   *server.Server
-	// cfg is the configuration in force; only the reload loop swaps it.
-	cfg *config.Config
+	// cfg is the configuration in force: fileCfg, the config file as last
+	// read, with the admitted plugin objects' modules appended. Only the
+	// reload loop swaps them.
+	cfg, fileCfg *config.Config
+	// resources watches the plugin objects (pluginresources.go); nil
+	// when pluginResources.watch is off.
+	resources *pluginresource.Controller
 	// sources runs the sourced plugins (sources.go).
 	sources *sources
 }
@@ -193,7 +202,11 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 	if err := el.join(ctx, h); err != nil {
 		return err
 	}
-	d := &Daemon{log: log, pipeline: p, host: h, cfg: cfg, server: srv}
+	d := &Daemon{log: log, pipeline: p, host: h, cfg: cfg, fileCfg: cfg, server: srv}
+	resourcesChanged := make(chan struct{}, 1)
+	if d.resources, err = newPluginResources(d, restCfg, o.resourcesDiscovery, resourcesChanged); err != nil {
+		return err
+	}
 	if srv != nil {
 		if err := srv.Attach(p, h, resourceNames(cfg)); err != nil {
 			return err
@@ -226,7 +239,7 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 
 	bg, cancelBG := context.WithCancel(ctx)
 	var watches sync.WaitGroup
-	configWatched := d.startWatches(bg, &watches, o.Reload)
+	configWatched := d.startWatches(bg, &watches, o.Reload, resourcesChanged)
 	if o.Started != nil {
 		// A change written once Started returns must be reloaded: the
 		// config watch takes the file's content as it finds it.
@@ -273,16 +286,22 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 	return nil
 }
 
-// startWatches starts the plugin directory watch, the config file watch
-// and the reload loop, which reloads on a changed file and on every value
-// of sighup, until ctx ends. The channel it returns is closed once the
-// config file watch is in place, or has failed.
-func (d *Daemon) startWatches(ctx context.Context, wg *sync.WaitGroup, sighup <-chan os.Signal) <-chan struct{} {
+// startWatches starts the plugin directory watch, the config file watch,
+// the plugin objects' watch and the reload loop, which reloads on a
+// changed file and on every value of sighup, and applies the plugin
+// objects' modules anew once resources has been quiet for
+// resourcesDebounce after a change, until ctx ends. The channel it
+// returns is closed once the config file watch is in place, or has
+// failed.
+func (d *Daemon) startWatches(ctx context.Context, wg *sync.WaitGroup, sighup <-chan os.Signal, resources <-chan struct{}) <-chan struct{} {
 	wg.Go(func() {
 		if err := d.host.Watch(ctx, host.WatchOptions{}); err != nil {
 			d.log.Error("plugin directory not watched; reloads need a restart", "err", err)
 		}
 	})
+	if d.resources != nil {
+		wg.Go(func() { d.resources.Run(ctx) })
+	}
 	changed := make(chan struct{}, 1)
 	file := d.cfg.File
 	watched := make(chan struct{})
@@ -302,6 +321,11 @@ func (d *Daemon) startWatches(ctx context.Context, wg *sync.WaitGroup, sighup <-
 		}
 	})
 	wg.Go(func() {
+		// One apply for a burst of object changes (kubectl apply -f of a
+		// directory); stopped while no change waits.
+		quiet := time.NewTimer(time.Hour)
+		quiet.Stop()
+		defer quiet.Stop()
 		for {
 			select {
 			case <-ctx.Done():
@@ -310,11 +334,19 @@ func (d *Daemon) startWatches(ctx context.Context, wg *sync.WaitGroup, sighup <-
 				d.reload(ctx, "file changed")
 			case <-sighup:
 				d.reload(ctx, "SIGHUP")
+			case <-resources:
+				quiet.Reset(resourcesDebounce)
+			case <-quiet.C:
+				d.resourcesChanged(ctx)
 			}
 		}
 	})
 	return watched
 }
+
+// resourcesDebounce is how long the plugin objects must be quiet after a
+// change before their modules are applied.
+const resourcesDebounce = 200 * time.Millisecond
 
 // APILimit is a client-side rate limit towards the apiserver.
 type APILimit struct {

@@ -16,11 +16,12 @@ import (
 // settings that take effect only after a restart are named and left as
 // they run.
 func (d *Daemon) reload(ctx context.Context, why string) {
-	next, err := config.Load(d.cfg.File)
+	file, err := config.Load(d.cfg.File)
 	if err != nil {
 		d.log.Error("config not reloaded: the running configuration stays", "reason", why, "problems", err.Error())
 		return
 	}
+	next := d.merged(ctx, file)
 	if next.PluginDir() != d.cfg.PluginDir() || next.Kubeconfig != d.cfg.Kubeconfig || next.Server != d.cfg.Server {
 		d.log.Warn("plugins.directory, kubeconfig and server take effect only after a restart")
 	}
@@ -32,6 +33,19 @@ func (d *Daemon) reload(ctx context.Context, why string) {
 	if next.Sharding != d.cfg.Sharding || next.LeaderElection != d.cfg.LeaderElection {
 		d.log.Warn("sharding and leaderElection take effect only after a restart")
 	}
+	d.fileCfg = file
+	d.apply(ctx, next, why)
+}
+
+// resourcesChanged applies the file's configuration as it was last read
+// with the plugin objects' modules as they are now.
+func (d *Daemon) resourcesChanged(ctx context.Context) {
+	d.apply(ctx, d.merged(ctx, d.fileCfg), "plugin objects changed")
+}
+
+// apply makes the daemon run next (the file's configuration merged with
+// the plugin objects' modules).
+func (d *Daemon) apply(ctx context.Context, next *config.Config, why string) {
 	if err := d.pipeline.Apply(ctx, next.Resources); err != nil {
 		d.log.Error("config reload: resources", "err", err)
 		return
@@ -54,7 +68,7 @@ func (d *Daemon) reload(ctx context.Context, why string) {
 		}
 	}
 	d.cfg = next
-	d.log.Info("config reloaded", "reason", why, "resources", len(next.Resources))
+	d.log.Info("config reloaded", "reason", why, "resources", len(next.Resources), "modules", len(next.Plugins.Modules))
 }
 
 // warnResources names, at their entries in the config file, the

@@ -8,6 +8,7 @@
 // is in Admissions, for the status writer (internal/pluginstatus).
 //
 // Rule of direction: it imports internal/config, internal/pluginapi and
-// internal/tenancy, and client-go; internal/daemon and
-// internal/pluginstatus import it; it imports neither, nor host.
+// client-go; internal/daemon and internal/pluginstatus import it; it
+// imports neither, nor host, nor internal/tenancy (the daemon hands it
+// tenancy.Admit as Options.Admit).
 package pluginresource
