@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -252,12 +253,9 @@ func (w *Writer) write(ctx context.Context, in Input, members []string) (v1alpha
 		// comes.
 		return v1alpha1.PluginStatus{}, apierrors.NewConflict(v1alpha1.PluginsGVR.GroupResource(), adm.Name, errors.New("object recreated"))
 	}
-	var prev v1alpha1.PluginStatus
-	if m, ok := obj.Object["status"].(map[string]any); ok {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &prev); err != nil {
-			w.log.Warn("plugin status: the object's status does not read; it is written anew", "object", objectKey(adm), "err", err)
-			prev = v1alpha1.PluginStatus{}
-		}
+	prev, err := StatusOf(obj)
+	if err != nil {
+		w.log.Warn("plugin status: the object's status does not read; it is written anew", "object", objectKey(adm), "err", err)
 	}
 	in.Prev = prev
 	in.Others = nil
@@ -274,6 +272,20 @@ func (w *Writer) write(ctx context.Context, in Input, members []string) (v1alpha
 	obj.Object["status"] = m
 	if _, err := ri.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: ReportingController}); err != nil {
 		return v1alpha1.PluginStatus{}, err
+	}
+	return st, nil
+}
+
+// StatusOf reads a plugin object's status (the zero status when it has
+// none, or one that does not read, with the error).
+func StatusOf(obj *unstructured.Unstructured) (v1alpha1.PluginStatus, error) {
+	var st v1alpha1.PluginStatus
+	m, ok := obj.Object["status"].(map[string]any)
+	if !ok {
+		return st, nil
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st); err != nil {
+		return v1alpha1.PluginStatus{}, fmt.Errorf("status of %s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
 	return st, nil
 }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -106,11 +105,9 @@ func readStatus(t *testing.T, dyn dynamic.Interface, adm pluginresource.Admissio
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st v1alpha1.PluginStatus
-	if m, ok := obj.Object["status"].(map[string]any); ok {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st); err != nil {
-			t.Fatal(err)
-		}
+	st, err := StatusOf(obj)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return st
 }
