@@ -201,6 +201,9 @@ func assess(in Input) assessment {
 	switch {
 	case src == nil:
 		pending = "waiting for its source to be started"
+	case adm.Source != "" && src.Source != adm.Source:
+		// The daemon has not applied this generation's spec yet.
+		pending = fmt.Sprintf("the spec's source %s is not applied yet (the source followed is %s)", adm.Source, src.Source)
 	case src.Running == nil:
 		pending = "waiting for its first version from " + src.Source
 	case src.Running.Source != src.Source:

@@ -27,6 +27,12 @@ func admitted(verify bool) pluginresource.Admission {
 		Plugin: "team-a.labeler.wasm", Admitted: true, Source: srcA, VerifyPolicy: verify}
 }
 
+func admittedFrom(source string) pluginresource.Admission {
+	a := admitted(false)
+	a.Source = source
+	return a
+}
+
 func running(mut ...func(*host.PluginStatus)) *host.PluginStatus {
 	p := &host.PluginStatus{File: "team-a.labeler.wasm", SHA256: shaA, State: host.StateRunning, Synced: true,
 		Bindings: []string{"pods"}, Counters: host.Counters{Delivered: 7}}
@@ -155,8 +161,12 @@ func TestCompute(t *testing.T) {
 			in:   Input{Admission: admitted(false), Plugin: running(), Source: sourced(func(s *pluginsource.Status) { s.ResolvedDigest = "sha256:" + shaB })},
 			want: map[string]want{v1alpha1.ConditionReady: {metav1.ConditionFalse, v1alpha1.ReasonLoading, []string{"sha256:" + shaB}}}},
 		{name: "the spec's new source has no good version yet",
-			in:   Input{Admission: admitted(false), Plugin: running(), Source: sourced(func(s *pluginsource.Status) { s.Source = "oci://registry.example/team/labeler:v2" })},
+			in: Input{Admission: admittedFrom("oci://registry.example/team/labeler:v2"), Plugin: running(),
+				Source: sourced(func(s *pluginsource.Status) { s.Source = "oci://registry.example/team/labeler:v2" })},
 			want: map[string]want{v1alpha1.ConditionReady: {metav1.ConditionFalse, v1alpha1.ReasonLoading, []string{"labeler:v2 has no good version yet"}}}},
+		{name: "the spec's generation not applied yet",
+			in:   Input{Admission: admittedFrom("oci://registry.example/team/labeler:v3"), Plugin: running(), Source: sourced()},
+			want: map[string]want{v1alpha1.ConditionReady: {metav1.ConditionFalse, v1alpha1.ReasonLoading, []string{"labeler:v3 is not applied yet"}}}},
 		{name: "not started by the host yet",
 			in:   Input{Admission: admitted(false), Source: &pluginsource.Status{Source: srcA}},
 			want: map[string]want{v1alpha1.ConditionReady: {metav1.ConditionFalse, v1alpha1.ReasonLoading, []string{"first version"}}}},
