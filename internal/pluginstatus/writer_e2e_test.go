@@ -172,17 +172,18 @@ func (w *world) waitLooks(t *testing.T, n int64) {
 	testenv.Eventually(t, "the writer's looks", func() bool { return w.looks.Load() >= target })
 }
 
-// statusUpdates counts the status updates the apiserver is sent through
+// statusUpdates counts the status updates the apiserver accepted through
 // the config it returns.
 func statusUpdates(cfg *rest.Config) (*rest.Config, *atomic.Int64) {
 	var n atomic.Int64
 	c := rest.CopyConfig(cfg)
 	c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(r *http.Request) (*http.Response, error) {
-			if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/status") {
+			resp, err := rt.RoundTrip(r)
+			if err == nil && resp.StatusCode == http.StatusOK && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/status") {
 				n.Add(1)
 			}
-			return rt.RoundTrip(r)
+			return resp, err
 		})
 	}
 	return c, &n
