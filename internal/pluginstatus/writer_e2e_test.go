@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/yaml"
 
 	"github.com/informer-host/informer-host/host"
 	"github.com/informer-host/informer-host/internal/pluginapi/v1alpha1"
@@ -33,9 +35,10 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
 
-// installCRDs installs Plugin and ClusterPlugin as far as the writer
-// needs them: a status subresource, any fields (deploy/crds holds the
-// full schema; these tests are about the status writes).
+// installCRDs installs Plugin and ClusterPlugin: the committed CRDs of
+// deploy/crds when the tree has them (so the status written is one the
+// real schema keeps), otherwise as far as the writer needs them, a
+// status subresource and any fields.
 func installCRDs(t *testing.T) dynamic.Interface {
 	t.Helper()
 	env.Require(t)
@@ -56,6 +59,12 @@ func installCRDs(t *testing.T) dynamic.Interface {
 					Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
 					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
 						XPreserveUnknownFields: &yes}}}}}}
+		if b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "crds", v1alpha1.Group+"_"+c.plural+".yaml")); err == nil {
+			crd = &apiextensionsv1.CustomResourceDefinition{}
+			if err := yaml.UnmarshalStrict(b, crd); err != nil {
+				t.Fatalf("deploy/crds: %v", err)
+			}
+		}
 		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
@@ -77,7 +86,8 @@ func createObject(t *testing.T, dyn dynamic.Interface, kind, ns, name string) pl
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.Group + "/" + v1alpha1.Version, "kind": kind,
 		"metadata": map[string]any{"name": name},
-		"spec":     map[string]any{"source": map[string]any{"oci": "registry.example/team/labeler:v1"}},
+		"spec": map[string]any{"source": map[string]any{"oci": "registry.example/team/labeler:v1"},
+			"serviceAccountName": "labeler"},
 	}}
 	ri := dynamic.ResourceInterface(dyn.Resource(v1alpha1.ClusterPluginsGVR))
 	if kind == v1alpha1.KindPlugin {
