@@ -109,7 +109,10 @@ func New(o Options) (*Controller, error) {
 // again every DiscoveryInterval, then watches them until ctx ends or they
 // are no longer served (their CRDs deleted), and then waits again.
 func (c *Controller) Run(ctx context.Context) {
-	for c.waitServed(ctx) {
+	// watch returns at once on an ended ctx, and waitServed returns true
+	// while the resources are served, so ctx is checked here too: without
+	// it a daemon stopping with the CRDs installed never returns.
+	for ctx.Err() == nil && c.waitServed(ctx) {
 		c.watch(ctx)
 	}
 }
