@@ -313,6 +313,12 @@ func installPluginCRDs(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	// Another test's CRDs of the same names may still be going away.
+	testenv.Eventually(t, "no plugin CRDs left by another test", func() bool {
+		_, err1 := crds.Get(ctx, "plugins."+v1alpha1.Group, metav1.GetOptions{})
+		_, err2 := crds.Get(ctx, "clusterplugins."+v1alpha1.Group, metav1.GetOptions{})
+		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2)
+	})
 	for _, plural := range []string{"plugins", "clusterplugins"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "crds", v1alpha1.Group+"_"+plural+".yaml"))
 		if err != nil {

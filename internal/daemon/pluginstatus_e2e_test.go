@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiext "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,13 +39,6 @@ func TestPluginResourceStatus(t *testing.T) {
 		}
 		return f
 	}
-	// Another test's CRDs of the same names may still be going away.
-	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
-	testenv.Eventually(t, "no plugin CRDs left by another test", func() bool {
-		_, err1 := crds.Get(ctx, "plugins."+v1alpha1.Group, metav1.GetOptions{})
-		_, err2 := crds.Get(ctx, "clusterplugins."+v1alpha1.Group, metav1.GetOptions{})
-		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2)
-	})
 	installPluginCRDs(t)
 	r := startReplica(t, writeSourcesConfig(t, dir, ns, ""), Options{resourcesDiscovery: 50 * time.Millisecond})
 
@@ -72,29 +64,8 @@ func TestPluginResourceStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	status := func(name string) (v1alpha1.PluginStatus, int64) {
-		obj, err := clusterPlugins.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := pluginstatus.StatusOf(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st, obj.GetGeneration()
-	}
-	is := func(st v1alpha1.PluginStatus, typ string, s metav1.ConditionStatus, reason string, words ...string) bool {
-		c := meta.FindStatusCondition(st.Conditions, typ)
-		if c == nil || c.Status != s || c.Reason != reason {
-			return false
-		}
-		for _, w := range words {
-			if !strings.Contains(c.Message, w) {
-				return false
-			}
-		}
-		return true
-	}
+	status := func(name string) (v1alpha1.PluginStatus, int64) { return objectStatus(t, clusterPlugins, name) }
+	is := hasCondition
 	events := func(name string) map[string]int {
 		list, err := env.Client.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -172,4 +143,34 @@ func TestPluginResourceStatus(t *testing.T) {
 	if e := events(name); e["Loaded"] != 1 || e["LoadFailed"] != 1 || len(e) != 2 {
 		t.Errorf("Events of %s: %v, want one Loaded and one LoadFailed", name, e)
 	}
+}
+
+// objectStatus reads the status of the plugin object name of ri, and its
+// generation.
+func objectStatus(t *testing.T, ri dynamic.ResourceInterface, name string) (v1alpha1.PluginStatus, int64) {
+	t.Helper()
+	obj, err := ri.Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := pluginstatus.StatusOf(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, obj.GetGeneration()
+}
+
+// hasCondition reports whether st has condition typ at s with reason, its
+// message holding every one of words.
+func hasCondition(st v1alpha1.PluginStatus, typ string, s metav1.ConditionStatus, reason string, words ...string) bool {
+	c := meta.FindStatusCondition(st.Conditions, typ)
+	if c == nil || c.Status != s || c.Reason != reason {
+		return false
+	}
+	for _, w := range words {
+		if !strings.Contains(c.Message, w) {
+			return false
+		}
+	}
+	return true
 }
