@@ -74,7 +74,7 @@ type Options struct {
 type Controller struct {
 	o         Options
 	dyn       dynamic.Interface
-	discovery discovery.DiscoveryInterface
+	discovery *discovery.DiscoveryClient
 
 	mu sync.Mutex
 	// listers are set once the informers have synced; nil before (and
@@ -119,7 +119,7 @@ func (c *Controller) Run(ctx context.Context) {
 func (c *Controller) waitServed(ctx context.Context) bool {
 	told := false
 	for {
-		served, err := c.served()
+		served, err := c.served(ctx)
 		switch {
 		case served:
 			return true
@@ -142,8 +142,10 @@ func (c *Controller) waitServed(ctx context.Context) bool {
 }
 
 // served reports whether discovery lists both resources of the group.
-func (c *Controller) served() (bool, error) {
-	list, err := c.discovery.ServerResourcesForGroupVersion(v1alpha1.Group + "/" + v1alpha1.Version)
+func (c *Controller) served(ctx context.Context) (bool, error) {
+	// With ctx: a stopping daemon must not wait on the client's rate
+	// limiter for a look nobody needs any more.
+	list, err := c.discovery.ServerResourcesForGroupVersionWithContext(ctx, v1alpha1.Group+"/"+v1alpha1.Version)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -209,7 +211,7 @@ func (c *Controller) watch(ctx context.Context) {
 			return
 		case <-time.After(c.o.DiscoveryInterval):
 		}
-		if served, err := c.served(); err == nil && !served {
+		if served, err := c.served(ctx); err == nil && !served {
 			c.mu.Lock()
 			c.plugins, c.clusterPlugins = nil, nil
 			c.mu.Unlock()
