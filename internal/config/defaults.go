@@ -327,6 +327,7 @@ func applyDefaults(c *Config, p *problems) {
 	c.Sharding.applyDefaults()
 	c.Tracing.applyDefaults()
 	c.Tenancy.applyDefaults()
+	c.PluginResources.applyDefaults()
 
 	for i := range c.Resources {
 		r := &c.Resources[i]

@@ -70,6 +70,7 @@ func validate(p *problems, c *Config) {
 	validateControllerGrants(p, c)
 	validateTracing(p, c.Tracing)
 	validateTenancy(p, c, names, complete)
+	validatePluginResources(p, c.PluginResources)
 }
 
 // validateResources checks resources and returns the line of every

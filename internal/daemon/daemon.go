@@ -246,6 +246,7 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 	bg, cancelBG := context.WithCancel(ctx)
 	var watches sync.WaitGroup
 	configWatched := d.startWatches(bg, &watches, o.Reload, resourcesChanged)
+	d.startPluginStatus(bg, &watches, restCfg, el)
 	if o.Started != nil {
 		// A change written once Started returns must be reloaded: the
 		// config watch takes the file's content as it finds it.

@@ -23,7 +23,10 @@
 //     for those bound to resources that cannot sync, and at the latest
 //     4 leaseDurations after it started);
 //  4. the plugin directory watch and the config file watch with the
-//     reload loop: last, since a reload changes what 2 and 3 run;
+//     reload loop: last, since a reload changes what 2 and 3 run; and
+//     beside them, when plugin objects are watched, the writer of their
+//     status (pluginstatus.go, a package of its own: internal/pluginstatus),
+//     which a standby leaves alone;
 //  5. the election's wait: none waits for the end of ctx; a Lease leader
 //     activates the standby host when it gets the lease; a shard member
 //     already delivers what it owns.

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/informer-host/informer-host/internal/config"
 	"github.com/informer-host/informer-host/internal/pluginsource"
@@ -13,8 +14,10 @@ import (
 // a pluginsource.Manager over the host, made when the first config with a
 // source is applied, so a daemon without any needs no source cache.
 type sources struct {
-	d   *Daemon
-	m   *pluginsource.Manager
+	d *Daemon
+	m *pluginsource.Manager
+	// cur is m for readers on other goroutines (the status writer).
+	cur atomic.Pointer[pluginsource.Manager]
 	ctx context.Context // the sources' goroutines end with it
 	// rest reaches the apiserver for configmap:// sources.
 	rest *rest.Config
@@ -47,6 +50,7 @@ func (s *sources) apply(cfg *config.Config) error {
 			return err
 		}
 		s.m = m
+		s.cur.Store(m)
 		if s.d.server != nil {
 			if err := s.d.server.AttachSources(m); err != nil {
 				return err
