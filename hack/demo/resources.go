@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
 	"github.com/informer-host/informer-host/internal/pluginapi/v1alpha1"
@@ -193,7 +195,8 @@ func (p *pluginTables) report(ctx context.Context) {
 		return
 	}
 	key := plugins.key + cluster.key
-	if key == p.last && p.n%p.every != 0 {
+	ready := len(plugins.notReady)+len(cluster.notReady) == 0
+	if p.n%p.every != 0 && (!ready || key == p.last) {
 		return
 	}
 	p.last = key
@@ -205,18 +208,23 @@ func (p *pluginTables) report(ctx context.Context) {
 	for _, l := range cluster.lines {
 		say("%s", l)
 	}
+	for _, l := range append(plugins.notReady, cluster.notReady...) {
+		say("%s", l)
+	}
 }
 
 type printed struct {
-	lines []string
-	key   string // the rows without AGE: what a change is
+	lines    []string
+	key      string   // the rows without AGE: what a change is
+	notReady []string // "<kind> <name> is not Ready: <reason>: <message>"
 }
 
 // table fetches gvr as a meta.k8s.io Table and lays it out as kubectl
 // does (tabwriter, upper-case headers, NAMESPACE first with -A, a
-// missing value left empty); ok is false until every row is Ready True.
+// missing value left empty); ok is false when the table cannot be read
+// or has no row.
 func (p *pluginTables) table(ctx context.Context, gvr schema.GroupVersionResource, allNamespaces bool) (printed, bool) {
-	url := fmt.Sprintf("%s/apis/%s/%s/%s?includeObject=Metadata", p.host, gvr.Group, gvr.Version, gvr.Resource)
+	url := fmt.Sprintf("%s/apis/%s/%s/%s?includeObject=Object", p.host, gvr.Group, gvr.Version, gvr.Resource)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return printed{}, false
@@ -234,7 +242,7 @@ func (p *pluginTables) table(ctx context.Context, gvr schema.GroupVersionResourc
 	var buf, key bytes.Buffer
 	w := tabwriter.NewWriter(&buf, 6, 4, 3, ' ', 0)
 	var head []string
-	ready, age := -1, -1
+	age := -1
 	if allNamespaces {
 		head = append(head, "NAMESPACE")
 	}
@@ -242,21 +250,31 @@ func (p *pluginTables) table(ctx context.Context, gvr schema.GroupVersionResourc
 		if c.Priority != 0 {
 			continue
 		}
-		switch c.Name {
-		case "Ready":
-			ready = i
-		case "Age":
+		if c.Name == "Age" {
 			age = i
 		}
 		head = append(head, strings.ToUpper(c.Name))
 	}
 	fmt.Fprintln(w, strings.Join(head, "\t"))
+	var notReady []string
 	for _, r := range t.Rows {
+		var o struct {
+			Kind     string            `json:"kind"`
+			Metadata metav1.ObjectMeta `json:"metadata"`
+			Status   struct {
+				Conditions []metav1.Condition `json:"conditions"`
+			} `json:"status"`
+		}
+		_ = json.Unmarshal(r.Object.Raw, &o)
+		name := cache.ObjectName{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name}
+		if c := meta.FindStatusCondition(o.Status.Conditions, v1alpha1.ConditionReady); c == nil {
+			notReady = append(notReady, fmt.Sprintf("%s %s has no status yet (is the daemon running?)", o.Kind, name))
+		} else if c.Status != metav1.ConditionTrue {
+			notReady = append(notReady, fmt.Sprintf("%s %s is not Ready: %s: %s", o.Kind, name, c.Reason, c.Message))
+		}
 		var cells []string
 		if allNamespaces {
-			var m metav1.PartialObjectMetadata
-			_ = json.Unmarshal(r.Object.Raw, &m)
-			cells = append(cells, m.Namespace)
+			cells = append(cells, o.Metadata.Namespace)
 		}
 		for i, c := range r.Cells {
 			if i >= len(t.ColumnDefinitions) || t.ColumnDefinitions[i].Priority != 0 {
@@ -265,9 +283,6 @@ func (p *pluginTables) table(ctx context.Context, gvr schema.GroupVersionResourc
 			s := ""
 			if c != nil {
 				s = fmt.Sprint(c)
-			}
-			if i == ready && s != "True" {
-				return printed{}, false
 			}
 			if i != age {
 				key.WriteString(s + "\t")
@@ -278,5 +293,5 @@ func (p *pluginTables) table(ctx context.Context, gvr schema.GroupVersionResourc
 		fmt.Fprintln(w, strings.Join(cells, "\t"))
 	}
 	_ = w.Flush()
-	return printed{lines: strings.Split(strings.TrimRight(buf.String(), "\n"), "\n"), key: key.String()}, true
+	return printed{lines: strings.Split(strings.TrimRight(buf.String(), "\n"), "\n"), key: key.String(), notReady: notReady}, true
 }
