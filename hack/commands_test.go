@@ -343,7 +343,12 @@ func TestMakeDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	demo := start(t, dir, nil, binary(t, "demo"), "--host", binary(t, "informer-host"), "--config", cfgFile, "--period", "200ms",
+	// 400ms: a Pod every step is label-enforcer's apply every step, and
+	// its writes grant's default budget is 5/s. At 200ms, the budget
+	// itself, its queue backed up now and then until it applied to Pods
+	// already deleted (a create the apiserver refuses: WARN lines in two
+	// runs of eight); at half the budget it keeps up.
+	demo := start(t, dir, nil, binary(t, "demo"), "--host", binary(t, "informer-host"), "--config", cfgFile, "--period", "400ms",
 		"--crds", filepath.Join(repo, "deploy", "crds"), "--team-plugin", filepath.Join(repo, "plugins", "examples", "minimal-wat", "plugin.yaml"))
 	demo.waitFor(t, "the demo to create a pod", regexp.MustCompile(`demo \| created pod demo/demo-1`))
 	for _, plugin := range []string{"pod-logger.wasm", "pod-phases.wasm", "counter-c.wasm"} {
@@ -368,6 +373,8 @@ func TestMakeDemo(t *testing.T) {
 	for _, plugin := range []string{"phases.wasm", "team-a.minimal-wat.wasm"} {
 		demo.waitFor(t, plugin+" (a plugin object) to report", regexp.MustCompile(`plugin=`+regexp.QuoteMeta(plugin)))
 	}
+	demo.waitFor(t, "team-a's Plugin to be handed team-a's ConfigMaps",
+		regexp.MustCompile(`msg="delete note-5" plugin=team-a\.minimal-wat\.wasm`))
 	demo.waitFor(t, "team-a's Plugin to be Ready with a digest",
 		regexp.MustCompile(`demo \| team-a\s+minimal-wat\s+True\s+configmap://team-a/minimal-wat/minimal-wat\.wasm\s+sha256:[0-9a-f]{64}\s`))
 	demo.waitFor(t, "the ClusterPlugin to be Ready with a digest",

@@ -304,6 +304,15 @@ func churn(ctx context.Context, cs kubernetes.Interface, period time.Duration, r
 			step("deleted pod demo/"+old, pods.Delete(ctx, old, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
 		}
 		if i%5 == 0 {
+			// Team a's own objects, for its Plugin (minimal-wat logs each
+			// add and delete it is handed, of its namespace only).
+			note := fmt.Sprintf("note-%d", i)
+			_, err := cs.CoreV1().ConfigMaps(teamNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: note}}, metav1.CreateOptions{})
+			step(fmt.Sprintf("created configmap %s/%s", teamNamespace, note), err)
+			if i > 5 {
+				old := fmt.Sprintf("note-%d", i-5)
+				step(fmt.Sprintf("deleted configmap %s/%s", teamNamespace, old), cs.CoreV1().ConfigMaps(teamNamespace).Delete(ctx, old, metav1.DeleteOptions{}))
+			}
 			replicas := int32(2 + i/5%2)
 			s, err := cs.AppsV1().Deployments(namespace).GetScale(ctx, deploymentName, metav1.GetOptions{})
 			if err == nil {
