@@ -300,7 +300,10 @@ server: {address: "127.0.0.1:0"}
 // granted what it uses. Each capability is seen working (a label written,
 // an Event, a webhook message, a metric, a cache read) and the host never
 // warns: a WARN in a healthy demo is a grant missing or a plugin failing.
-// Ctrl-C stops everything. The config differs from the demo's only where
+// The two plugin objects it applies (a ClusterPlugin from file://, team-a's
+// Plugin from a ConfigMap) run and show Ready True with a digest in the
+// tables it prints, and README's kubectl lines run against its cluster
+// as written. Ctrl-C stops everything. The config differs from the demo's only where
 // a test must: the server and the webhook on free loopback ports, the
 // plugin directory absolute.
 func TestMakeDemo(t *testing.T) {
