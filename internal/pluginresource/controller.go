@@ -84,6 +84,9 @@ type Controller struct {
 	// logged is the refusal last logged per object, so a refusal is
 	// logged once per generation, not once per reload.
 	logged map[types.UID]string
+	// applied is, per object, the generation of the last admission the
+	// daemon has applied (Applied).
+	applied map[types.UID]int64
 }
 
 // New returns a Controller; Run starts it.
@@ -102,7 +105,7 @@ func New(o Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugin resources: %w", err)
 	}
-	return &Controller{o: o, dyn: dyn, discovery: disc, logged: map[types.UID]string{}}, nil
+	return &Controller{o: o, dyn: dyn, discovery: disc, logged: map[types.UID]string{}, applied: map[types.UID]int64{}}, nil
 }
 
 // Run waits until the apiserver serves both plugin resources, looking
@@ -298,7 +301,24 @@ func (c *Controller) Modules(ctx context.Context, base *config.Config) []config.
 func (c *Controller) Admissions() []Admission {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Clone(c.admissions)
+	out := slices.Clone(c.admissions)
+	for i := range out {
+		gen, ok := c.applied[out[i].UID]
+		out[i].Applied = ok && gen == out[i].Generation
+	}
+	return out
+}
+
+// Applied tells the controller that the daemon has applied the
+// configuration of the last Modules call: the host and the sources run
+// those generations' settings now.
+func (c *Controller) Applied() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.applied)
+	for _, a := range c.admissions {
+		c.applied[a.UID] = a.Generation
+	}
 }
 
 func sortAdmissions(a []Admission) {
