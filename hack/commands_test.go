@@ -300,7 +300,10 @@ server: {address: "127.0.0.1:0"}
 // granted what it uses. Each capability is seen working (a label written,
 // an Event, a webhook message, a metric, a cache read) and the host never
 // warns: a WARN in a healthy demo is a grant missing or a plugin failing.
-// Ctrl-C stops everything. The config differs from the demo's only where
+// The two plugin objects it applies (a ClusterPlugin from file://, team-a's
+// Plugin from a ConfigMap) run and show Ready True with a digest in the
+// tables it prints, and README's kubectl lines run against its cluster
+// as written. Ctrl-C stops everything. The config differs from the demo's only where
 // a test must: the server and the webhook on free loopback ports, the
 // plugin directory absolute.
 func TestMakeDemo(t *testing.T) {
@@ -343,7 +346,13 @@ func TestMakeDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	demo := start(t, dir, nil, binary(t, "demo"), "--host", binary(t, "informer-host"), "--config", cfgFile, "--period", "200ms")
+	// 400ms: a Pod every step is label-enforcer's apply every step, and
+	// its writes grant's default budget is 5/s. At 200ms, the budget
+	// itself, its queue backed up now and then until it applied to Pods
+	// already deleted (a create the apiserver refuses: WARN lines in two
+	// runs of eight); at half the budget it keeps up.
+	demo := start(t, dir, nil, binary(t, "demo"), "--host", binary(t, "informer-host"), "--config", cfgFile, "--period", "400ms",
+		"--crds", filepath.Join(repo, "deploy", "crds"), "--team-plugin", filepath.Join(repo, "plugins", "examples", "minimal-wat", "plugin.yaml"))
 	demo.waitFor(t, "the demo to create a pod", regexp.MustCompile(`demo \| created pod demo/demo-1`))
 	for _, plugin := range []string{"pod-logger.wasm", "pod-phases.wasm", "counter-c.wasm"} {
 		demo.waitFor(t, plugin+" to report", regexp.MustCompile(`plugin=`+regexp.QuoteMeta(plugin)))
@@ -362,6 +371,19 @@ func TestMakeDemo(t *testing.T) {
 	for _, e := range effects {
 		demo.waitFor(t, e.capability+" to be seen", regexp.MustCompile(e.printed))
 	}
+	// The plugin objects: both run, and the demo prints their tables with
+	// READY True and the digest of what runs.
+	for _, plugin := range []string{"phases.wasm", "team-a.minimal-wat.wasm"} {
+		demo.waitFor(t, plugin+" (a plugin object) to report", regexp.MustCompile(`plugin=`+regexp.QuoteMeta(plugin)))
+	}
+	demo.waitFor(t, "team-a's Plugin to be handed team-a's ConfigMaps",
+		regexp.MustCompile(`msg="delete note-5" plugin=team-a\.minimal-wat\.wasm`))
+	demo.waitFor(t, "team-a's Plugin to be Ready with a digest",
+		regexp.MustCompile(`demo \| team-a\s+minimal-wat\s+True\s+configmap://team-a/minimal-wat/minimal-wat\.wasm\s+sha256:[0-9a-f]{64}\s`))
+	demo.waitFor(t, "the ClusterPlugin to be Ready with a digest",
+		regexp.MustCompile(`demo \| phases\s+True\s+file://\S+/pod-phases\.wasm\s+sha256:[0-9a-f]{64}\s`))
+	readmePluginCommands(t, repo, filepath.Join(dir, "build", "demo", "kubeconfig"), demo)
+
 	addr := demo.waitFor(t, "the host to serve", servingRE)[1]
 	code, body, err := get("http://" + addr + "/debug/plugins")
 	if err != nil || code != http.StatusOK || !strings.Contains(body, "minimal-wat.wasm") {
@@ -400,4 +422,140 @@ func freePort(t *testing.T) string {
 // enough that the target still runs it.
 func TestMakeSoak(t *testing.T) {
 	makeRuns(t, "soak", "go test -count=1 -timeout 0 -v -run TestSoak ./hack/soak -args -soak.duration=10m")
+}
+
+// readmePluginCommands runs README's kubectl lines (its sh blocks in the
+// demo's paragraphs and "Plugins as resources") as written, with the real
+// kubectl, against the demo's cluster, from the repository's root: the
+// demo applied the same objects, so they apply unchanged. The tables
+// README shows must match, row by row, what `kubectl get` prints there
+// and what the demo printed (`demo | ` lines), but for a digest and an
+// age.
+func readmePluginCommands(t *testing.T, repo, kubeconfig string, demo *process) {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := readmeBlocks(string(readme), "## Using it", "### Plugins as resources")
+	env := append(os.Environ(), "KUBECONFIG="+kubeconfig, "KUBECACHEDIR="+filepath.Join(t.TempDir(), "kube-cache"))
+	ran := map[string]bool{}
+	for _, b := range blocks {
+		if b.lang == "sh" {
+			for _, line := range b.lines {
+				if !strings.HasPrefix(line, "kubectl ") {
+					continue
+				}
+				cmd := exec.Command("sh", "-c", line)
+				cmd.Dir, cmd.Env = repo, env
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("README: %s: %v\n%s", line, err, out)
+				}
+				ran[strings.Fields(line)[1]] = true
+				if strings.HasPrefix(line, "kubectl get ") {
+					matchTable(t, "README's output of "+line, b.next, string(out))
+				}
+			}
+			continue
+		}
+		if len(b.lines) > 0 && strings.HasPrefix(b.lines[0], "demo | ") {
+			var rows []string
+			for _, l := range b.lines {
+				if strings.HasPrefix(l, "demo | ") && tableRow(l) {
+					rows = append(rows, l)
+				}
+			}
+			if len(rows) > 0 {
+				matchTable(t, "README's demo output", rows, demo.out.String())
+				ran["demo"] = true
+			}
+		}
+	}
+	for _, verb := range []string{"create", "apply", "get", "demo"} {
+		if !ran[verb] {
+			t.Errorf("README shows no %s line (kubectl's, or a demo table) in its demo and Plugins as resources sections; this test looks for them there", verb)
+		}
+	}
+}
+
+type readmeBlock struct {
+	lang  string
+	lines []string
+	next  []string // the lines of the fenced block that follows, if any
+}
+
+// readmeBlocks returns the fenced blocks of the README's text before
+// `upto` (the demo's paragraphs) and of the section `section`.
+func readmeBlocks(readme, upto, section string) []readmeBlock {
+	var text string
+	if i := strings.Index(readme, "\n"+upto+"\n"); i >= 0 {
+		text = readme[:i]
+	}
+	if i := strings.Index(readme, "\n"+section+"\n"); i >= 0 {
+		rest := readme[i+len(section)+2:]
+		if loc := regexp.MustCompile(`\n#{1,3} `).FindStringIndex(rest); loc != nil {
+			rest = rest[:loc[0]]
+		}
+		text += "\n" + rest
+	}
+	var out []readmeBlock
+	var cur *readmeBlock
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			if cur == nil {
+				cur = &readmeBlock{lang: strings.TrimPrefix(line, "```")}
+			} else {
+				out = append(out, *cur)
+				cur = nil
+			}
+			continue
+		}
+		if cur != nil {
+			cur.lines = append(cur.lines, line)
+		}
+	}
+	for i := 0; i+1 < len(out); i++ {
+		out[i].next = out[i+1].lines
+	}
+	return out
+}
+
+// tableRow is whether a demo line is a row of a `kubectl get` table
+// (several columns two or more spaces apart), not one of its sentences.
+func tableRow(line string) bool {
+	return len(regexp.MustCompile(`\S {2,}\S`).FindAllString(line, -1)) >= 2
+}
+
+// matchTable checks that each of README's rows matches a line of out:
+// the same words in the same order, with any sha256 digest standing for
+// any digest, an age (12s, 3m4s, 2d) for any age and a file:// path for
+// the same file name in any directory.
+func matchTable(t *testing.T, what string, rows []string, out string) {
+	t.Helper()
+	if len(rows) == 0 {
+		t.Errorf("%s: README shows no rows", what)
+	}
+	digest := regexp.MustCompile(`^sha256:[0-9a-f]+…?$`)
+	age := regexp.MustCompile(`^\d+[smhd](\d+[smh])?$`)
+	for _, row := range rows {
+		var parts []string
+		for _, f := range strings.Fields(row) {
+			switch {
+			case digest.MatchString(f):
+				parts = append(parts, `sha256:[0-9a-f]{64}`)
+			case strings.HasPrefix(f, "file://"):
+				// A file:// source names a checkout's own path.
+				parts = append(parts, `file://\S*/`+regexp.QuoteMeta(filepath.Base(f)))
+			case age.MatchString(f):
+				parts = append(parts, `\d+[smhd](\d+[smh])?`)
+			default:
+				parts = append(parts, regexp.QuoteMeta(f))
+			}
+		}
+		re := regexp.MustCompile(`(?m)^` + strings.Join(parts, `\s+`) + `\s*$`)
+		if !re.MatchString(out) {
+			t.Errorf("%s: no line matches README's\n%s\nin:\n%s", what, row, out)
+		}
+	}
 }

@@ -6,8 +6,12 @@
 // so the plugins have something to do. It serves the config's loopback
 // webhook upstream itself, and prints what the plugins' capabilities did:
 // the labels they wrote, the Events they recorded, the webhook messages
-// they sent and the metrics they export. Ctrl-C stops the churn, the host,
-// the controllers and the control plane, in that order.
+// they sent and the metrics they export. It installs the plugin CRDs and
+// runs two plugins from objects: an operator's ClusterPlugin (file://
+// source) and team-a's Plugin from a ConfigMap, within the config's
+// tenancy ceiling, and prints their `kubectl get` tables once they are
+// Ready. Ctrl-C stops the churn, the host, the controllers and the
+// control plane, in that order.
 package main
 
 import (
@@ -55,20 +59,25 @@ const (
 	team           = "storefront"
 	// podsMetric is ns-counter's gauge on the host's /metrics.
 	podsMetric = "informer_host_plugin_metric_pods"
+	// tablesEvery: the plugin objects' tables are printed again after
+	// this many steps even when no row changed (a minute at 2s).
+	tablesEvery = 30
 )
 
 func main() {
 	host := flag.String("host", "bin/informer-host", "the informer-host binary")
 	cfg := flag.String("config", "hack/demo/config.yaml", "config file for the host")
 	period := flag.Duration("period", 2*time.Second, "time between two steps of the churn")
+	crds := flag.String("crds", "deploy/crds", "directory of the plugin resources' CRDs")
+	team := flag.String("team-plugin", "plugins/examples/minimal-wat/plugin.yaml", "team-a's manifest: its ServiceAccount, Role and Plugin")
 	flag.Parse()
-	if err := run(*host, *cfg, *period); err != nil {
+	if err := run(*host, *cfg, *crds, *team, *period); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(hostBin, cfgPath string, period time.Duration) error {
+func run(hostBin, cfgPath, crdDir, teamManifest string, period time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -120,6 +129,18 @@ func run(hostBin, cfgPath string, period time.Duration) error {
 	if err := installCRD(ctx, env, cronJobCRD()); err != nil {
 		return err
 	}
+	// The plugin objects exist before the daemon starts, which finds the
+	// CRDs served and admits them with the config.yaml modules.
+	if err := installPluginCRDs(ctx, env, crdDir); err != nil {
+		return err
+	}
+	if err := applyPluginObjects(ctx, env, cfg.PluginDir(), teamManifest); err != nil {
+		return err
+	}
+	tables, err := newPluginTables(env.Config, tablesEvery)
+	if err != nil {
+		return err
+	}
 
 	say("starting %s run --config %s (KUBECONFIG=%s)", hostBin, cfgPath, kubeconfig)
 	cmd := exec.Command(hostBin, "run", "--config", cfgPath)
@@ -147,7 +168,7 @@ func run(hostBin, cfgPath string, period time.Duration) error {
 
 	churnDone := make(chan error, 1)
 	go func() {
-		churnDone <- churn(ctx, env.Client, period, newReporter(env.Client, metricsURL(cfg.Server.Address)))
+		churnDone <- churn(ctx, env.Client, period, newReporter(env.Client, metricsURL(cfg.Server.Address), tables))
 	}()
 	select {
 	case <-ctx.Done():
@@ -283,6 +304,15 @@ func churn(ctx context.Context, cs kubernetes.Interface, period time.Duration, r
 			step("deleted pod demo/"+old, pods.Delete(ctx, old, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
 		}
 		if i%5 == 0 {
+			// Team a's own objects, for its Plugin (minimal-wat logs each
+			// add and delete it is handed, of its namespace only).
+			note := fmt.Sprintf("note-%d", i)
+			_, err := cs.CoreV1().ConfigMaps(teamNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: note}}, metav1.CreateOptions{})
+			step(fmt.Sprintf("created configmap %s/%s", teamNamespace, note), err)
+			if i > 5 {
+				old := fmt.Sprintf("note-%d", i-5)
+				step(fmt.Sprintf("deleted configmap %s/%s", teamNamespace, old), cs.CoreV1().ConfigMaps(teamNamespace).Delete(ctx, old, metav1.DeleteOptions{}))
+			}
 			replicas := int32(2 + i/5%2)
 			s, err := cs.AppsV1().Deployments(namespace).GetScale(ctx, deploymentName, metav1.GetOptions{})
 			if err == nil {
@@ -297,18 +327,20 @@ func churn(ctx context.Context, cs kubernetes.Interface, period time.Duration, r
 
 // reporter prints, once each, the effects of the plugins' capabilities
 // the demo can see from outside: labels written (writes), Events recorded
-// (events) and ns-counter's gauge (metrics). The webhook messages
+// (events), ns-counter's gauge (metrics) and the plugin objects' tables.
+// The webhook messages
 // (http) are printed as they arrive, by serveWebhook.
 type reporter struct {
 	cs       kubernetes.Interface
+	tables   *pluginTables
 	metrics  string // "" when the host serves none
 	labelled map[string]bool
 	events   map[string]int32
 	values   map[string]string
 }
 
-func newReporter(cs kubernetes.Interface, metricsURL string) *reporter {
-	return &reporter{cs: cs, metrics: metricsURL, labelled: map[string]bool{}, events: map[string]int32{}, values: map[string]string{}}
+func newReporter(cs kubernetes.Interface, metricsURL string, tables *pluginTables) *reporter {
+	return &reporter{cs: cs, tables: tables, metrics: metricsURL, labelled: map[string]bool{}, events: map[string]int32{}, values: map[string]string{}}
 }
 
 func (r *reporter) report(ctx context.Context) {
@@ -329,6 +361,7 @@ func (r *reporter) report(ctx context.Context) {
 		}
 	}
 	r.readMetrics(ctx)
+	r.tables.report(ctx)
 }
 
 // labels prints the plugin-written labels of pod it has not printed yet,

@@ -68,6 +68,9 @@ func (d *Daemon) apply(ctx context.Context, next *config.Config, why string) {
 		}
 	}
 	d.cfg = next
+	if d.resources != nil {
+		d.resources.Applied()
+	}
 	d.log.Info("config reloaded", "reason", why, "resources", len(next.Resources), "modules", len(next.Plugins.Modules))
 }
 

@@ -24,4 +24,9 @@ type Admission struct {
 	Source string
 	// VerifyPolicy: the spec names a signature policy.
 	VerifyPolicy bool
+	// Applied: the daemon has applied the configuration this admission
+	// went into (Controller.Applied), so the host runs this generation's
+	// settings; until then a status must not call the plugin Ready at
+	// this generation.
+	Applied bool
 }

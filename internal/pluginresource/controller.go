@@ -74,7 +74,7 @@ type Options struct {
 type Controller struct {
 	o         Options
 	dyn       dynamic.Interface
-	discovery discovery.DiscoveryInterface
+	discovery *discovery.DiscoveryClient
 
 	mu sync.Mutex
 	// listers are set once the informers have synced; nil before (and
@@ -84,6 +84,9 @@ type Controller struct {
 	// logged is the refusal last logged per object, so a refusal is
 	// logged once per generation, not once per reload.
 	logged map[types.UID]string
+	// applied is, per object, the generation of the last admission the
+	// daemon has applied (Applied).
+	applied map[types.UID]int64
 }
 
 // New returns a Controller; Run starts it.
@@ -102,7 +105,7 @@ func New(o Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugin resources: %w", err)
 	}
-	return &Controller{o: o, dyn: dyn, discovery: disc, logged: map[types.UID]string{}}, nil
+	return &Controller{o: o, dyn: dyn, discovery: disc, logged: map[types.UID]string{}, applied: map[types.UID]int64{}}, nil
 }
 
 // Run waits until the apiserver serves both plugin resources, looking
@@ -122,7 +125,7 @@ func (c *Controller) Run(ctx context.Context) {
 func (c *Controller) waitServed(ctx context.Context) bool {
 	told := false
 	for {
-		served, err := c.served()
+		served, err := c.served(ctx)
 		switch {
 		case served:
 			return true
@@ -145,8 +148,10 @@ func (c *Controller) waitServed(ctx context.Context) bool {
 }
 
 // served reports whether discovery lists both resources of the group.
-func (c *Controller) served() (bool, error) {
-	list, err := c.discovery.ServerResourcesForGroupVersion(v1alpha1.Group + "/" + v1alpha1.Version)
+func (c *Controller) served(ctx context.Context) (bool, error) {
+	// With ctx: a stopping daemon must not wait on the client's rate
+	// limiter for a look nobody needs any more.
+	list, err := c.discovery.ServerResourcesForGroupVersionWithContext(ctx, v1alpha1.Group+"/"+v1alpha1.Version)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -212,7 +217,7 @@ func (c *Controller) watch(ctx context.Context) {
 			return
 		case <-time.After(c.o.DiscoveryInterval):
 		}
-		if served, err := c.served(); err == nil && !served {
+		if served, err := c.served(ctx); err == nil && !served {
 			c.mu.Lock()
 			c.plugins, c.clusterPlugins = nil, nil
 			c.mu.Unlock()
@@ -299,7 +304,24 @@ func (c *Controller) Modules(ctx context.Context, base *config.Config) []config.
 func (c *Controller) Admissions() []Admission {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Clone(c.admissions)
+	out := slices.Clone(c.admissions)
+	for i := range out {
+		gen, ok := c.applied[out[i].UID]
+		out[i].Applied = ok && gen == out[i].Generation
+	}
+	return out
+}
+
+// Applied tells the controller that the daemon has applied the
+// configuration of the last Modules call: the host and the sources run
+// those generations' settings now.
+func (c *Controller) Applied() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.applied)
+	for _, a := range c.admissions {
+		c.applied[a.UID] = a.Generation
+	}
 }
 
 func sortAdmissions(a []Admission) {

@@ -199,6 +199,8 @@ func assess(in Input) assessment {
 	}
 	pending := ""
 	switch {
+	case !adm.Applied:
+		pending = fmt.Sprintf("generation %d of the spec is not applied yet", adm.Generation)
 	case src == nil:
 		pending = "waiting for its source to be started"
 	case adm.Source != "" && src.Source != adm.Source:

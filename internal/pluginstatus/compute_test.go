@@ -24,7 +24,7 @@ var t0 = time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
 
 func admitted(verify bool) pluginresource.Admission {
 	return pluginresource.Admission{Kind: v1alpha1.KindPlugin, Namespace: "team-a", Name: "labeler", Generation: 3,
-		Plugin: "team-a.labeler.wasm", Admitted: true, Source: srcA, VerifyPolicy: verify}
+		Plugin: "team-a.labeler.wasm", Admitted: true, Applied: true, Source: srcA, VerifyPolicy: verify}
 }
 
 func admittedFrom(source string) pluginresource.Admission {
@@ -167,6 +167,9 @@ func TestCompute(t *testing.T) {
 		{name: "the spec's generation not applied yet",
 			in:   Input{Admission: admittedFrom("oci://registry.example/team/labeler:v3"), Plugin: running(), Source: sourced()},
 			want: map[string]want{v1alpha1.ConditionReady: {metav1.ConditionFalse, v1alpha1.ReasonLoading, []string{"labeler:v3 is not applied yet"}}}},
+		{name: "a settings-only generation not applied yet",
+			in:   Input{Admission: func() pluginresource.Admission { a := admitted(false); a.Applied = false; return a }(), Plugin: running(), Source: sourced()},
+			want: map[string]want{v1alpha1.ConditionReady: {metav1.ConditionFalse, v1alpha1.ReasonLoading, []string{"generation 3 of the spec is not applied yet"}}}},
 		{name: "not started by the host yet",
 			in:   Input{Admission: admitted(false), Source: &pluginsource.Status{Source: srcA}},
 			want: map[string]want{v1alpha1.ConditionReady: {metav1.ConditionFalse, v1alpha1.ReasonLoading, []string{"first version"}}}},

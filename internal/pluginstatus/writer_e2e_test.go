@@ -102,7 +102,7 @@ func createObject(t *testing.T, dyn dynamic.Interface, kind, ns, name string) pl
 		t.Fatal(err)
 	}
 	return pluginresource.Admission{Kind: kind, Namespace: ns, Name: name, UID: got.GetUID(), Generation: got.GetGeneration(),
-		Plugin: v1alpha1.PluginName(ns, name), Admitted: true, Source: srcA, VerifyPolicy: true}
+		Plugin: v1alpha1.PluginName(ns, name), Admitted: true, Applied: true, Source: srcA, VerifyPolicy: true}
 }
 
 func readStatus(t *testing.T, dyn dynamic.Interface, adm pluginresource.Admission) v1alpha1.PluginStatus {
