@@ -313,11 +313,20 @@ func installPluginCRDs(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
-	// Another test's CRDs of the same names may still be going away.
-	testenv.Eventually(t, "no plugin CRDs left by another test", func() bool {
+	gone := func() bool {
 		_, err1 := crds.Get(ctx, "plugins."+v1alpha1.Group, metav1.GetOptions{})
 		_, err2 := crds.Get(ctx, "clusterplugins."+v1alpha1.Group, metav1.GetOptions{})
 		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2)
+	}
+	// Another test's CRDs of the same names may still be going away.
+	testenv.Eventually(t, "no plugin CRDs left by another test", gone)
+	// Removed when the test ends, and gone before the next test starts
+	// a daemon that must not see them go.
+	t.Cleanup(func() {
+		for _, plural := range []string{"plugins", "clusterplugins"} {
+			_ = crds.Delete(context.Background(), plural+"."+v1alpha1.Group, metav1.DeleteOptions{})
+		}
+		testenv.Eventually(t, "the plugin CRDs to be gone at the end of the test", gone)
 	})
 	for _, plural := range []string{"plugins", "clusterplugins"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "crds", v1alpha1.Group+"_"+plural+".yaml"))
@@ -331,11 +340,18 @@ func installPluginCRDs(t *testing.T) {
 		if _, err := crds.Create(ctx, &crd, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = crds.Delete(context.Background(), crd.Name, metav1.DeleteOptions{}) })
 	}
+	// Discovery may list a CRD recreated under a name just deleted a
+	// moment before its handler serves it: both are waited for.
+	dyn := dynamic.NewForConfigOrDie(env.Config)
 	testenv.Eventually(t, "the plugin CRDs to be served", func() bool {
 		list, err := env.Client.Discovery().ServerResourcesForGroupVersion(schema.GroupVersion{Group: v1alpha1.Group, Version: v1alpha1.Version}.String())
-		return err == nil && len(list.APIResources) >= 2
+		if err != nil || len(list.APIResources) < 2 {
+			return false
+		}
+		_, err1 := dyn.Resource(v1alpha1.ClusterPluginsGVR).List(ctx, metav1.ListOptions{})
+		_, err2 := dyn.Resource(v1alpha1.PluginsGVR).List(ctx, metav1.ListOptions{})
+		return err1 == nil && err2 == nil
 	})
 }
 
