@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"k8s.io/client-go/util/retry"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -96,21 +97,7 @@ func TestPluginResources(t *testing.T) {
 	clusterPlugins := dyn.Resource(v1alpha1.ClusterPluginsGVR)
 	// Cluster-scoped names, unique to this test's namespace.
 	name := func(s string) string { return s + "-" + ns }
-	apply := func(o *unstructured.Unstructured) {
-		t.Helper()
-		cur, err := clusterPlugins.Get(ctx, o.GetName(), metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = clusterPlugins.Create(ctx, o, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = clusterPlugins.Delete(context.Background(), o.GetName(), metav1.DeleteOptions{}) })
-		case err == nil:
-			o.SetResourceVersion(cur.GetResourceVersion())
-			_, err = clusterPlugins.Update(ctx, o, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	apply := func(o *unstructured.Unstructured) { t.Helper(); applyObject(t, clusterPlugins, o) }
 	plugin := func(n, file string, extra map[string]any) *unstructured.Unstructured {
 		spec := map[string]any{
 			"source":   map[string]any{"file": file},
@@ -414,4 +401,31 @@ func variant(wasm []byte, n int) []byte {
 func sha(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// applyObject creates o, or updates it to o when it exists; the test's
+// cleanup deletes what it created. The status writer updates the object
+// as well, so an update that meets a newer resourceVersion reads it again.
+func applyObject(t *testing.T, c dynamic.ResourceInterface, o *unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := c.Get(ctx, o.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = c.Create(ctx, o, metav1.CreateOptions{})
+		t.Cleanup(func() { _ = c.Delete(context.Background(), o.GetName(), metav1.DeleteOptions{}) })
+	case err == nil:
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := c.Get(ctx, o.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			o.SetResourceVersion(cur.GetResourceVersion())
+			_, err = c.Update(ctx, o, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }

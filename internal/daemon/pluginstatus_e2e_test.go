@@ -51,18 +51,7 @@ func TestPluginResourceStatus(t *testing.T) {
 		}
 		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha1.Group + "/" + v1alpha1.Version,
 			"kind": v1alpha1.KindClusterPlugin, "metadata": map[string]any{"name": name}, "spec": spec}}
-		cur, err := clusterPlugins.Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = clusterPlugins.Create(ctx, o, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = clusterPlugins.Delete(context.Background(), name, metav1.DeleteOptions{}) })
-		case err == nil:
-			o.SetResourceVersion(cur.GetResourceVersion())
-			_, err = clusterPlugins.Update(ctx, o, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		applyObject(t, clusterPlugins, o)
 	}
 	status := func(name string) (v1alpha1.PluginStatus, int64) { return objectStatus(t, clusterPlugins, name) }
 	is := hasCondition
