@@ -104,17 +104,7 @@ func TestSignedPluginResource(t *testing.T) {
 				"bindings": []any{map[string]any{"resource": "cms"}},
 			},
 		}}
-		cur, err := clusterPlugins.Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			o.SetResourceVersion(cur.GetResourceVersion())
-			_, err = clusterPlugins.Update(ctx, o, metav1.UpdateOptions{})
-		} else {
-			_, err = clusterPlugins.Create(ctx, o, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = clusterPlugins.Delete(context.Background(), name, metav1.DeleteOptions{}) })
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		applyObject(t, clusterPlugins, o)
 	}
 	status := func() (v1alpha1.PluginStatus, int64) { return objectStatus(t, clusterPlugins, name) }
 	is := hasCondition
