@@ -60,6 +60,8 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 	fs.StringVar(&o.ServerTLSKey, "server-tls-key", "", "the key of --server-tls-cert (PEM)")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the daemon's whole run to this file (pprof format; for benchmarks and bug reports)")
 	allocProfile := fs.String("alloc-profile", "", "write the heap allocations of the daemon's whole run (sampled, pprof format) to this file when it stops")
+	ml := memoryLimit{}
+	fs.Float64Var(&ml.ratio, "memory-limit-ratio", defaultMemoryLimitRatio, "set the Go runtime's soft memory limit (GOMEMLIMIT) to this fraction of the container's (cgroup) memory limit at start; 0 turns it off; a GOMEMLIMIT in the environment wins")
 	memProfile := fs.String("mem-profile", "", "when the daemon begins to stop, before it drains, write a heap profile to this file (pprof format; for benchmarks and bug reports)")
 	var apiClient apiClientOptions
 	apiClient.register(fs)
@@ -73,6 +75,10 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 		return 2
 	}
 	o.APIClient = apiClient.limit
+	if err := ml.check(); err != nil {
+		fmt.Fprintf(stderr, "informer-host run: %v\n", err)
+		return 2
+	}
 	if *serverAuth != "none" && *serverAuth != "kubernetes" {
 		fmt.Fprintf(stderr, "informer-host run: --server-auth: %q is neither none nor kubernetes\n", *serverAuth)
 		return 2
@@ -90,6 +96,7 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 	// klog reads of the daemons already running.
 	klog.SetSlogLogger(log)
 	o.Logger = log
+	ml.apply(log)
 	if o.Config, err = config.Load(*path); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
