@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -555,5 +556,33 @@ func TestValidationBeforeCompilation(t *testing.T) {
 	sum = sha256.Sum256(good)
 	if _, err := os.Stat(filepath.Join(e.rewriteDir, hex.EncodeToString(sum[:]))); err != nil {
 		t.Errorf("a valid module left no rewrite record (the test's proof that the rewriter ran): %v", err)
+	}
+}
+
+// A validation that ran is followed by one collection, so the compile
+// after it does not pile its working set on the validator's garbage; a
+// module the cache has validated before costs none.
+func TestValidationCollectsItsGarbage(t *testing.T) {
+	forced := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	dir := t.TempDir()
+	wasm := fixture(t, "loop")
+	for _, tc := range []struct {
+		name string
+		want uint64
+	}{{"cold", 1}, {"validated before", 0}} {
+		e := newEngine(t, Options{CacheDir: dir})
+		before := forced()
+		m, err := e.Load(context.Background(), "loop.wasm", wasm, Limits{CallTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := forced() - before; got != tc.want {
+			t.Errorf("%s: %d forced collections during the load, want %d", tc.name, got, tc.want)
+		}
+		m.Close(context.Background())
 	}
 }

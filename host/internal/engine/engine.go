@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -540,7 +541,15 @@ func (e *Engine) validateOriginal(ctx context.Context, sum [sha256.Size]byte, wa
 			_ = os.WriteFile(mark, nil, 0o644)
 		}
 	}
-	return cm.Close(ctx)
+	err = cm.Close(ctx)
+	// The lowered code just released is most of the heap, and the pacer
+	// set the next collection at twice that: the compile that follows
+	// would pile its own working set on top before anything is collected
+	// (case 9's reload: 145 MB of Go heap with 82 MB of it this garbage).
+	// One collection now, once per module the cache has not seen, lets
+	// the compile start from the heap the daemon had before.
+	runtime.GC()
+	return err
 }
 
 // wazeroVersion is the version of wazero the host is built with, found as
