@@ -454,10 +454,10 @@ func (e *Engine) compile(ctx context.Context, name string, c *compiled, wasm []b
 // compileInjected compiles wasm with injected termination checks in the
 // runtime of its memory limit without deadline (see wasmbin/checks.go).
 //
-// The original is validated by wazero first (validateOriginal): the rewriter adds globals, a type and
-// functions, so an invalid module could become valid, and its
-// out-of-range indexes would then reach the checks' own state. Such a
-// module gets the error it would get without rewriting.
+// The original is validated by wazero first (validateOriginal): the
+// rewriter adds globals, a type and functions, so an invalid module could
+// become valid, and its out-of-range indexes would then reach the checks'
+// own state. Such a module gets the error it would get without rewriting.
 func (e *Engine) compileInjected(ctx context.Context, name string, c *compiled, wasm []byte) error {
 	start := time.Now()
 	// The validation runs before the compilation, not beside it: wazero's
