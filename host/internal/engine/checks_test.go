@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -526,5 +527,62 @@ func TestValidationRecordedInCacheDir(t *testing.T) {
 		if recorded := err == nil; recorded != want {
 			t.Errorf("recorded %v, want %v", recorded, want)
 		}
+	}
+}
+
+// The original is validated before the rewritten module is made and
+// compiled, not beside them: the validator's lowered code and the
+// compiler's working set would otherwise be live at once, the largest
+// part of a reload's peak memory. A module wazero refuses therefore
+// never reaches the rewriter, whose record in the CacheDir shows that it
+// ran.
+func TestValidationBeforeCompilation(t *testing.T) {
+	dir := t.TempDir()
+	e := newEngine(t, Options{CacheDir: dir})
+	bad := craftedModule([]byte{0x00, 0x41, 0x00, 0x0b}, []byte{0x60, 1, 0x7f, 0}, 1)
+	if _, err := e.Load(context.Background(), "bad.wasm", bad, Limits{CallTimeout: time.Second}); err == nil {
+		t.Fatal("loaded an invalid module")
+	}
+	sum := sha256.Sum256(bad)
+	if _, err := os.Stat(filepath.Join(e.rewriteDir, hex.EncodeToString(sum[:]))); err == nil {
+		t.Error("the invalid module was rewritten for compilation: validation and compilation overlap")
+	}
+	good := fixture(t, "loop")
+	m, err := e.Load(context.Background(), "loop.wasm", good, Limits{CallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close(context.Background())
+	sum = sha256.Sum256(good)
+	if _, err := os.Stat(filepath.Join(e.rewriteDir, hex.EncodeToString(sum[:]))); err != nil {
+		t.Errorf("a valid module left no rewrite record (the test's proof that the rewriter ran): %v", err)
+	}
+}
+
+// A validation that ran is followed by one collection, so the compile
+// after it does not pile its working set on the validator's garbage; a
+// module the cache has validated before costs none.
+func TestValidationCollectsItsGarbage(t *testing.T) {
+	forced := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	dir := t.TempDir()
+	wasm := fixture(t, "loop")
+	for _, tc := range []struct {
+		name string
+		want uint64
+	}{{"cold", 1}, {"validated before", 0}} {
+		e := newEngine(t, Options{CacheDir: dir})
+		before := forced()
+		m, err := e.Load(context.Background(), "loop.wasm", wasm, Limits{CallTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := forced() - before; got != tc.want {
+			t.Errorf("%s: %d forced collections during the load, want %d", tc.name, got, tc.want)
+		}
+		m.Close(context.Background())
 	}
 }
