@@ -295,7 +295,7 @@ func params(smoke bool) map[string]any {
 			"peersN": 30, "peersRuns": 1, "peersPlugins": 2, "peersSides": peerSides, "peersSlowRuns": 1,
 			"restartObjects": 100, "convergeN": 20, "convergeRuns": 1, "convergeQPS": 50, "convergeBurst": 100,
 			"copyN": 20, "copyRuns": 1, "copyQPS": 50, "copyBurst": 100,
-			"scaleN": 20, "scalePlugins": "2,4", "scaleUpdates": 20, "scaleRate": 50,
+			"scaleN": 20, "scalePlugins": "2/4", "scaleUpdates": 20, "scaleRate": 50,
 			"daemonEnv": "",
 		}
 	}
@@ -311,7 +311,7 @@ func params(smoke bool) map[string]any {
 		"copyN": 1000, "copyRuns": 3, "copyQPS": 50, "copyBurst": 100,
 		// Case 11: plugin counts, the first the baseline the others are
 		// compared with; updates at scaleRate per second.
-		"scaleN": 50000, "scalePlugins": "10,50,100,200", "scaleUpdates": 3000, "scaleRate": 100,
+		"scaleN": 50000, "scalePlugins": "10/50/100/200", "scaleUpdates": 3000, "scaleRate": 100,
 		// More environment of every daemon the harness starts, space
 		// separated (GOGC=200 GODEBUG=gctrace=1): a runtime setting tried
 		// on the daemon alone, the native baseline keeping the defaults.

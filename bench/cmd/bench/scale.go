@@ -59,13 +59,14 @@ type scaleRun struct {
 // scaleKits are the plugins case 11 cycles through: Go, Rust, C.
 var scaleKits = []string{"twofields", "noop-rs", "noop-c"}
 
-// parseCounts reads the case's plugin counts ("10,50,200").
+// parseCounts reads the case's plugin counts, "/"-separated ("10/50/200":
+// -set already splits on commas).
 func parseCounts(s string) ([]int, error) {
 	var out []int
-	for _, f := range strings.Split(s, ",") {
+	for _, f := range strings.Split(s, "/") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("scalePlugins: %q is not a positive plugin count (want e.g. 10,50,200)", f)
+			return nil, fmt.Errorf("scalePlugins: %q is not a positive plugin count (want e.g. 10/50/200)", f)
 		}
 		out = append(out, n)
 	}

@@ -11,9 +11,10 @@ func TestParseCounts(t *testing.T) {
 		want []int
 		err  bool
 	}{
-		{"10,50,200", []int{10, 50, 200}, false},
+		{"10/50/200", []int{10, 50, 200}, false},
 		{" 4 ", []int{4}, false},
-		{"10,,200", nil, true},
+		{"10//200", nil, true},
+		{"10,200", nil, true},
 		{"0", nil, true},
 		{"ten", nil, true},
 	} {
