@@ -80,6 +80,18 @@ func (h *e2e) daemonRSS(ns, name string, n int, objects uint64, settle time.Dura
 	if err := d.waitDelivered(names, objects, 10*time.Minute); err != nil {
 		return memoryRun{}, err
 	}
+	rss, peak, err := h.settled(d, name, objects, settle)
+	if err != nil {
+		return memoryRun{}, err
+	}
+	return memoryRun{Side: "host", Plugins: n, RSS: float64(rss) / (1 << 20), Peak: float64(peak) / (1 << 20)}, nil
+}
+
+// settled reads the daemon's memory (VmRSS, VmHWM) once its plugins,
+// having just synced objects objects, have idled for settle, it has
+// collected since (after a large initial list) and its memory has
+// stopped moving (settledMemory).
+func (h *e2e) settled(d *daemon, name string, objects uint64, settle time.Duration) (rss, peak int64, err error) {
 	synced := time.Now()
 	time.Sleep(settle)
 	if objects > releasedAbove && !d.waitCollected(synced, 30*time.Second) {
@@ -87,10 +99,10 @@ func (h *e2e) daemonRSS(ns, name string, n int, objects uint64, settle time.Dura
 	}
 	rss, peak, waited, err := settledMemory(func() (int64, int64, error) { return procMemory(d.cmd.Process.Pid) })
 	if err != nil {
-		return memoryRun{}, err
+		return 0, 0, err
 	}
 	d.logSplit(fmt.Sprintf("%s (settled after %d s more)", name, waited))
-	return memoryRun{Side: "host", Plugins: n, RSS: float64(rss) / (1 << 20), Peak: float64(peak) / (1 << 20)}, nil
+	return rss, peak, nil
 }
 
 // releasedAbove is the initial list's size above which the daemon

@@ -20,7 +20,8 @@
 //     7), time to converge for a controller plugin next to the same
 //     controller written natively, with a reload and a restart halfway
 //     (case 9), a controller plugin next to the same controller written
-//     with controller-runtime (case 10; not under -smoke), 50 idle
+//     with controller-runtime (case 10; not under -smoke), many plugins
+//     of three kits in one daemon next to 10 (case 11), 50 idle
 //     plugins (case 5i), memory (case 5, last: it leaves 50,000 objects
 //     behind);
 //
@@ -72,7 +73,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	smoke := fs.Bool("smoke", false, "run every benchmark once, with tiny sizes: checks that they work, measures nothing")
 	out := fs.String("out", "", "report file (default BENCHMARKS.md at the repository root; build/bench/BENCHMARKS.smoke.md with -smoke)")
-	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 4p, 5, 5i, 6, 6r, 7, 8, 9, 10")
+	skip := fs.String("skip", "", "comma-separated parts to skip: go, 3, 4, 4p, 5, 5i, 6, 6r, 7, 8, 9, 10, 11")
 	set := fs.String("set", "", "comma-separated parameter overrides, name=value (see params)")
 	daemonBin := fs.String("daemon", "", "informer-host binary to measure (default: built from ./cmd/informer-host)")
 	profile := fs.String("profile", "", "directory: every daemon the harness starts writes a CPU profile of its run there (NAME.pprof, NAME its config's name) and a heap profile taken as it begins to stop (NAME.heap.pprof), for `go tool pprof`")
@@ -146,7 +147,7 @@ func run(args []string) int {
 
 	// Cases 9 and 10 run example plugins, not these.
 	needPlugins := false
-	for _, c := range []string{"go", "3", "4", "4p", "5", "5i", "6", "6r", "7", "8"} {
+	for _, c := range []string{"go", "3", "4", "4p", "5", "5i", "6", "6r", "7", "8", "11"} {
 		needPlugins = needPlugins || !skipped[c]
 	}
 	load.phase("build")
@@ -184,7 +185,7 @@ func run(args []string) int {
 		}
 	}
 
-	if !(skipped["3"] && skipped["4"] && skipped["4p"] && skipped["5"] && skipped["5i"] && skipped["6"] && skipped["6r"] && skipped["7"] && skipped["8"] && skipped["9"] && skipped["10"]) {
+	if !(skipped["3"] && skipped["4"] && skipped["4p"] && skipped["5"] && skipped["5i"] && skipped["6"] && skipped["6r"] && skipped["7"] && skipped["8"] && skipped["9"] && skipped["10"] && skipped["11"]) {
 		load.phase("e2e setup")
 		h, err := newE2E(root, work, *smoke, *daemonBin, nil, logf)
 		if err != nil {
@@ -259,6 +260,12 @@ func run(args []string) int {
 				fail(fmt.Errorf("case 10: %w", err))
 			}
 		}
+		if !skipped["11"] {
+			load.phase("11")
+			if res.Scale, err = h.scale(p["scaleN"].(int), p["scalePlugins"].(string), p["scaleUpdates"].(int), p["scaleRate"].(int), p["memorySettle"].(time.Duration)); err != nil {
+				fail(fmt.Errorf("case 11: %w", err))
+			}
+		}
 		if !skipped["5i"] {
 			load.phase("5i")
 			if res.Idle, err = h.idle(p["memoryRuns"].(int), p["memorySettle"].(time.Duration)); err != nil {
@@ -288,6 +295,7 @@ func params(smoke bool) map[string]any {
 			"peersN": 30, "peersRuns": 1, "peersPlugins": 2, "peersSides": peerSides, "peersSlowRuns": 1,
 			"restartObjects": 100, "convergeN": 20, "convergeRuns": 1, "convergeQPS": 50, "convergeBurst": 100,
 			"copyN": 20, "copyRuns": 1, "copyQPS": 50, "copyBurst": 100,
+			"scaleN": 20, "scalePlugins": "2/4", "scaleUpdates": 20, "scaleRate": 50,
 			"daemonEnv": "",
 		}
 	}
@@ -301,6 +309,9 @@ func params(smoke bool) map[string]any {
 		"peersN": 5000, "peersRuns": 3, "peersPlugins": 10, "peersSides": peerSides, "peersSlowRuns": 1,
 		"restartObjects": 2000, "convergeN": 1000, "convergeRuns": 3, "convergeQPS": 50, "convergeBurst": 100,
 		"copyN": 1000, "copyRuns": 3, "copyQPS": 50, "copyBurst": 100,
+		// Case 11: plugin counts, the first the baseline the others are
+		// compared with; updates at scaleRate per second.
+		"scaleN": 50000, "scalePlugins": "10/50/100/200", "scaleUpdates": 3000, "scaleRate": 100,
 		// More environment of every daemon the harness starts, space
 		// separated (GOGC=200 GODEBUG=gctrace=1): a runtime setting tried
 		// on the daemon alone, the native baseline keeping the defaults.

@@ -26,6 +26,7 @@ type results struct {
 	Peers         []throughputRun `json:"peers"`
 	Converge      []convergeRun   `json:"converge"`
 	Copy          *copyResults    `json:"copy,omitempty"`
+	Scale         []scaleRun      `json:"scale,omitempty"`
 	Load          []loadSample    `json:"load,omitempty"`
 	Params        map[string]any  `json:"params"`
 	Errors        []string        `json:"errors,omitempty"`
@@ -531,6 +532,8 @@ func (r *results) buildRows() {
 		r.add(row{"5i idle", fmt.Sprintf("%d idle Go plugins (10 unchanging ConfigMaps): RSS, and per idle plugin", idlePlugins),
 			fmt.Sprintf("%.0f MiB; %+.1f MiB each", all, (all-one)/idlePlugins), fmt.Sprintf("1 plugin: %.0f MiB", one), "", "", "—"})
 	}
+
+	r.scaleRows()
 
 	// Case 6: isolation.
 	if len(r.Isolation) > 0 {
