@@ -335,12 +335,7 @@ func mustYAML(t *testing.T, b []byte) []byte {
 func podView(t *testing.T, objs []*unstructured.Unstructured) string {
 	t.Helper()
 	dep, c := daemon(t, objs)
-	root := testenv.PodFiles(t, dep, c, objs)
-	i := slices.Index(c.Args, "--config")
-	if i < 0 || i+1 >= len(c.Args) {
-		t.Fatalf("the container's args %q name no --config", c.Args)
-	}
-	return filepath.Join(root, c.Args[i+1])
+	return testenv.PodConfigFile(t, dep, c, objs)
 }
 
 // allowed waits until the apiserver says the service account may do

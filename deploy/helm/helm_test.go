@@ -190,12 +190,7 @@ func podConfig(t *testing.T, objs []*unstructured.Unstructured) *config.Config {
 func podView(t *testing.T, objs []*unstructured.Unstructured) string {
 	t.Helper()
 	dep, c := deployment(t, objs)
-	root := testenv.PodFiles(t, dep, c, objs)
-	i := slices.Index(c.Args, "--config")
-	if i < 0 || i+1 >= len(c.Args) {
-		t.Fatalf("the container's args %q name no --config", c.Args)
-	}
-	return filepath.Join(root, c.Args[i+1])
+	return testenv.PodConfigFile(t, dep, c, objs)
 }
 
 func TestLint(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,6 +83,20 @@ func (e *Env) ServiceAccountMay(t testing.TB, namespace, name string) func(authz
 		}
 		return r.Status.Allowed
 	}
+}
+
+// PodConfigFile lays out the files container c of dep sees (PodFiles)
+// and returns the path there of the config file its --config argument
+// names: so a config is parsed with the files it names where the pod has
+// them, and a path no mount provides fails validation as in the pod.
+func PodConfigFile(t testing.TB, dep *appsv1.Deployment, c *corev1.Container, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	root := PodFiles(t, dep, c, objs)
+	i := slices.Index(c.Args, "--config")
+	if i < 0 || i+1 >= len(c.Args) {
+		t.Fatalf("the container's args %q name no --config", c.Args)
+	}
+	return filepath.Join(root, c.Args[i+1])
 }
 
 // PodFiles writes the files container c of dep sees in its ConfigMap,
