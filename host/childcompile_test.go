@@ -3,10 +3,10 @@ package host
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"strconv"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
