@@ -148,6 +148,18 @@ func TestReloadCompilesInAChildOrFallsBack(t *testing.T) {
 			if len(hs.logs.lines(tc.wantLog)) != 1 {
 				t.Errorf("want one %q line", tc.wantLog)
 			}
+			// A rollback to bytes the cache has compiled loads warm in
+			// the daemon: no child.
+			replace(t, hs.dir, "counter.wasm", counter)
+			if err := hs.h.Load(context.Background(), filepath.Join(hs.dir, "counter.wasm")); err != nil {
+				t.Fatal(err)
+			}
+			if got := hs.status("counter.wasm"); got.SHA256 != sha(counter) {
+				t.Fatalf("after the rollback: %s, want %s", got.SHA256, sha(counter))
+			}
+			if n := len(hs.logs.lines("child process")); n != 1 {
+				t.Errorf("%d child lines after the rollback, want the reload's one only", n)
+			}
 		})
 	}
 }

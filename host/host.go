@@ -350,7 +350,8 @@ func (h *Host) load(ctx context.Context, name, path string, force bool) error {
 	// that was refused: loading them again cannot end differently.
 	unchanged := slot.sha256 == sha && (slot.current != nil || held)
 	// A new version of a running plugin: its bytes have no compiled code
-	// yet (the same bytes with new settings do).
+	// yet (the same bytes with new settings do, and so do a rollback's,
+	// which Validated tells below: a child would only add its start).
 	reload := slot.current != nil && slot.sha256 != sha
 	refused := slot.refusedSHA == sha
 	refusal := slot.lastErr
@@ -378,7 +379,7 @@ func (h *Host) load(ctx context.Context, name, path string, force bool) error {
 		return slot.loadFailed(fmt.Errorf("plugin %q: %w", name, err), sha)
 	}
 	start := time.Now()
-	if reload && h.child != nil {
+	if reload && h.child != nil && !h.engine.Validated(wasm) {
 		// The running version keeps delivering while its successor
 		// compiles: the child's lower priority and its own heap keep the
 		// compile off the daemon's latency and peak memory.
