@@ -30,7 +30,17 @@ import (
 // where the tests that need it skip (controlPlane).
 var env *testenv.Env
 
-func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env)) }
+func TestMain(m *testing.M) {
+	// The test binary stands in for informer-host as the compile child
+	// (childCompiler, compileChild below).
+	if os.Getenv(compileChildEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "compile" {
+		os.Exit(CompileChild(context.Background(), os.Args[2:], os.Stdin, os.Stderr))
+	}
+	if os.Getenv(lowerPriorityEnv) == "1" {
+		os.Exit(reportLoweredPriority())
+	}
+	os.Exit(testenv.Run(m, &env))
+}
 
 // controlPlane returns the package's control plane, skipping t under
 // -short, where there is none.
@@ -219,6 +229,9 @@ type harness struct {
 	// tracer, when a setup function sets it, traces the deliveries
 	// (Options.Tracer).
 	tracer *tracing.Tracer
+	// cacheDir and compileChild, when a setup function sets them, are
+	// Options.CacheDir and Options.CompileChild.
+	cacheDir, compileChild string
 }
 
 // newHarness parses cfgYAML (with NS and DIR replaced by the test's
@@ -270,7 +283,7 @@ func (hs *harness) start() error {
 		t.Fatal(err)
 	}
 	hs.h, err = New(context.Background(), Options{Pipeline: hs.p, Config: cfg, Logger: log, observe: hs.rec.observe, RESTConfig: restConfig,
-		StartTimeout: time.Second, Standby: hs.standby, Writes: writes, logRate: hs.logRate, SeenKeys: hs.seenKeys, Tracer: hs.tracer})
+		StartTimeout: time.Second, Standby: hs.standby, CacheDir: hs.cacheDir, CompileChild: hs.compileChild, Writes: writes, logRate: hs.logRate, SeenKeys: hs.seenKeys, Tracer: hs.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,12 @@ type Options struct {
 	// CacheDir overrides the config's compilation cache directory ("" =
 	// the config's, "-" = no on-disk cache).
 	CacheDir string
+	// CompileChild is an informer-host binary (the daemon's own) whose
+	// hidden `compile` command compiles a reloaded plugin's new version
+	// into the on-disk compilation cache at a lower CPU priority, before
+	// the host loads it warm (childcompile.go). "" or no on-disk cache:
+	// reloads compile in process.
+	CompileChild string
 	// StartTimeout bounds a plugin's start: start function, _initialize
 	// and ih_init. Zero selects the engine's default (10s).
 	StartTimeout time.Duration
@@ -82,11 +88,14 @@ type Options struct {
 // Host runs the plugins of one directory: one PluginSlot per *.wasm file.
 // It is a prometheus.Collector of the plugins' metrics.
 type Host struct {
-	log       *slog.Logger
-	dir       string // the plugin directory, fixed for the host's life
-	metrics   *metrics
-	pipeline  *informer.Pipeline
-	engine    *engine.Engine
+	log      *slog.Logger
+	dir      string // the plugin directory, fixed for the host's life
+	metrics  *metrics
+	pipeline *informer.Pipeline
+	engine   *engine.Engine
+	// child compiles reloads' new versions out of process; nil: in
+	// process (Options.CompileChild).
+	child     *childCompiler
 	observe   func(plugin string, ev *event.Event, res engine.Result, err error)
 	recording recordingHooks
 	logRate   engine.LogRate
@@ -189,9 +198,13 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	eng, err := newEngine(ctx, opts.Config, opts.CacheDir, opts.StartTimeout, log)
+	eng, cacheDir, err := newEngine(ctx, opts.Config, opts.CacheDir, opts.StartTimeout, log)
 	if err != nil {
 		return nil, err
+	}
+	var child *childCompiler
+	if opts.CompileChild != "" && cacheDir != "" {
+		child = &childCompiler{exe: opts.CompileChild, cacheDir: cacheDir}
 	}
 	filters, err := filter.NewCache(filter.Options{})
 	if err != nil {
@@ -205,7 +218,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		cfg: opts.Config, slots: map[string]*PluginSlot{}, loadMu: map[string]*fileLock{},
 		retiring: map[*generation]chan struct{}{}, standby: opts.Standby, held: map[string]*heldModule{}, paths: map[string]string{},
 		pluginMetrics: pluginmetrics.New(pluginmetrics.Options{}), reconcileMetrics: reconcile.NewMetrics(),
-		writes: opts.Writes, orphans: newOrphanedFinalizers(), tracer: opts.Tracer,
+		writes: opts.Writes, orphans: newOrphanedFinalizers(), tracer: opts.Tracer, child: child,
 	}
 	if h.outbound, err = newOutbound(opts, log); err != nil {
 		_ = eng.Close(context.Background())
@@ -219,7 +232,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	return h, nil
 }
 
-func newEngine(ctx context.Context, cfg *config.Config, cacheDir string, startTimeout time.Duration, log *slog.Logger) (*engine.Engine, error) {
+func newEngine(ctx context.Context, cfg *config.Config, cacheDir string, startTimeout time.Duration, log *slog.Logger) (*engine.Engine, string, error) {
 	switch cacheDir {
 	case "":
 		dir, err := cfg.CompilationCacheDir()
@@ -232,9 +245,9 @@ func newEngine(ctx context.Context, cfg *config.Config, cacheDir string, startTi
 	}
 	eng, err := engine.New(ctx, engine.Options{CacheDir: cacheDir, Logger: log, StartTimeout: startTimeout})
 	if err != nil {
-		return nil, fmt.Errorf("host: start the WebAssembly engine: %w", err)
+		return nil, "", fmt.Errorf("host: start the WebAssembly engine: %w", err)
 	}
-	return eng, nil
+	return eng, cacheDir, nil
 }
 
 // LoadDir loads every *.wasm file in the plugin directory, compiling up to
@@ -336,6 +349,10 @@ func (h *Host) load(ctx context.Context, name, path string, force bool) error {
 	// Same bytes as the running (or quarantined) version, or as a version
 	// that was refused: loading them again cannot end differently.
 	unchanged := slot.sha256 == sha && (slot.current != nil || held)
+	// A new version of a running plugin: its bytes have no compiled code
+	// yet (the same bytes with new settings do, and so do a rollback's,
+	// which Validated tells below: a child would only add its start).
+	reload := slot.current != nil && slot.sha256 != sha
 	refused := slot.refusedSHA == sha
 	refusal := slot.lastErr
 	// The running version's bytes put back over a refused version: the
@@ -362,6 +379,12 @@ func (h *Host) load(ctx context.Context, name, path string, force bool) error {
 		return slot.loadFailed(fmt.Errorf("plugin %q: %w", name, err), sha)
 	}
 	start := time.Now()
+	if reload && h.child != nil && !h.engine.Validated(wasm) {
+		// The running version keeps delivering while its successor
+		// compiles: the child's lower priority and its own heap keep the
+		// compile off the daemon's latency and peak memory.
+		compileInChild(ctx, h.child, slot.log, wasm, engineLimits(settings.Limits))
+	}
 	mod, err := h.engine.Load(ctx, name, wasm, engineLimits(settings.Limits))
 	if err != nil {
 		return slot.loadFailed(err, sha)

@@ -37,7 +37,7 @@ func ValidateModules(ctx context.Context, cfg *config.Config, startTimeout time.
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	eng, err := newEngine(ctx, cfg, "", startTimeout, log)
+	eng, _, err := newEngine(ctx, cfg, "", startTimeout, log)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/informer-host/informer-host/host"
 )
 
 // version is set at link time (-ldflags "-X main.version=v1.2.3"); the
@@ -67,6 +69,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return toolkitCommand(ctx, args, stdout, stderr)
 	case "push", "pull", "bundle":
 		return registryCommand(ctx, args, stdout, stderr)
+	case "compile": // the daemon's own child (host.Options.CompileChild), not in usage
+		return host.CompileChild(ctx, args[1:], os.Stdin, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "informer-host", versionString())
 		return 0

@@ -53,6 +53,7 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 	fs.BoolVar(&o.LogEvents, "log-events", false, "log every informer event (resource, type, namespace/name)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long plugins may take to handle what is queued")
 	fs.DurationVar(&o.StartTimeout, "start-timeout", 10*time.Second, "how long a plugin may take to start (start function, _initialize, ih_init)")
+	compileReloads := fs.Bool("compile-reloads-in-child", true, "compile a reloaded plugin's new version in a child process at a lower CPU priority, into the on-disk compilation cache, then load it warm (without the cache, reloads compile in the daemon)")
 	fs.DurationVar(&o.WatchFailureGrace, "watch-failure-grace", 30*time.Second, "how long a resource's list/watch may keep failing before /readyz reports it")
 	fs.IntVar(&o.ServerMaxConnections, "server-max-connections", 256, "connections the HTTP endpoint holds open; past it the longest-waiting idle one is closed")
 	serverAuth := fs.String("server-auth", "none", "guard /metrics and /debug/plugins: none, or kubernetes (TokenReview and SubjectAccessReview; /healthz and /readyz stay open)")
@@ -75,6 +76,14 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 		return 2
 	}
 	o.APIClient = apiClient.limit
+	if *compileReloads {
+		exe, err := os.Executable()
+		if err != nil {
+			// The daemon runs; its reloads compile in process.
+			fmt.Fprintf(stderr, "informer-host run: cannot find the daemon's own binary to compile reloads in a child process (compiling them in the daemon): %v\n", err)
+		}
+		o.CompileChild = exe
+	}
 	if err := ml.check(); err != nil {
 		fmt.Fprintf(stderr, "informer-host run: %v\n", err)
 		return 2

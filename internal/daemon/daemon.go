@@ -40,6 +40,9 @@ type Options struct {
 	DrainTimeout time.Duration
 	// StartTimeout bounds a plugin's start (host.Options.StartTimeout).
 	StartTimeout time.Duration
+	// CompileChild compiles reloads' new versions in a child process
+	// (host.Options.CompileChild).
+	CompileChild string
 	// WatchFailureGrace is informer.Options.WatchFailureGrace.
 	WatchFailureGrace time.Duration
 	// APIClient is the daemon's own client-side limit towards the
@@ -201,7 +204,7 @@ func run(ctx context.Context, o Options, restCfg *rest.Config, source string, sr
 	}
 	defer shutdownTracing(log, traces) // after the host's stop, which ends every span
 	h, err := host.New(ctx, host.Options{Pipeline: p, Config: cfg, Logger: log, StartTimeout: o.StartTimeout, RESTConfig: restCfg,
-		Standby: el.standby(), Writes: writes, SeenKeys: seen, Tracer: traces.Tracer()})
+		CompileChild: o.CompileChild, Standby: el.standby(), Writes: writes, SeenKeys: seen, Tracer: traces.Tracer()})
 	if err != nil {
 		return err
 	}

@@ -513,6 +513,9 @@ func TestValidationRecordedInCacheDir(t *testing.T) {
 	dir := t.TempDir()
 	e := newEngine(t, Options{CacheDir: dir})
 	good, bad := fixture(t, "loop"), craftedModule([]byte{0x00, 0x41, 0x00, 0x0b}, []byte{0x60, 1, 0x7f, 0}, 1)
+	if e.Validated(good) {
+		t.Error("Validated before any load")
+	}
 	m, err := e.Load(context.Background(), "loop.wasm", good, Limits{CallTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -527,6 +530,12 @@ func TestValidationRecordedInCacheDir(t *testing.T) {
 		if recorded := err == nil; recorded != want {
 			t.Errorf("recorded %v, want %v", recorded, want)
 		}
+		if got := e.Validated(*wasm); got != want {
+			t.Errorf("Validated %v, want %v", got, want)
+		}
+	}
+	if noDir := newEngine(t, Options{}); noDir.Validated(good) {
+		t.Error("Validated without a CacheDir")
 	}
 }
 

@@ -552,6 +552,18 @@ func (e *Engine) validateOriginal(ctx context.Context, sum [sha256.Size]byte, wa
 	return err
 }
 
+// Validated reports whether the on-disk cache records wasm as validated:
+// a load on this cache (this process's or another's) compiled it, so its
+// compiled code is most likely there too. False without a CacheDir.
+func (e *Engine) Validated(wasm []byte) bool {
+	if e.validDir == "" {
+		return false
+	}
+	sum := sha256.Sum256(wasm)
+	_, err := os.Stat(filepath.Join(e.validDir, hex.EncodeToString(sum[:])))
+	return err == nil
+}
+
 // wazeroVersion is the version of wazero the host is built with, found as
 // wazero finds it for its own compilation cache (internal/version): in the
 // build information, which test binaries lack.
