@@ -412,6 +412,9 @@ type logLine struct {
 	SHA256  string    `json:"sha256"`
 	Compile int64     `json:"compile"` // ns (slog encodes durations as ns)
 	Total   int64     `json:"total"`
+	// PeakRSS is a compile child's peak (rusage maxrss), logged by the
+	// daemon with "compiled the new version in a child process".
+	PeakRSS float64 `json:"peakRSSMiB"`
 }
 
 // logs parses the daemon's log.

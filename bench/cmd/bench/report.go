@@ -345,7 +345,7 @@ func (r *results) buildRows() {
 					pick("host", func(t throughputRun) float64 { return t.Rate["update"] })),
 				fmt.Sprintf("%s; %s; %.0f", fmtMs(nn), fmtMs(pick("native-n", func(t throughputRun) float64 { return t.P99 })),
 					pick("native-n", func(t throughputRun) float64 { return t.Rate["update"] })),
-				ratio(h, nn), "CPU ≤ 1.25x", yes(h/nn <= 1.25)})
+				ratio(h, nn), "CPU ≤ 1.1x", yes(h/nn <= 1.1)})
 		}
 		miss := pick("host", func(t throughputRun) float64 { return float64(t.Missing) })
 		if miss != 0 {
@@ -409,7 +409,7 @@ func (r *results) buildRows() {
 			r.add(row{"4 reload", fmt.Sprintf("old version while a %s plugin compiles (cold): changes it handled, their delivery latency p99 (worst)", p),
 				fmt.Sprintf("%.0f of %.0f, %s (%s)", handled, sent, fmtMs(p99/float64(n)), fmtMs(worst)),
 				fmt.Sprintf("no reload: %s (%s)", fmtMs(c.P99), fmtMs(c.Max)), ratio(p99/float64(n), c.P99),
-				"no gap: ≥ 95% handled, worst < 100 ms", yes(handled >= 0.95*sent && worst < 100)})
+				"no gap: ≥ 95% handled, worst < 100 ms; p99 ≤ 1.5x", yes(handled >= 0.95*sent && worst < 100 && p99/float64(n) <= 1.5*c.P99)})
 		}
 	}
 	for _, cache := range []string{"cold", "warm"} {
@@ -483,6 +483,11 @@ func (r *results) buildRows() {
 			r.add(row{"5 memory", fmt.Sprintf("RSS with %v cached ConfigMaps, %d Go plugins (peak)", r.Params["memoryN"], p),
 				fmt.Sprintf("%.0f MiB (%.0f)", hr, hp), fmt.Sprintf("plain informer, managedFields stripped like the daemon: %.0f MiB (%.0f)", sr, sp),
 				ratio(hr, sr), "≤ 1.2x", yes(hr/sr <= 1.2)})
+			// A Pod's memory limit is set by the peak, not the settled
+			// figure: the initial list and every plugin's replay at once.
+			r.add(row{"5 memory", fmt.Sprintf("peak RSS (VmHWM) with %v cached ConfigMaps, %d Go plugins (settled)", r.Params["memoryN"], p),
+				fmt.Sprintf("%.0f MiB (%.0f)", hp, hr), fmt.Sprintf("plain informer, managedFields stripped like the daemon: %.0f MiB (%.0f)", sp, sr),
+				ratio(hp, sp), "≤ 1.25x", yes(hp/sp <= 1.25)})
 		}
 		r.add(row{"5 memory", fmt.Sprintf("RSS with %v cached ConfigMaps, %d Go plugins (peak); old baseline", r.Params["memoryN"], p),
 			fmt.Sprintf("%.0f MiB (%.0f)", hr, hp), fmt.Sprintf("plain informer, managedFields kept (client-go's default): %.0f MiB (%.0f)", nr, np), ratio(hr, nr), "≤ 1.3x", yes(hr/nr <= 1.3)})
@@ -519,18 +524,22 @@ func (r *results) buildRows() {
 
 	// Case 5i: idle plugins.
 	if len(r.Idle) > 0 {
-		pick := func(n int) float64 {
+		pick := func(n int, f func(memoryRun) float64) float64 {
 			var a []float64
 			for _, m := range r.Idle {
 				if m.Plugins == n {
-					a = append(a, m.RSS)
+					a = append(a, f(m))
 				}
 			}
 			return median(a)
 		}
-		one, all := pick(1), pick(1+idlePlugins)
-		r.add(row{"5i idle", fmt.Sprintf("%d idle Go plugins (10 unchanging ConfigMaps): RSS, and per idle plugin", idlePlugins),
-			fmt.Sprintf("%.0f MiB; %+.1f MiB each", all, (all-one)/idlePlugins), fmt.Sprintf("1 plugin: %.0f MiB", one), "", "", "—"})
+		rss := func(m memoryRun) float64 { return m.RSS }
+		peak := func(m memoryRun) float64 { return m.Peak }
+		one, all := pick(1, rss), pick(1+idlePlugins, rss)
+		onePeak, allPeak := pick(1, peak), pick(1+idlePlugins, peak)
+		r.add(row{"5i idle", fmt.Sprintf("%d idle Go plugins (10 unchanging ConfigMaps): RSS, and per idle plugin (peak)", idlePlugins),
+			fmt.Sprintf("%.0f MiB; %+.1f MiB each (%.0f; %+.1f)", all, (all-one)/idlePlugins, allPeak, (allPeak-onePeak)/idlePlugins),
+			fmt.Sprintf("1 plugin: %.0f MiB (%.0f)", one, onePeak), "", "", "—"})
 	}
 
 	r.scaleRows()
