@@ -75,7 +75,7 @@ func TestReportRows(t *testing.T) {
 			{Side: "host-reload", Seconds: 17, CPU: 1.2, ChildCPU: 0.5, RSS: 120, ChildRSS: 100},
 			{Side: "native-restart", Seconds: 17, CPU: 0.85, RSS: 95},
 		},
-		Load:   []loadSample{{Load1: 2, Case: "go"}, {Load1: 4, Case: "go"}, {Load1: 7, Case: "3"}},
+		Load: []loadSample{{Load1: 2, Case: "go"}, {Load1: 4, Case: "go"}, {Load1: 7, Case: "3"}},
 		Params: map[string]any{"throughputN": 5000, "throughputPlugins": 10, "memoryN": 50000, "memoryPlugins": 10,
 			"convergeN": 1000, "convergeQPS": 50, "convergeBurst": 100},
 	}
