@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -37,9 +38,23 @@ func readModule(path string, limit int64) ([]byte, error) {
 	if err := checkModuleFile(st, limit); err != nil {
 		return nil, err
 	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	// One buffer of the file's size and a byte to see it grew: reading
+	// by doubling would allocate about twice a large module, at the very
+	// moment a load's memory peaks.
+	r := io.LimitReader(f, limit+1)
+	b := make([]byte, min(st.Size(), limit)+1)
+	n, err := io.ReadFull(r, b)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		b = b[:n]
+	case err != nil:
 		return nil, err
+	default: // it grew since the Stat: read the rest, still under the limit
+		rest, err := io.ReadAll(r)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, rest...)
 	}
 	if int64(len(b)) > limit {
 		return nil, tooBig("grown since it was checked", limit) // it grew since the check
