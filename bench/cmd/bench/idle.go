@@ -74,6 +74,10 @@ func (h *e2e) daemonRSS(ns, name string, n int, objects uint64, settle time.Dura
 		return memoryRun{}, err
 	}
 	defer func() { _ = d.stop() }()
+	stopSampling := func() {}
+	if h.profileDir != "" {
+		stopSampling = h.logPeak(name, d.cmd.Process.Pid, d.started)
+	}
 	if _, err := d.waitReady(n, 10*time.Minute); err != nil {
 		return memoryRun{}, err
 	}
@@ -81,10 +85,21 @@ func (h *e2e) daemonRSS(ns, name string, n int, objects uint64, settle time.Dura
 		return memoryRun{}, err
 	}
 	rss, peak, err := h.settled(d, name, objects, settle)
+	stopSampling()
 	if err != nil {
 		return memoryRun{}, err
 	}
 	return memoryRun{Side: "host", Plugins: n, RSS: float64(rss) / (1 << 20), Peak: float64(peak) / (1 << 20)}, nil
+}
+
+// logPeak samples the process's smaps (with -profile) until the
+// returned func is called, then logs the split at its largest RSS.
+func (h *e2e) logPeak(name string, pid int, start time.Time) (stop func()) {
+	s := samplePeak(pid, start, 150*time.Millisecond)
+	return func() {
+		p := s()
+		h.logf("%s: sampled peak at %.2f s: %v", name, p.At.Seconds(), p.Split)
+	}
 }
 
 // settled reads the daemon's memory (VmRSS, VmHWM) once its plugins,

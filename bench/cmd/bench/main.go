@@ -274,7 +274,7 @@ func run(args []string) int {
 		}
 		if !skipped["5"] {
 			load.phase("5")
-			if res.Memory, err = h.memory(p["memoryN"].(int), p["memoryRuns"].(int), p["memorySettle"].(time.Duration), p["memoryPlugins"].(int)); err != nil {
+			if res.Memory, err = h.memory(p["memoryN"].(int), p["memoryRuns"].(int), p["memorySettle"].(time.Duration), p["memoryPlugins"].(int), p["memorySides"].(string)); err != nil {
 				fail(fmt.Errorf("case 5: %w", err))
 			}
 		}
@@ -290,7 +290,7 @@ func params(smoke bool) map[string]any {
 			"throughputN": 30, "throughputRuns": 1, "throughputPlugins": 2,
 			"isolationRuns": 1, "isolationFor": 2 * time.Second,
 			"reloadRuns": 1, "k8sapi": false, "reloadControl": time.Second, "startRuns": 1, "startPlugins": 2, "pullRuns": 1,
-			"memoryN": 200, "memoryRuns": 1, "memorySettle": 500 * time.Millisecond, "memoryPlugins": 1,
+			"memoryN": 200, "memoryRuns": 1, "memorySettle": 500 * time.Millisecond, "memoryPlugins": 1, "memorySides": "",
 			"failoverRuns": 1, "failoverPlugins": 2,
 			"peersN": 30, "peersRuns": 1, "peersPlugins": 2, "peersSides": peerSides, "peersSlowRuns": 1,
 			"restartObjects": 100, "convergeN": 20, "convergeRuns": 1, "convergeQPS": 50, "convergeBurst": 100,
@@ -305,6 +305,9 @@ func params(smoke bool) map[string]any {
 		"isolationRuns": 3, "isolationFor": 15 * time.Second,
 		"reloadRuns": 3, "k8sapi": true, "reloadControl": 5 * time.Second, "startRuns": 3, "startPlugins": 10, "pullRuns": 3,
 		"memoryN": 50000, "memoryRuns": 3, "memorySettle": 5 * time.Second, "memoryPlugins": 10,
+		// Case 5's sides to run, space separated, each a side or
+		// side/plugins ("native-stripped host/10"); empty: all of them.
+		"memorySides":  "",
 		"failoverRuns": 3, "failoverPlugins": 10,
 		"peersN": 5000, "peersRuns": 3, "peersPlugins": 10, "peersSides": peerSides, "peersSlowRuns": 1,
 		"restartObjects": 2000, "convergeN": 1000, "convergeRuns": 3, "convergeQPS": 50, "convergeBurst": 100,

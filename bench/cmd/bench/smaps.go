@@ -211,3 +211,36 @@ const (
 	settleSlack = 1 << 20 // bytes
 	settleTries = 30
 )
+
+// peakSplit samples a process's smaps every interval until its stop is
+// called, and keeps the split with the largest RSS: where the memory was
+// at the peak a VmHWM reports, which a reading once settled cannot say
+// (case 5's peak is the initial list, long gone by then). At is how long
+// after start the peak was sampled, to find it in the collector's trace
+// (gctrace's @ is seconds since the process started).
+type peakSplit struct {
+	Split memSplit
+	At    time.Duration
+}
+
+func samplePeak(pid int, start time.Time, every time.Duration) (stop func() peakSplit) {
+	done := make(chan struct{})
+	out := make(chan peakSplit, 1)
+	go func() {
+		var best peakSplit
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if s, err := procSplit(pid); err == nil && s.Rss > best.Split.Rss {
+				best = peakSplit{Split: s, At: time.Since(start)}
+			}
+			select {
+			case <-done:
+				out <- best
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() peakSplit { close(done); return <-out }
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 func TestProcSplitAccountsForTheRSS(t *testing.T) {
@@ -39,5 +40,19 @@ func TestSettledMemoryWaitsForTheRSSToStop(t *testing.T) {
 	}
 	if rss != 40<<20+1000 || waited != 3 {
 		t.Errorf("settled at %d bytes after %d s, want %d after 3", rss, waited, 40<<20+1000)
+	}
+}
+
+func TestSamplePeakSamplesBeforeItStops(t *testing.T) {
+	keep := make([]byte, 64<<20)
+	for i := range keep {
+		keep[i] = 1 // touched: resident
+	}
+	// The sampler reads once as it starts, so even a stop at once has
+	// a split: the buffer is in it.
+	got := samplePeak(os.Getpid(), time.Now(), time.Hour)()
+	_ = keep[len(keep)-1]
+	if got.Split.Rss < int64(len(keep)) || got.Split.Heap < int64(len(keep)) {
+		t.Errorf("peak split %v, below the %d bytes this test holds", got.Split, len(keep))
 	}
 }
