@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,6 +72,26 @@ func CPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Wakeups estimates how many times this process's goroutines have been
+// scheduled to run so far: the runtime records the scheduling latency of
+// one in every 8 transitions of each goroutine from runnable to running
+// (runtime2.go, gTrackingPeriod), so 8 times that histogram's count
+// estimates the wake-ups (a goroutine that blocked or was preempted made
+// to run again), the cost a hand-over between goroutines adds beyond the
+// work itself.
+func Wakeups() uint64 {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	var n uint64
+	for _, c := range s[0].Value.Float64Histogram().Counts {
+		n += c
+	}
+	return 8 * n
 }
 
 // Root returns the repository root: the nearest directory above the
