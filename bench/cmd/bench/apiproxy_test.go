@@ -26,24 +26,8 @@ func TestAPIProxyCounts(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	defer upstream.Close()
-	p, err := newAPIProxy(&rest.Config{Host: upstream.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pemCert(upstream.Certificate().Raw)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, c := proxyClient(t, upstream, "plugin")
 	defer p.close()
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := p.writeKubeconfig(path); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Impersonate.UserName = "plugin"
-	c, err := rest.UnversionedRESTClientFor(withJSON(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	for _, req := range []*rest.Request{
 		c.Get().AbsPath("/api/v1/namespaces/dst/configmaps"),
@@ -67,6 +51,34 @@ func TestAPIProxyCounts(t *testing.T) {
 	if d := want.minus(requestClasses{Reads: 1, Writes: 1}); d != (requestClasses{Reads: 1, Watches: 1, Writes: 2}) {
 		t.Errorf("minus = %+v", d)
 	}
+}
+
+// proxyClient starts a proxy to upstream and returns it with a client
+// reaching it through the kubeconfig it writes, impersonating user
+// unless "".
+func proxyClient(t *testing.T, upstream *httptest.Server, user string) (*apiProxy, *rest.RESTClient) {
+	t.Helper()
+	p, err := newAPIProxy(&rest.Config{Host: upstream.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pemCert(upstream.Certificate().Raw)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := p.writeKubeconfig(path); err != nil {
+		p.close()
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		p.close()
+		t.Fatal(err)
+	}
+	cfg.Impersonate.UserName = user
+	c, err := rest.UnversionedRESTClientFor(withJSON(cfg))
+	if err != nil {
+		p.close()
+		t.Fatal(err)
+	}
+	return p, c
 }
 
 func withJSON(cfg *rest.Config) *rest.Config {
@@ -98,24 +110,9 @@ func TestAPIProxyCut(t *testing.T) {
 		<-r.Context().Done()
 	}))
 	defer upstream.Close()
-	p, err := newAPIProxy(&rest.Config{Host: upstream.URL, TLSClientConfig: rest.TLSClientConfig{CAData: pemCert(upstream.Certificate().Raw)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, c := proxyClient(t, upstream, "")
 	defer p.close()
 	p.countLists("configmaps")
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := p.writeKubeconfig(path); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := rest.UnversionedRESTClientFor(withJSON(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	watchFrom := func(rv string, initial bool) watch.Interface {
