@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -32,6 +33,17 @@ type apiProxy struct {
 	mu   sync.Mutex
 	n    requestClasses
 	last time.Time // when the last request came
+	// watches cancels each watch in flight, for cut.
+	watches map[int]context.CancelFunc
+	nextID  int
+	// listsOf names the resource whose lists (a LIST, or a watch that
+	// sends the initial events) lists counts; "" counts none.
+	listsOf string
+	lists   int
+	// expire, when set, answers the next watch that resumes from a
+	// resourceVersion with the 410 the apiserver sends for a compacted
+	// one (relist.go).
+	expire bool
 }
 
 // requestClasses counts requests by what they do to the apiserver.
@@ -52,7 +64,7 @@ func (c requestClasses) minus(d requestClasses) requestClasses {
 func (c *requestClasses) classify(r *http.Request) {
 	switch r.Method {
 	case http.MethodGet:
-		if w := r.URL.Query().Get("watch"); w == "true" || w == "1" {
+		if isWatch(r) {
 			c.Watches++
 		} else {
 			c.Reads++
@@ -62,6 +74,11 @@ func (c *requestClasses) classify(r *http.Request) {
 	default:
 		c.Other++
 	}
+}
+
+func isWatch(r *http.Request) bool {
+	w := r.URL.Query().Get("watch")
+	return r.Method == http.MethodGet && (w == "true" || w == "1")
 }
 
 func newAPIProxy(cfg *rest.Config) (*apiProxy, error) {
@@ -81,12 +98,50 @@ func newAPIProxy(cfg *rest.Config) (*apiProxy, error) {
 		// A side stopped mid-request cancels it; that is no news.
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
-	p := &apiProxy{}
+	p := &apiProxy{watches: map[int]context.CancelFunc{}}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.n.classify(r)
 		p.last = time.Now()
+		if p.listsOf != "" && startsList(r, p.listsOf) {
+			p.lists++
+		}
+		watching := isWatch(r)
+		expire := watching && p.expire && r.URL.Query().Get("sendInitialEvents") != "true"
+		if expire {
+			p.expire = false
+		}
+		id := p.nextID
+		if watching {
+			ctx, cancel := context.WithCancel(r.Context())
+			r = r.WithContext(ctx)
+			p.nextID++
+			p.watches[id] = cancel
+		}
 		p.mu.Unlock()
+		if watching {
+			defer func() {
+				p.mu.Lock()
+				cancel, live := p.watches[id]
+				if live {
+					cancel()
+					delete(p.watches, id)
+				}
+				p.mu.Unlock()
+				// The proxy aborts a response whose upstream ended
+				// mid-body, which the client takes for an error of the
+				// stream; a watch that cut ended ends cleanly instead,
+				// as the apiserver ends one, so that the reflector
+				// resumes from its resourceVersion.
+				if v := recover(); v != nil && (v != http.ErrAbortHandler || live) {
+					panic(v)
+				}
+			}()
+		}
+		if expire {
+			writeExpired(w, r.URL.Query().Get("resourceVersion"))
+			return
+		}
 		rp.ServeHTTP(w, r)
 	}))
 	p.srv.EnableHTTP2 = true
@@ -99,6 +154,35 @@ func (p *apiProxy) counts() requestClasses {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.n
+}
+
+// countLists starts counting the lists of resource (startsList).
+func (p *apiProxy) countLists(resource string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.listsOf = resource
+}
+
+// listed returns the lists of countLists's resource counted so far.
+func (p *apiProxy) listed() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lists
+}
+
+// cut ends every watch in flight, as a dropped connection or an
+// apiserver's restart does, and returns how many it ended; with expire
+// the next watch that resumes from a resourceVersion gets a 410.
+func (p *apiProxy) cut(expire bool) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expire = expire
+	n := len(p.watches)
+	for id, cancel := range p.watches {
+		cancel()
+		delete(p.watches, id)
+	}
+	return n
 }
 
 // quiet waits until no request has come for d, and gives up after limit:

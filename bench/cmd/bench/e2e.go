@@ -40,6 +40,7 @@ type e2e struct {
 	smoke      bool
 	env        *testenv.Env
 	kubeconfig string
+	etcdURL    string       // etcd's client URL, for the relist's compaction
 	config     *rest.Config // the harness's own credentials
 	client     kubernetes.Interface
 	daemonBin  string
@@ -94,6 +95,9 @@ func newE2E(root, work string, smoke bool, daemonBin string, env *testenv.Env, l
 // env (a test's TestMain does) until the caller sets h.env.
 func (h *e2e) attach(env *testenv.Env) error {
 	h.kubeconfig = filepath.Join(h.work, "kubeconfig")
+	if e := env.Environment.ControlPlane.Etcd; e != nil && e.URL != nil {
+		h.etcdURL = strings.TrimSuffix(e.URL.String(), "/")
+	}
 	if err := env.WriteKubeconfig(h.kubeconfig); err != nil {
 		return err
 	}

@@ -19,13 +19,19 @@ import (
 // Go plugins, and with 20 (the difference over 10 is what one more plugin
 // costs: a single plugin more is lost in the collector's timing), and 10
 // separate native processes, each a stripped plain informer (one
-// controller per handler; their RSS summed, peers.go).
+// controller per handler; their RSS summed, peers.go). Then, in each run,
+// the fair native informer and the daemon with 10 plugins relist once
+// (etcd compacted, watches cut; relist.go), for the peak a relist costs.
 
 type memoryRun struct {
 	Side    string  `json:"side"`
 	Plugins int     `json:"plugins"`
 	RSS     float64 `json:"rssMiB"`
 	Peak    float64 `json:"peakMiB"`
+	// Relist, in a relist run (relist.go), says whose 410 made the side
+	// list again: "apiserver" or "proxy"; Lists counts its lists.
+	Relist string `json:"relist,omitempty"`
+	Lists  int    `json:"lists,omitempty"`
 }
 
 func (h *e2e) memory(n, runs int, settle time.Duration, plugins int, sides string) ([]memoryRun, error) {
@@ -106,6 +112,17 @@ func (h *e2e) memory(n, runs int, settle time.Duration, plugins int, sides strin
 			}
 			m := memoryRun{Side: c.side, Plugins: c.plugins, RSS: float64(rss) / (1 << 20), Peak: float64(peak) / (1 << 20)}
 			h.logf("case 5: %s/%d: RSS %.0f MiB (peak %.0f MiB)", m.Side, m.Plugins, m.RSS, m.Peak)
+			out = append(out, m)
+		}
+		for _, side := range []struct {
+			side    string
+			plugins int
+		}{{"native-stripped", 0}, {"host", plugins}} {
+			h.logf("case 5 relist: run %d/%d: %s with %d plugins", r+1, runs, side.side, side.plugins)
+			m, err := h.relistSide(ns, side.side, side.plugins, n, r, settle)
+			if err != nil {
+				return out, err
+			}
 			out = append(out, m)
 		}
 	}
