@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -42,14 +43,21 @@ func (c *childCompiler) compile(ctx context.Context, wasm []byte, limits engine.
 		"--memory-pages", strconv.FormatUint(uint64(limits.MemoryPages), 10),
 		"--call-timeout", limits.CallTimeout.String())
 	cmd.Stdin = bytes.NewReader(wasm)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var use childUsage
 	if cmd.ProcessState != nil { // nil when the child did not start
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			use = childUsage{cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), maxRSS: ru.Maxrss * 1024}
+			use.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		}
+	}
+	// Not the rusage's maxrss: Linux carries a process's peak across
+	// exec, and the child is forked from the daemon's address space, so
+	// that figure is at least the daemon's own peak. The child reports
+	// the peak of its own (VmHWM, which starts afresh at exec).
+	if v, ok := strings.CutPrefix(strings.TrimSpace(stdout.String()), peakLinePrefix); ok {
+		use.maxRSS, _ = strconv.ParseInt(v, 10, 64)
 	}
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
@@ -68,15 +76,19 @@ func (c *childCompiler) compile(ctx context.Context, wasm []byte, limits engine.
 // the daemon's, and its peak memory not in the daemon's VmHWM.
 type childUsage struct {
 	cpu    time.Duration
-	maxRSS int64 // bytes
+	maxRSS int64 // bytes; 0 when the child did not say (peakLinePrefix)
 }
+
+// peakLinePrefix starts the line a compile child writes to stdout on
+// success: its peak resident set (VmHWM) in bytes.
+const peakLinePrefix = "peak-rss-bytes "
 
 // CompileChild is the body of the hidden `informer-host compile` command
 // (args after "compile"), which the daemon runs to compile a reloaded
 // plugin's new version: it lowers its own CPU priority, reads the module
 // from stdin, and validates and compiles it into the compilation cache
 // --cache as the daemon's engine would, with the same limits.
-func CompileChild(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer) int {
+func CompileChild(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("compile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cacheDir := fs.String("cache", "", "compilation cache directory to fill (required)")
@@ -111,7 +123,25 @@ func CompileChild(ctx context.Context, args []string, stdin io.Reader, stderr io
 		return 1
 	}
 	_ = mod.Close(ctx)
+	if peak, err := ownPeakRSS(); err == nil {
+		fmt.Fprintf(stdout, "%s%d\n", peakLinePrefix, peak)
+	}
 	return 0
+}
+
+// ownPeakRSS reads this process's peak resident set (VmHWM) in bytes.
+func ownPeakRSS() (int64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/self/status")
 }
 
 // compileInChild runs c for a reload's new bytes, logging the outcome; a

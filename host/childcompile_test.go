@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -202,5 +203,24 @@ func TestCompileChildRunsBelowTheDaemonsPriority(t *testing.T) {
 				t.Errorf("child's nice value %s, want %d", got, want)
 			}
 		})
+	}
+}
+
+// The child's peak is its own: the rusage's maxrss of a child forked
+// from a large process is at least that process's peak (Linux carries it
+// across exec), which made a reload's child look as large as the daemon.
+func TestCompileChildReportsItsOwnPeak(t *testing.T) {
+	const balloon = 256 << 20
+	b := make([]byte, balloon)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1 // touched: resident in the parent
+	}
+	use, err := compileChild(t, t.TempDir()).compile(context.Background(), testPlugin(t, "counter"), engine.Limits{MemoryPages: 64})
+	runtime.KeepAlive(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if use.maxRSS <= 0 || use.maxRSS >= balloon {
+		t.Errorf("child's peak RSS %d bytes, want its own (above 0, below the parent's %d-byte balloon)", use.maxRSS, balloon)
 	}
 }

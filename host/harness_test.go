@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	// The test binary stands in for informer-host as the compile child
 	// (childCompiler, compileChild below).
 	if os.Getenv(compileChildEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "compile" {
-		os.Exit(CompileChild(context.Background(), os.Args[2:], os.Stdin, os.Stderr))
+		os.Exit(CompileChild(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	if os.Getenv(lowerPriorityEnv) == "1" {
 		os.Exit(reportLoweredPriority())

@@ -70,7 +70,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "push", "pull", "bundle":
 		return registryCommand(ctx, args, stdout, stderr)
 	case "compile": // the daemon's own child (host.Options.CompileChild), not in usage
-		return host.CompileChild(ctx, args[1:], os.Stdin, stderr)
+		return host.CompileChild(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "informer-host", versionString())
 		return 0

@@ -196,6 +196,15 @@ func (h *e2e) convergeRun(side string, n, run int, wasm []byte, qps float64, bur
 		defer func() { _ = stop() }()
 		if side == "native-restart" {
 			disrupt = func() error {
+				// Its peak read while it runs, not the rusage's maxrss
+				// after: Linux carries a process's peak across exec, so
+				// a child forked from the harness reports at least the
+				// harness's own.
+				_, peak, err := procMemory(c.cmd.Process.Pid)
+				if err != nil {
+					return err
+				}
+				extraPeak = peak
 				if err := c.stop(); err != nil {
 					return err
 				}
@@ -204,7 +213,6 @@ func (h *e2e) convergeRun(side string, n, run int, wasm []byte, qps float64, bur
 					return errors.New("no rusage for the stopped native-labeler")
 				}
 				extraCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-				extraPeak = ru.Maxrss * 1024
 				c2, err := h.startNativeLabeler(ns, fmt.Sprintf("converge-%s-%d-second", side, run), qps, burst)
 				if err != nil {
 					return err
