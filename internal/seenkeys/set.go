@@ -210,6 +210,13 @@ func (s *Set) snapshot() (data []byte, gen uint64, dirty bool) {
 	return Encode(keys), gen, true
 }
 
+// generation returns the set's change count.
+func (s *Set) generation() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
 // written marks the snapshot of gen as stored: the set is clean unless
 // it changed since.
 func (s *Set) written(gen uint64) {

@@ -298,3 +298,29 @@ func BenchmarkSetAddSame(b *testing.B) {
 		s.Add(k)
 	}
 }
+
+// With the memory backend a flush encodes nothing: it would be garbage
+// and CPU for a backend that keeps nothing (about 10 MB a flush for a
+// plugin holding 50,000 keys, every interval while its set changes).
+func TestMemoryBackendFlushEncodesNothing(t *testing.T) {
+	ctx := context.Background()
+	st := New(Options{Backend: Memory(), FlushInterval: time.Hour})
+	defer st.Close(ctx)
+	set := st.Set(ctx, "p")
+	for i := range 20000 {
+		set.Add(Key{"cms", "ns", fmt.Sprint(i), uidN(i)})
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := st.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<10 {
+		t.Errorf("a flush to the memory backend allocated %d bytes for 20,000 keys; want next to nothing", got)
+	}
+	// The set is clean: a later change makes it dirty again, as before.
+	if _, _, dirty := set.snapshot(); dirty {
+		t.Error("the set is still dirty after a flush to the memory backend")
+	}
+}
