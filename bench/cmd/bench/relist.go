@@ -113,6 +113,12 @@ func (h *e2e) relistSide(ns, side string, plugins, n, run int, settle time.Durat
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
 		return memoryRun{}, fmt.Errorf("reset the peak RSS of %s: %w", side, err)
 	}
+	// With -profile, the split at the relist's largest RSS, as the
+	// initial list's (memory.go): what the relist holds at its peak.
+	logSplit := func() {}
+	if h.profileDir != "" {
+		logSplit = h.logPeak("case 5 relist: "+side, pid, time.Now())
+	}
 	rev, err := h.compactEtcd()
 	if err != nil {
 		return memoryRun{}, err
@@ -137,6 +143,7 @@ func (h *e2e) relistSide(ns, side string, plugins, n, run int, settle time.Durat
 	}
 	time.Sleep(settle)
 	rss, peak, waited, err := settledMemory(mem)
+	logSplit()
 	if err != nil {
 		return memoryRun{}, err
 	}
