@@ -115,9 +115,10 @@ func (h *e2e) relistSide(ns, side string, plugins, n, run int, settle time.Durat
 	}
 	// With -profile, the split at the relist's largest RSS, as the
 	// initial list's (memory.go): what the relist holds at its peak.
-	logSplit := func() {}
+	// Deferred, so that the sampler stops on every return, before the
+	// side's own deferred stop.
 	if h.profileDir != "" {
-		logSplit = h.logPeak("case 5 relist: "+side, pid, time.Now())
+		defer h.logPeak("case 5 relist: "+side, pid, time.Now())()
 	}
 	rev, err := h.compactEtcd()
 	if err != nil {
@@ -143,7 +144,6 @@ func (h *e2e) relistSide(ns, side string, plugins, n, run int, settle time.Durat
 	}
 	time.Sleep(settle)
 	rss, peak, waited, err := settledMemory(mem)
-	logSplit()
 	if err != nil {
 		return memoryRun{}, err
 	}
