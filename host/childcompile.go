@@ -162,12 +162,45 @@ func compileInChild(ctx context.Context, c *childCompiler, log *slog.Logger, was
 
 // lowerPriority adds by to the process's nice value (at most 19), relative
 // to the one it inherited: a daemon already run under nice keeps its
-// child below it.
+// child below it. On Linux the nice value is each thread's own (setpriority
+// with who 0 sets the calling thread's only), and the Go runtime already
+// runs several threads, any of which may run the compile: so every thread
+// is set, until a pass finds none left over (a thread started meanwhile by
+// one not yet set inherits the old value; threads started after all are
+// set inherit the new one).
 func lowerPriority(by int) error {
 	// Linux's getpriority system call returns 20 - nice.
 	raw, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
 	if err != nil {
 		return err
 	}
-	return syscall.Setpriority(syscall.PRIO_PROCESS, 0, min(20-raw+by, 19))
+	nice := min(20-raw+by, 19)
+	for pass := 0; pass < 10; pass++ {
+		tids, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return err
+		}
+		changed := false
+		for _, t := range tids {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil {
+				continue
+			}
+			cur, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid)
+			if err != nil {
+				continue // the thread exited
+			}
+			if 20-cur == nice {
+				continue
+			}
+			if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("thread %d: %w", tid, err)
+			}
+			changed = true
+		}
+		if !changed {
+			return nil
+		}
+	}
+	return errors.New("threads kept starting at the old priority")
 }
