@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/informer-host/informer-host/host/internal/engine"
 )
 
@@ -131,17 +133,15 @@ func CompileChild(ctx context.Context, args []string, stdin io.Reader, stdout, s
 
 // ownPeakRSS reads this process's peak resident set (VmHWM) in bytes.
 func ownPeakRSS() (int64, error) {
-	b, err := os.ReadFile("/proc/self/status")
+	self, err := procfs.Self()
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10, err
-		}
+	st, err := self.NewStatus()
+	if err != nil {
+		return 0, err
 	}
-	return 0, errors.New("no VmHWM in /proc/self/status")
+	return int64(st.VmHWM), nil
 }
 
 // compileInChild runs c for a reload's new bytes, logging the outcome; a
