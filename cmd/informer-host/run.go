@@ -62,7 +62,7 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the daemon's whole run to this file (pprof format; for benchmarks and bug reports)")
 	allocProfile := fs.String("alloc-profile", "", "write the heap allocations of the daemon's whole run (sampled, pprof format) to this file when it stops")
 	ml := memoryLimit{}
-	fs.Float64Var(&ml.ratio, "memory-limit-ratio", defaultMemoryLimitRatio, "set the Go runtime's soft memory limit (GOMEMLIMIT) to this fraction of the container's (cgroup) memory limit at start; 0 turns it off; a GOMEMLIMIT in the environment wins")
+	fs.Float64Var(&ml.ratio, "memory-limit-ratio", defaultMemoryLimitRatio, "set the Go runtime's soft memory limit (GOMEMLIMIT) to this fraction of the container's (cgroup) memory limit, less the memory outside the Go runtime (plugins' memory and code, the binary), kept current every 5s; 0 turns it off; a GOMEMLIMIT in the environment wins")
 	memProfile := fs.String("mem-profile", "", "when the daemon begins to stop, before it drains, write a heap profile to this file (pprof format; for benchmarks and bug reports)")
 	var apiClient apiClientOptions
 	apiClient.register(fs)
@@ -105,7 +105,7 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer, stopping f
 	// klog reads of the daemons already running.
 	klog.SetSlogLogger(log)
 	o.Logger = log
-	ml.apply(log)
+	ml.apply(ctx, log)
 	if o.Config, err = config.Load(*path); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
