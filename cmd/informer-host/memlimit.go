@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"runtime/metrics"
+	"sync"
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -80,26 +81,38 @@ func (m memoryLimit) apply(ctx context.Context, log *slog.Logger) {
 	if refresh == 0 {
 		refresh = outsideRefresh
 	}
-	var container, outsideNow uint64
-	asked := false
+	// What the first call saw, for the log. The refresh goroutine calls
+	// derived too, so the fields are written under mu.
+	var seen struct {
+		mu                  sync.Mutex
+		asked               bool
+		container, outsideN uint64
+	}
 	derived := func() (uint64, error) {
-		asked = true
 		n, err := provider()
+		out := uint64(0)
+		if err == nil {
+			if out, err = outside(); err != nil {
+				out, err = 0, nil // the fixed fraction, as before the derivation
+			}
+		}
+		seen.mu.Lock()
+		if !seen.asked {
+			seen.asked, seen.container, seen.outsideN = true, n, out
+		}
+		seen.mu.Unlock()
 		if err != nil {
 			return 0, err
 		}
-		container = n
-		out, err := outside()
-		if err != nil {
-			out = 0 // the fixed fraction, as before the derivation
-		}
-		outsideNow = out
 		return derivedLimit(n, m.ratio, out), nil
 	}
 	// The ratio is in derived; automemlimit's own is 1 (an AUTOMEMLIMIT
 	// in the environment still scales the result down).
 	limit, err := memlimit.Set(memlimit.WithRatio(1), memlimit.WithProvider(derived),
 		memlimit.WithRefreshInterval(ctx, refresh))
+	seen.mu.Lock()
+	asked, container, outsideNow := seen.asked, seen.container, seen.outsideN
+	seen.mu.Unlock()
 	switch {
 	case !asked && os.Getenv("GOMEMLIMIT") != "":
 		log.Info("memory limit: GOMEMLIMIT from the environment", "source", "env", "limit", limit)
