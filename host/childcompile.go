@@ -176,16 +176,13 @@ func lowerPriority(by int) error {
 	}
 	nice := min(20-raw+by, 19)
 	for pass := 0; pass < 10; pass++ {
-		tids, err := os.ReadDir("/proc/self/task")
+		threads, err := procfs.AllThreads(os.Getpid())
 		if err != nil {
 			return err
 		}
 		changed := false
-		for _, t := range tids {
-			tid, err := strconv.Atoi(t.Name())
-			if err != nil {
-				continue
-			}
+		for _, t := range threads {
+			tid := t.PID
 			cur, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid)
 			if err != nil {
 				continue // the thread exited

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/informer-host/informer-host/host/internal/engine"
 )
 
@@ -176,15 +178,14 @@ func reportLoweredPriority() int {
 	}
 	// Every thread's: on Linux the nice value is per thread, and any of
 	// the runtime's threads may run the compile.
-	tids, err := os.ReadDir("/proc/self/task")
+	threads, err := procfs.AllThreads(os.Getpid())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	nices := map[int]bool{}
-	for _, t := range tids {
-		tid, _ := strconv.Atoi(t.Name())
-		raw, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid)
+	for _, t := range threads {
+		raw, err := syscall.Getpriority(syscall.PRIO_PROCESS, t.PID)
 		if err != nil {
 			continue // exited
 		}
