@@ -33,11 +33,10 @@ const outsideRefresh = 5 * time.Second
 // The soft limit counts only the Go runtime's memory, and a good part of
 // the daemon's lies outside it: the plugins' linear memories and compiled
 // code (mapped by the engine) and the binary's mapped pages. A fixed
-// fraction of the
-// container's limit left the collector idle until the whole process was
-// past it by that much (bench/NOTES.md, "Peak memory: the soft limit"),
-// so the limit is ratio × the container's limit less what lies outside
-// the runtime now, read again every outsideRefresh.
+// fraction of the container's limit left the collector idle until the
+// whole process was past it by that much (bench/NOTES.md, "Peak memory:
+// the soft limit"), so the limit is ratio × the container's limit less
+// what lies outside the runtime now, read again every outsideRefresh.
 type memoryLimit struct {
 	// ratio is the fraction of the container's limit the daemon's whole
 	// resident memory may take; 0 leaves the runtime's limit alone.
