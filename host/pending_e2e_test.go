@@ -9,6 +9,7 @@ import (
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiext "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -48,27 +49,7 @@ plugins:
 		t.Fatalf("widgets before its CRD exists: %+v, want Pending, not served", st)
 	}
 	group := hs.ns + ".example.com"
-	version := func(name string, served bool) apiextv1.CustomResourceDefinitionVersion {
-		return apiextv1.CustomResourceDefinitionVersion{Name: name, Served: served, Storage: name == "v1",
-			Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{
-				Type: "object", XPreserveUnknownFields: new(true),
-			}}}
-	}
-	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
-	crd, err := crds.Create(context.Background(), &apiextv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
-		Spec: apiextv1.CustomResourceDefinitionSpec{
-			Group:    group,
-			Names:    apiextv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-			Scope:    apiextv1.NamespaceScoped,
-			Versions: []apiextv1.CustomResourceDefinitionVersion{version("v1", true)},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = crds.Delete(context.Background(), crd.Name, metav1.DeleteOptions{}) })
-
+	crds, crd := createWidgetCRD(t, group, widgetVersion("v1", true))
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	widgets := func(v string) dynamic.ResourceInterface {
 		return dyn.Resource(schema.GroupVersionResource{Group: group, Version: v, Resource: "widgets"}).Namespace(hs.ns)
@@ -106,7 +87,7 @@ plugins:
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd.Spec.Versions = append(crd.Spec.Versions, version("v2", true))
+	crd.Spec.Versions = append(crd.Spec.Versions, widgetVersion("v2", true))
 	// Changes go on while the resource starts (discovery, list, watch):
 	// each lands in the initial list or after it, none in between.
 	stop, stopped := make(chan struct{}), make(chan error, 1)
@@ -202,6 +183,60 @@ plugins:
 	if len(got["delete"]) != 1 {
 		t.Errorf("deletes: %v, want w1 alone", got["delete"])
 	}
+}
+
+// A controller-mode plugin whose primary resource is served only after
+// it loaded, with no object at all, counts as synced once the resource's
+// initial list (empty) is in: nothing is queued, so nothing else would
+// wake its worker to look.
+func TestControllerBoundToAPendingEmptyResourceSyncs(t *testing.T) {
+	hs, err := newHarness(t, `
+apiVersion: informer-host/v1
+resources:
+  - {name: widgets, group: NS.example.com, version: v1, kind: Widget, namespaces: [NS]}
+plugins:
+  directory: DIR
+  default:
+    controller: {for: widgets}
+`, map[string][]byte{reconcilerPlugin: testPlugin(t, "reconciler")}, func(hs *harness) { hs.pending = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := hs.status(reconcilerPlugin); s.State != StateRunning || s.Synced {
+		t.Fatalf("controller bound to a pending resource: %+v, want running and not synced", s)
+	}
+	createWidgetCRD(t, hs.ns+".example.com", widgetVersion("v1", true))
+	eventually(t, "widgets to be served", func() bool { return resourceStatus(hs, "widgets").Synced })
+	eventually(t, "the controller to be synced on widgets", func() bool { return hs.status(reconcilerPlugin).Synced })
+}
+
+// widgetVersion is a version of the Widget CRD, any object valid.
+func widgetVersion(name string, served bool) apiextv1.CustomResourceDefinitionVersion {
+	return apiextv1.CustomResourceDefinitionVersion{Name: name, Served: served, Storage: name == "v1",
+		Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{
+			Type: "object", XPreserveUnknownFields: new(true),
+		}}}
+}
+
+// createWidgetCRD creates the namespaced Widget CRD of group, deleted
+// when the test ends.
+func createWidgetCRD(t *testing.T, group string, versions ...apiextv1.CustomResourceDefinitionVersion) (apiextclient.CustomResourceDefinitionInterface, *apiextv1.CustomResourceDefinition) {
+	t.Helper()
+	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	crd, err := crds.Create(context.Background(), &apiextv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
+		Spec: apiextv1.CustomResourceDefinitionSpec{
+			Group:    group,
+			Names:    apiextv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Scope:    apiextv1.NamespaceScoped,
+			Versions: versions,
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = crds.Delete(context.Background(), crd.Name, metav1.DeleteOptions{}) })
+	return crds, crd
 }
 
 func resourceStatus(hs *harness, name string) informer.ResourceStatus {

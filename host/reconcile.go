@@ -286,6 +286,7 @@ func (r *reconciler) run(inst *engine.Instance) *engine.Instance {
 		}
 		r.queue.ShutDown()
 	}()
+	go r.wakeOnSync(ended)
 	r.metrics.SetMaxConcurrentReconciles(r.name, 1)
 	for {
 		g.shard.apply()
@@ -313,18 +314,48 @@ func (r *reconciler) run(inst *engine.Instance) *engine.Instance {
 	}
 }
 
+// wakeOnSync wakes the worker while the generation is not synced and
+// every binding's informer is, looking at syncPoll, less and less often
+// up to maxSyncPoll, until the worker has found it synced or ended. The
+// worker looks between keys only: an informer that reports its initial
+// list handed a moment after the worker took the last key of it, or an
+// empty list of a resource served only now, queues nothing that would
+// bring the worker back out of Get.
+func (r *reconciler) wakeOnSync(ended <-chan struct{}) {
+	g := r.g
+	t := time.NewTimer(syncPoll)
+	defer t.Stop()
+	for poll := syncPoll; !g.synced.Load(); poll = min(2*poll, maxSyncPoll) {
+		select {
+		case <-t.C:
+		case <-ended:
+			return
+		}
+		if r.informersSynced() {
+			r.wake()
+		}
+		t.Reset(poll)
+	}
+}
+
+// informersSynced reports whether every binding's informer has synced
+// and handed the listener its initial list.
+func (r *reconciler) informersSynced() bool {
+	for _, l := range r.g.bindings {
+		if reg := l.registration(); reg == nil || !reg.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
 // checkSynced reports the generation synced once every binding's
 // informer is and the keys its initial list queued have been handed: the
 // queue was empty once since.
 func (r *reconciler) checkSynced() {
 	g := r.g
-	if g.synced.Load() || r.queue.Len() > 0 {
+	if g.synced.Load() || r.queue.Len() > 0 || !r.informersSynced() {
 		return
-	}
-	for _, l := range g.bindings {
-		if reg := l.registration(); reg == nil || !reg.HasSynced() {
-			return
-		}
 	}
 	if r.missedAbsent() {
 		return // the keys it queued are handed before the plugin counts as synced
