@@ -104,7 +104,8 @@ func (d *ctlDaemon) kill() {
 // debugPlugins is the part of /debug/plugins these tests read.
 type debugPlugins struct {
 	Plugins []struct {
-		Name       string `json:"name"`
+		File       string `json:"file"`
+		Synced     bool   `json:"synced"`
 		Controller *struct {
 			For         string `json:"for"`
 			NextRequeue []struct {
@@ -117,6 +118,24 @@ type debugPlugins struct {
 		Active  bool     `json:"active"`
 		Members []string `json:"members"`
 	} `json:"shard"`
+}
+
+// waitSynced waits until /debug/plugins shows every plugin synced: its
+// initial list handed. Objects a test makes after it reach the plugins
+// as live adds; made before, they are part of that list and flagged
+// initial-list, which a plugin may answer differently.
+func (d *ctlDaemon) waitSynced() {
+	d.t.Helper()
+	waitFor(d.t, "every plugin synced", func() (bool, string) {
+		doc := d.debug()
+		var unsynced []string
+		for _, p := range doc.Plugins {
+			if !p.Synced {
+				unsynced = append(unsynced, p.File)
+			}
+		}
+		return len(doc.Plugins) > 0 && len(unsynced) == 0, fmt.Sprintf("not synced: %v", unsynced)
+	})
 }
 
 func (d *ctlDaemon) debug() debugPlugins {

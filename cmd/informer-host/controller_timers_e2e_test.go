@@ -135,6 +135,9 @@ func TestControllerRequeueTimersSurvive(t *testing.T) {
 		cfg := ctlConfig(t, map[string][]byte{timerPluginName: timerPlugin(t)}, timerConfig(ns, ""))
 		names := []string{"requ-a", "requ-b", "requ-c", "requ-d"}
 		d := startCtl(t, bin, cfg, 1)
+		// A primary in the first daemon's initial list is a replay to
+		// timerPlugin, which drops it: no timer, and nothing to survive.
+		d.waitSynced()
 		createPrimaries(t, ns, names)
 		var before map[string]time.Time
 		waitFor(t, "every key's requeue persisted", func() (bool, string) {
