@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,7 +106,6 @@ func (d *ctlDaemon) kill() {
 type debugPlugins struct {
 	Plugins []struct {
 		File       string `json:"file"`
-		Synced     bool   `json:"synced"`
 		Controller *struct {
 			For         string `json:"for"`
 			NextRequeue []struct {
@@ -120,21 +120,16 @@ type debugPlugins struct {
 	} `json:"shard"`
 }
 
-// waitSynced waits until /debug/plugins shows every plugin synced: its
-// initial list handed. Objects a test makes after it reach the plugins
-// as live adds; made before, they are part of that list and flagged
-// initial-list, which a plugin may answer differently.
-func (d *ctlDaemon) waitSynced() {
+// waitReady waits for /readyz 200: every resource synced and every
+// plugin's initial list handed. Objects a test makes after it reach the
+// plugins as live adds; made before, they are part of that list and
+// flagged initial-list, which a plugin may answer differently.
+func (d *ctlDaemon) waitReady() {
 	d.t.Helper()
-	waitFor(d.t, "every plugin synced", func() (bool, string) {
-		doc := d.debug()
-		var unsynced []string
-		for _, p := range doc.Plugins {
-			if !p.Synced {
-				unsynced = append(unsynced, p.File)
-			}
-		}
-		return len(doc.Plugins) > 0 && len(unsynced) == 0, fmt.Sprintf("not synced: %v", unsynced)
+	readyz := serverURL(d.t, d.logs) + "/readyz"
+	waitFor(d.t, "/readyz 200", func() (bool, string) {
+		code, body := testenv.Get(d.t, readyz)
+		return code == http.StatusOK, body
 	})
 }
 

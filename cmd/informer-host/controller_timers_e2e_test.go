@@ -137,7 +137,7 @@ func TestControllerRequeueTimersSurvive(t *testing.T) {
 		d := startCtl(t, bin, cfg, 1)
 		// A primary in the first daemon's initial list is a replay to
 		// timerPlugin, which drops it: no timer, and nothing to survive.
-		d.waitSynced()
+		d.waitReady()
 		createPrimaries(t, ns, names)
 		var before map[string]time.Time
 		waitFor(t, "every key's requeue persisted", func() (bool, string) {
