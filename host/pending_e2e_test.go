@@ -18,6 +18,7 @@ import (
 
 	"github.com/informer-host/informer-host/event"
 	"github.com/informer-host/informer-host/informer"
+	"github.com/informer-host/informer-host/internal/testenv"
 )
 
 // A plugin bound to a resource whose CRD does not exist yet loads and
@@ -49,7 +50,7 @@ plugins:
 		t.Fatalf("widgets before its CRD exists: %+v, want Pending, not served", st)
 	}
 	group := hs.ns + ".example.com"
-	crds, crd := createWidgetCRD(t, group, widgetVersion("v1", true))
+	crds, crd := createWidgetCRD(t, group, testenv.OpenWidgetVersion("v1", true))
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	widgets := func(v string) dynamic.ResourceInterface {
 		return dyn.Resource(schema.GroupVersionResource{Group: group, Version: v, Resource: "widgets"}).Namespace(hs.ns)
@@ -87,7 +88,7 @@ plugins:
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd.Spec.Versions = append(crd.Spec.Versions, widgetVersion("v2", true))
+	crd.Spec.Versions = append(crd.Spec.Versions, testenv.OpenWidgetVersion("v2", true))
 	// Changes go on while the resource starts (discovery, list, watch):
 	// each lands in the initial list or after it, none in between.
 	stop, stopped := make(chan struct{}), make(chan error, 1)
@@ -205,17 +206,9 @@ plugins:
 	if s := hs.status(reconcilerPlugin); s.State != StateRunning || s.Synced {
 		t.Fatalf("controller bound to a pending resource: %+v, want running and not synced", s)
 	}
-	createWidgetCRD(t, hs.ns+".example.com", widgetVersion("v1", true))
+	createWidgetCRD(t, hs.ns+".example.com", testenv.OpenWidgetVersion("v1", true))
 	eventually(t, "widgets to be served", func() bool { return resourceStatus(hs, "widgets").Synced })
 	eventually(t, "the controller to be synced on widgets", func() bool { return hs.status(reconcilerPlugin).Synced })
-}
-
-// widgetVersion is a version of the Widget CRD, any object valid.
-func widgetVersion(name string, served bool) apiextv1.CustomResourceDefinitionVersion {
-	return apiextv1.CustomResourceDefinitionVersion{Name: name, Served: served, Storage: name == "v1",
-		Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{
-			Type: "object", XPreserveUnknownFields: new(true),
-		}}}
 }
 
 // createWidgetCRD creates the namespaced Widget CRD of group, deleted
@@ -223,15 +216,7 @@ func widgetVersion(name string, served bool) apiextv1.CustomResourceDefinitionVe
 func createWidgetCRD(t *testing.T, group string, versions ...apiextv1.CustomResourceDefinitionVersion) (apiextclient.CustomResourceDefinitionInterface, *apiextv1.CustomResourceDefinition) {
 	t.Helper()
 	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
-	crd, err := crds.Create(context.Background(), &apiextv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
-		Spec: apiextv1.CustomResourceDefinitionSpec{
-			Group:    group,
-			Names:    apiextv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-			Scope:    apiextv1.NamespaceScoped,
-			Versions: versions,
-		},
-	}, metav1.CreateOptions{})
+	crd, err := crds.Create(context.Background(), testenv.WidgetCRD(group, versions...), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,24 +61,16 @@ func createCRD() error {
 		}}
 	listType, keys := "map", []string{"type"}
 	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
-	_, err := crds.Create(context.Background(), &apiextv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
-		Spec: apiextv1.CustomResourceDefinitionSpec{
-			Group: group,
-			Names: apiextv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-			Scope: apiextv1.NamespaceScoped,
-			Versions: []apiextv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Subresources: &apiextv1.CustomResourceSubresources{Status: &apiextv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{Type: "object",
-					Properties: map[string]apiextv1.JSONSchemaProps{
-						"spec": {Type: "object", XPreserveUnknownFields: new(true)},
-						"status": {Type: "object", Properties: map[string]apiextv1.JSONSchemaProps{
-							"phase": str, "other": str,
-							"conditions": {Type: "array", XListType: &listType, XListMapKeys: keys, Items: &apiextv1.JSONSchemaPropsOrArray{Schema: &cond}},
-						}},
-					}}}}},
-		},
-	}, metav1.CreateOptions{})
+	_, err := crds.Create(context.Background(), testenv.WidgetCRD(group, apiextv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Storage: true,
+		Subresources: &apiextv1.CustomResourceSubresources{Status: &apiextv1.CustomResourceSubresourceStatus{}},
+		Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{Type: "object",
+			Properties: map[string]apiextv1.JSONSchemaProps{
+				"spec": {Type: "object", XPreserveUnknownFields: new(true)},
+				"status": {Type: "object", Properties: map[string]apiextv1.JSONSchemaProps{
+					"phase": str, "other": str,
+					"conditions": {Type: "array", XListType: &listType, XListMapKeys: keys, Items: &apiextv1.JSONSchemaPropsOrArray{Schema: &cond}},
+				}},
+			}}}}), metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}

@@ -39,21 +39,13 @@ func createWidgetCRD(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	crds := apiext.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
-	_, err := crds.Create(ctx, &apiextv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + ctlGroup},
-		Spec: apiextv1.CustomResourceDefinitionSpec{
-			Group: ctlGroup,
-			Names: apiextv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-			Scope: apiextv1.NamespaceScoped,
-			Versions: []apiextv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Subresources: &apiextv1.CustomResourceSubresources{Status: &apiextv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{Type: "object",
-					Properties: map[string]apiextv1.JSONSchemaProps{
-						"spec":   {Type: "object", XPreserveUnknownFields: new(true)},
-						"status": {Type: "object", Properties: map[string]apiextv1.JSONSchemaProps{"phase": {Type: "string"}}},
-					}}}}},
-		},
-	}, metav1.CreateOptions{})
+	_, err := crds.Create(ctx, testenv.WidgetCRD(ctlGroup, apiextv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Storage: true,
+		Subresources: &apiextv1.CustomResourceSubresources{Status: &apiextv1.CustomResourceSubresourceStatus{}},
+		Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{Type: "object",
+			Properties: map[string]apiextv1.JSONSchemaProps{
+				"spec":   {Type: "object", XPreserveUnknownFields: new(true)},
+				"status": {Type: "object", Properties: map[string]apiextv1.JSONSchemaProps{"phase": {Type: "string"}}},
+			}}}}), metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
