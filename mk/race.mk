@@ -44,6 +44,7 @@ RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestStandbyHoldsThenActivates|TestSharding
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestDeliveryModesUnderABurstToASlowPlugin|TestOverflowIsRepairedFromTheCache
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestWriteSlowerThanCallTimeout|TestCrashloopNotifierSlowWebhook|TestEventRecorder|TestCallBoundsStopARequestLoop
 RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestLabelEnforcerExample|TestRestartedPluginGetsTheCacheAgain|TestStateSurvivesTrapsAndReloads
+RACE_HOST_TESTS := $(RACE_HOST_TESTS)|TestControllerBoundToAPendingEmptyResourceSyncs
 
 .PHONY: test-race
 test-race: deps controlplane plugins fixtures
